@@ -1,0 +1,2 @@
+//! longhaul control plane.
+pub mod config;

@@ -1,0 +1,1 @@
+//! longhaul pipelines: one module per paper role.
