@@ -1,1 +1,200 @@
-//! (being written)
+//! longhaul configuration: the TOML schema, parsed and fully validated before anything runs.
+//!
+//! `Config::load(path)` reads a file; `Config::parse(text, file)` parses text. Both return either a
+//! validated `Config` (every reference resolved: port names to ids, prefixes parsed) or a
+//! `ConfigError` naming the file, the key path (`ports[1].rate_gbps`) and what is wrong.
+//!
+//! The raw serde structs (`Raw*`) mirror the file; the validated structs are what the dataplane
+//! uses. See docs/config.md for the reference.
+
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A configuration error: file, key path, reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// Dotted key path with array indices, e.g. `routes[2].port`; empty for whole-file errors.
+    pub key: String,
+    pub msg: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.msg)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.key, self.msg)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// ---------------------------------------------------------------------------------------------
+// Validated configuration (what the dataplane is built from).
+// ---------------------------------------------------------------------------------------------
+
+/// Which pipeline the switch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipelineKind {
+    Baseline,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub switch: SwitchConfig,
+    /// Ports, in file order; `ports[i].id` is unique.
+    pub ports: Vec<PortConfig>,
+    pub qos: QosConfig,
+    pub pfc: PfcConfig,
+    pub parser: ParserConfig,
+    pub l2: Vec<L2Entry>,
+    pub routes: Vec<Route>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SwitchConfig {
+    pub name: String,
+    pub pipeline: PipelineKind,
+    /// Packet buffers in the pool.
+    pub pool_buffers: usize,
+    /// Bytes of data room per buffer (largest frame + room for encapsulation).
+    pub buffer_data_room: usize,
+    /// Shared packet buffer over all egress queues, bytes.
+    pub buffer_bytes: u64,
+    /// Seed of every dataplane RNG (RED marking), for reproducible replay.
+    pub seed: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortConfig {
+    pub id: u16,
+    pub name: String,
+    pub mac: [u8; 6],
+    /// Line rate, bits per second.
+    pub rate_bps: u64,
+    /// Largest frame (without FCS) the port accepts and sends.
+    pub mtu: u16,
+    /// Wire bytes per frame not in the buffer: preamble + SFD (8) + IFG (12) + FCS (4) = 24.
+    pub frame_overhead: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Class from the IP DSCP (through `dscp_map`).
+    Dscp,
+    /// Class from the 802.1Q PCP (through `pcp_map`).
+    Pcp,
+    /// Everything in `default_class`.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulerKind {
+    /// Highest class first.
+    Strict,
+    /// Weighted round robin over classes, in packets (`weights`).
+    Wrr,
+    /// Deficit round robin over classes, in bytes (`weights` x `drr_quantum_bytes`).
+    Drr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EcnConfig {
+    /// Queue depth (bytes) below which nothing is marked.
+    pub kmin_bytes: u64,
+    /// Queue depth (bytes) at and above which everything ECN-capable is marked.
+    pub kmax_bytes: u64,
+    /// Marking probability reached at Kmax (linear from 0 at Kmin).
+    pub pmax: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassConfig {
+    /// Tail-drop limit of this class's queue on each egress port, bytes.
+    pub limit_bytes: u64,
+    /// PFC protects this class: never tail-dropped while headroom lasts.
+    pub lossless: bool,
+    pub ecn: Option<EcnConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct QosConfig {
+    pub trust: Trust,
+    pub default_class: u8,
+    /// DSCP (index) -> class.
+    pub dscp_map: [u8; 64],
+    /// PCP (index) -> class.
+    pub pcp_map: [u8; 8],
+    pub scheduler: SchedulerKind,
+    /// Classes served with strict priority above the weighted ones (highest class first); with
+    /// `scheduler = "strict"` every class is strict.
+    pub strict_classes: Vec<u8>,
+    /// WRR/DRR weight per class (1..=255; 0 = class not served by the weighted scheduler).
+    pub weights: [u32; 8],
+    /// DRR quantum per unit of weight, bytes.
+    pub drr_quantum_bytes: u32,
+    /// Per-class settings, indexed by class 0..8.
+    pub classes: [ClassConfig; 8],
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PfcConfig {
+    pub enabled: bool,
+    /// Bytes buffered from one ingress port in one lossless class at which XOFF is sent.
+    pub xoff_bytes: u64,
+    /// ... at or below which XON (pause time 0) is sent.
+    pub xon_bytes: u64,
+    /// Bytes accepted above XOFF (in flight on the link while the pause takes effect).
+    pub headroom_bytes: u64,
+    /// Pause time carried by XOFF frames, in quanta (512 bit times).
+    pub pause_quanta: u16,
+    /// While XOFF holds, the frame is re-sent this often (ns) so the upstream stays paused.
+    pub refresh_ns: u64,
+}
+
+/// What to do with an input anomaly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Count and drop.
+    Drop,
+    /// Count and keep processing: route it if its L3 header is usable, else switch it at L2 by
+    /// destination MAC.
+    Forward,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParserConfig {
+    /// Most VLAN tags accepted (0..=2); more is the `vlan_stack` anomaly.
+    pub max_vlan_tags: u8,
+    pub verify_ipv4_checksum: bool,
+    pub on_bad_length: Policy,
+    pub on_unknown_ethertype: Policy,
+    pub on_vlan_stack: Policy,
+    pub on_ipv4_options: Policy,
+    pub on_ipv4_fragment: Policy,
+    pub on_bad_ip_checksum: Policy,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct L2Entry {
+    pub mac: [u8; 6],
+    pub port: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpPrefix {
+    V4 { addr: u32, len: u8 },
+    V6 { addr: u128, len: u8 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Route {
+    pub prefix: IpPrefix,
+    /// Egress port id.
+    pub port: u16,
+    /// Destination MAC written into forwarded frames (the next hop's).
+    pub next_hop_mac: [u8; 6],
+}

@@ -1,1 +1,2 @@
 //! longhaul pipelines: one module per paper role.
+pub mod replay;
