@@ -7,9 +7,14 @@
 //! The raw serde structs (`Raw*`) mirror the file; the validated structs are what the dataplane
 //! uses. See docs/config.md for the reference.
 
-use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+mod raw;
+mod validate;
+
+/// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
+pub use validate::pause_time_ns;
 
 /// A configuration error: file, key path, reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +36,111 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Parses and validates `text`; `file` is only used to name the file in errors. Returns the
+    /// first error (in file order for syntax and type errors, then in validation order: switch,
+    /// ports, qos, pfc, parser, l2, routes); see [`Config::parse_all`] for every error.
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        Self::parse_all(text, file).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// Reads, parses and validates the file at `path` (read errors are `ConfigError`s too).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// Like [`Config::parse`], but on failure returns every error found (never an empty
+    /// vector). A syntax, unknown-key or type error stops parsing, so it is always alone; the
+    /// validation pass goes on after an error and reports all of them.
+    pub fn parse_all(text: &str, file: &Path) -> Result<Config, Vec<ConfigError>> {
+        let de = toml::Deserializer::new(text);
+        let raw: raw::RawConfig = match serde_path_to_error::deserialize(de) {
+            Ok(raw) => raw,
+            Err(e) => return Err(vec![serde_error(text, file, e)]),
+        };
+        let mut v = validate::Validator::new(file, text);
+        let config = v.config(raw);
+        if v.errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(v.errors)
+        }
+    }
+
+    /// Like [`Config::load`], but on failure returns every error found.
+    pub fn load_all(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![ConfigError {
+                file: path.to_path_buf(),
+                key: String::new(),
+                msg: format!("cannot read the file: {e}"),
+            }]
+        })?;
+        Self::parse_all(&text, path)
+    }
+}
+
+/// A serde (syntax, unknown key, wrong type) error as a `ConfigError`: the key path without
+/// toml's `Spanned` internals, toml's message in words a user knows, and the line and column.
+fn serde_error(
+    text: &str,
+    file: &Path,
+    e: serde_path_to_error::Error<toml::de::Error>,
+) -> ConfigError {
+    use serde_path_to_error::Segment;
+    let mut key = String::new();
+    for seg in e.path().iter() {
+        match seg {
+            Segment::Seq { index } => key.push_str(&format!("[{index}]")),
+            Segment::Map { key: k } if k.starts_with("$__") => {}
+            Segment::Map { key: k } | Segment::Enum { variant: k } => {
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key.push_str(k);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    let inner = e.into_inner();
+    let mut msg = inner.message().trim().replace('\n', "; ");
+    for (from, to) in [
+        ("expected i64", "expected an integer"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected an array"),
+        ("invalid type: map", "invalid type: table"),
+        ("invalid type: sequence", "invalid type: array"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        msg = msg.replace(from, to);
+    }
+    // "expected struct RawPort" and the like: the user wrote a value where a table goes.
+    if let Some(i) = msg.find("expected struct Raw") {
+        msg.truncate(i);
+        msg.push_str("expected a table");
+    }
+    if key.is_empty() {
+        msg.insert_str(0, "TOML syntax error: ");
+    }
+    if let Some(span) = inner.span() {
+        msg.push_str(&validate::location(text, span.start));
+    }
+    ConfigError {
+        file: file.to_path_buf(),
+        key,
+        msg,
+    }
+}
+
+impl fmt::Display for IpPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            IpPrefix::V4 { addr, len } => write!(f, "{}/{len}", std::net::Ipv4Addr::from(addr)),
+            IpPrefix::V6 { addr, len } => write!(f, "{}/{len}", std::net::Ipv6Addr::from(addr)),
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Validated configuration (what the dataplane is built from).
@@ -186,7 +296,9 @@ pub struct L2Entry {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IpPrefix {
+    /// `addr` is the address as a host-order integer (`u32::from(Ipv4Addr)`); host bits are 0.
     V4 { addr: u32, len: u8 },
+    /// `addr` is `u128::from(Ipv6Addr)`; host bits are 0.
     V6 { addr: u128, len: u8 },
 }
 

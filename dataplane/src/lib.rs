@@ -8,9 +8,12 @@
 
 pub mod asic;
 pub mod counters;
+pub mod engine;
 pub mod packet;
 pub mod pcap;
+pub mod replay;
 pub mod time;
+pub mod tm;
 pub mod wire;
 
 pub use packet::{BufPool, HeapBuf, HeapPool, Meta, PacketBuf};

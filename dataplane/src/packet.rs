@@ -48,6 +48,9 @@ pub const FLAG_CLONE: u8 = 1 << 1;
 pub const FLAG_CONTROL: u8 = 1 << 2;
 /// The egress ECN marker set CE on this packet.
 pub const FLAG_ECN_MARKED: u8 = 1 << 3;
+/// The packet's bytes are accounted to (ingress_port, class) by PFC and must be released when it
+/// leaves the buffer.
+pub const FLAG_PFC_ACCOUNTED: u8 = 1 << 4;
 
 impl Default for Meta {
     fn default() -> Self {

@@ -1,2 +1,5 @@
-//! longhaul pipelines: one module per paper role.
+//! longhaul pipelines: one module per paper role, each a set of stages built from the dataplane's
+//! primitives. `build` turns a validated config into the switch spec; `replay` runs pcaps through.
+pub mod baseline;
+pub mod build;
 pub mod replay;

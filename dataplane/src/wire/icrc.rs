@@ -1,1 +1,287 @@
-//! (being written)
+//! RoCEv2 invariant CRC (ICRC): IBTA Annex A17 (RoCEv2) section A17.4.3 over the IB spec's
+//! section 7.8.1 ICRC, exactly as DESIGN.md section 5 states it.
+//!
+//! ICRC = CRC-32 (IEEE 802.3 polynomial, reflected, init and final XOR 0xffffffff: what
+//! `crc32fast` computes) over
+//! 1. eight bytes of 0xff (standing in for the IB LRH),
+//! 2. the IP header with the variant fields set to all ones: IPv4 ToS, TTL and header checksum;
+//!    IPv6 traffic class, flow label and hop limit,
+//! 3. the UDP header with the checksum set to all ones,
+//! 4. the BTH with byte 4 (FECN, BECN, reserved) set to all ones,
+//! 5. everything after the BTH up to (not including) the ICRC.
+//!
+//! The ICRC is the last four bytes of the UDP datagram as bounded by the UDP length (never the
+//! buffer length: a 60-byte minimum Ethernet frame may carry trailing padding), stored least
+//! significant byte first. Nothing here allocates: the masked headers are streamed through a
+//! `crc32fast::Hasher` from small stack arrays.
+
+use super::ipv4::Ipv4Packet;
+use super::ipv6::Ipv6Packet;
+use super::udp::UdpPacket;
+use super::WireError;
+use crc32fast::Hasher;
+
+/// Length of the ICRC trailer.
+pub const ICRC_LEN: usize = 4;
+/// BTH length.
+const BTH_LEN: usize = 12;
+
+/// Where the covered parts of a RoCEv2 packet are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IcrcLayout {
+    /// Offset of the IP header.
+    pub l3_off: usize,
+    /// IP version (4 or 6).
+    pub version: u8,
+    /// Offset of the UDP header (= end of the IP header).
+    pub udp_off: usize,
+    /// Offset of the BTH.
+    pub bth_off: usize,
+    /// Offset of the ICRC (= UDP end - 4).
+    pub icrc_off: usize,
+}
+
+impl IcrcLayout {
+    /// Locate IP, UDP, BTH and ICRC for the RoCEv2 packet whose IP header is at `l3_off`.
+    /// Errors: [`WireError::Truncated`] / [`WireError::BadIpHeader`] from the IP header,
+    /// [`WireError::BadLength`] when the IP/UDP lengths do not fit the buffer or the UDP datagram
+    /// cannot hold BTH + ICRC, [`WireError::Unsupported`] when the IP payload is not UDP.
+    pub fn locate(frame: &[u8], l3_off: usize) -> Result<IcrcLayout, WireError> {
+        let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
+        let v = l3.first().ok_or(WireError::Truncated)? >> 4;
+        let (udp_off, ip_end) = match v {
+            4 => {
+                let ip = Ipv4Packet::new_checked(l3)?;
+                ip.check_len()?;
+                if ip.protocol() != super::ipv4::PROTO_UDP {
+                    return Err(WireError::Unsupported);
+                }
+                (
+                    l3_off + ip.header_len(),
+                    l3_off + ip.total_len() as usize,
+                )
+            }
+            6 => {
+                let ip = Ipv6Packet::new_checked(l3)?;
+                ip.check_len()?;
+                if ip.next_header() != 17 {
+                    return Err(WireError::Unsupported);
+                }
+                (
+                    l3_off + super::ipv6::HEADER_LEN,
+                    l3_off + super::ipv6::HEADER_LEN + ip.payload_len() as usize,
+                )
+            }
+            _ => return Err(WireError::BadIpHeader),
+        };
+        let udp_bytes = frame.get(udp_off..ip_end).ok_or(WireError::BadLength)?;
+        let udp = UdpPacket::new_checked(udp_bytes)?;
+        let ulen = udp.len() as usize;
+        if ulen < super::udp::HEADER_LEN + BTH_LEN + ICRC_LEN || ulen > udp_bytes.len() {
+            return Err(WireError::BadLength);
+        }
+        Ok(IcrcLayout {
+            l3_off,
+            version: v,
+            udp_off,
+            bth_off: udp_off + super::udp::HEADER_LEN,
+            icrc_off: udp_off + ulen - ICRC_LEN,
+        })
+    }
+}
+
+/// Compute the ICRC of the RoCEv2 packet whose IP header is at `l3_off` (the value as a `u32`;
+/// on the wire it is `value.to_le_bytes()`).
+pub fn compute(frame: &[u8], l3_off: usize) -> Result<u32, WireError> {
+    let lay = IcrcLayout::locate(frame, l3_off)?;
+    Ok(compute_with(frame, &lay))
+}
+
+/// Compute with an already located layout (from [`IcrcLayout::locate`] on this same frame).
+pub fn compute_with(frame: &[u8], lay: &IcrcLayout) -> u32 {
+    let mut h = Hasher::new();
+    h.update(&[0xff; 8]);
+    // IP header, masked. IPv4 up to 60 bytes with options; IPv6 fixed 40.
+    let mut ip = [0u8; 60];
+    let ip_src = frame.get(lay.l3_off..lay.udp_off).unwrap_or(&[]);
+    let n = ip_src.len().min(ip.len());
+    ip[..n].copy_from_slice(&ip_src[..n]);
+    if lay.version == 4 {
+        ip[1] = 0xff; // ToS
+        ip[8] = 0xff; // TTL
+        ip[10] = 0xff; // header checksum
+        ip[11] = 0xff;
+    } else {
+        ip[0] |= 0x0f; // traffic class (high nibble) ...
+        ip[1] = 0xff; // ... traffic class (low nibble) + flow label
+        ip[2] = 0xff;
+        ip[3] = 0xff;
+        ip[7] = 0xff; // hop limit
+    }
+    h.update(&ip[..n]);
+    // UDP header with the checksum masked.
+    let mut udp = [0u8; 8];
+    if let Some(s) = frame.get(lay.udp_off..lay.udp_off + 8) {
+        udp.copy_from_slice(s);
+    }
+    udp[6] = 0xff;
+    udp[7] = 0xff;
+    h.update(&udp);
+    // BTH with byte 4 (FECN/BECN/resv6) masked.
+    let mut bth = [0u8; BTH_LEN];
+    if let Some(s) = frame.get(lay.bth_off..lay.bth_off + BTH_LEN) {
+        bth.copy_from_slice(s);
+    }
+    bth[4] = 0xff;
+    h.update(&bth);
+    h.update(
+        frame
+            .get(lay.bth_off + BTH_LEN..lay.icrc_off)
+            .unwrap_or(&[]),
+    );
+    h.finalize()
+}
+
+/// The ICRC stored in the packet (read least significant byte first).
+pub fn stored(frame: &[u8], l3_off: usize) -> Result<u32, WireError> {
+    let lay = IcrcLayout::locate(frame, l3_off)?;
+    stored_with(frame, &lay)
+}
+
+fn stored_with(frame: &[u8], lay: &IcrcLayout) -> Result<u32, WireError> {
+    let s = frame
+        .get(lay.icrc_off..lay.icrc_off + ICRC_LEN)
+        .ok_or(WireError::Truncated)?;
+    Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// Whether the stored ICRC matches; `Err` only when the packet structure cannot be located.
+pub fn verify(frame: &[u8], l3_off: usize) -> Result<bool, WireError> {
+    let lay = IcrcLayout::locate(frame, l3_off)?;
+    Ok(stored_with(frame, &lay)? == compute_with(frame, &lay))
+}
+
+/// Recompute the ICRC and store it (LSB first); returns the value.
+pub fn fill(frame: &mut [u8], l3_off: usize) -> Result<u32, WireError> {
+    let lay = IcrcLayout::locate(frame, l3_off)?;
+    let c = compute_with(frame, &lay);
+    let s = frame
+        .get_mut(lay.icrc_off..lay.icrc_off + ICRC_LEN)
+        .ok_or(WireError::Truncated)?;
+    s.copy_from_slice(&c.to_le_bytes());
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::testutil::hex;
+    use crate::wire::{ecn, ipv4};
+
+    /// The real ConnectX-4 Lx CNP from DESIGN.md section 5 (with its ICRC 82fd002a).
+    fn cx4_cnp() -> Vec<u8> {
+        let mut f = hex(
+            "e41d2dab2bc27cfe90643b32 0800 45c2003c718c400040119161 0a001101 0a001201
+             000012b700280000 8100ffff40000118 00000000",
+        );
+        f.extend_from_slice(&[0u8; 16]);
+        f.extend_from_slice(&hex("82fd002a"));
+        f
+    }
+
+    #[test]
+    fn connectx4_cnp_known_answer() {
+        let f = cx4_cnp();
+        assert_eq!(f.len(), 14 + 60);
+        assert_eq!(compute(&f, 14), Ok(0x2a00fd82));
+        assert_eq!(stored(&f, 14), Ok(0x2a00fd82));
+        assert_eq!(verify(&f, 14), Ok(true));
+        let mut g = f.clone();
+        g[70..74].copy_from_slice(&[0; 4]);
+        assert_eq!(verify(&g, 14), Ok(false));
+        assert_eq!(fill(&mut g, 14), Ok(0x2a00fd82));
+        assert_eq!(g, f);
+    }
+
+    #[test]
+    fn trailing_padding_ignored() {
+        // Same CNP padded with 6 extra bytes (a frame padded past the IP datagram).
+        let mut f = cx4_cnp();
+        f.extend_from_slice(&[0xaa; 6]);
+        assert_eq!(verify(&f, 14), Ok(true));
+        let lay = IcrcLayout::locate(&f, 14).unwrap();
+        assert_eq!(lay.icrc_off, 70);
+    }
+
+    #[test]
+    fn variant_fields_keep_icrc_valid() {
+        let mut f = cx4_cnp();
+        assert_eq!(ecn::mark_ce(&mut f, 14), ecn::EcnMark::Marked);
+        let mut ip = ipv4::Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+        ip.decrement_ttl().unwrap();
+        ip.set_tos_update(0x2b);
+        assert!(ip.verify_checksum());
+        f[14 + 20 + 6] = 0x12; // UDP checksum
+        f[14 + 28 + 4] = 0xc0; // FECN + BECN
+        assert_eq!(verify(&f, 14), Ok(true));
+        // PSN change breaks it.
+        f[14 + 28 + 11] ^= 1;
+        assert_eq!(verify(&f, 14), Ok(false));
+        let mut g = cx4_cnp();
+        g[14 + 28 + 7] ^= 0x10; // DestQP
+        assert_eq!(verify(&g, 14), Ok(false));
+        let mut g = cx4_cnp();
+        g[14 + 28 + 20] = 1; // payload
+        assert_eq!(verify(&g, 14), Ok(false));
+        let mut g = cx4_cnp();
+        g[14 + 12] ^= 1; // source address
+        assert_eq!(verify(&g, 14), Ok(false));
+    }
+
+    #[test]
+    fn ipv6_known_answer() {
+        // RC RDMA WRITE ONLY over IPv6 with non-zero traffic class and flow label.
+        // python3 -c 'from scapy.all import *; from scapy.contrib.roce import *;
+        //  print(bytes(Ether(src="02:00:00:00:00:01",dst="02:00:00:00:00:02")/IPv6(
+        //  src="fd00:1::10",dst="fd00:2::20",tc=0x62,fl=0x12345,hlim=63)/UDP(sport=51234,
+        //  dport=4791,chksum=0)/BTH(opcode=0x0a,pkey=0xffff,dqpn=0x000abc,ackreq=1,psn=0x00a0b0)/
+        //  Raw(bytes.fromhex("00000000deadbeef000012340000002c")+bytes(range(44)))).hex())'
+        let f = hex("02000000000202000000000186dd662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020c82212b7005400000a00ffff00000abc8000a0b000000000deadbeef000012340000002c000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b33269bec");
+        assert_eq!(verify(&f, 14), Ok(true));
+        assert_eq!(compute(&f, 14), Ok(u32::from_le_bytes([0x33, 0x26, 0x9b, 0xec])));
+        let mut g = f.clone();
+        ecn::set(&mut g, 14, ecn::CE);
+        g[14 + 1] |= 0x0f; // flow label bits
+        g[14 + 7] = 1; // hop limit
+        assert_eq!(verify(&g, 14), Ok(true));
+        g[14 + 48 + 11] ^= 0x80; // PSN
+        assert_eq!(verify(&g, 14), Ok(false));
+    }
+
+    #[test]
+    fn ipv4_send_with_pad_known_answer() {
+        // python3 -c '... Ether(...)/IP(src="192.168.1.1",dst="192.168.1.2",tos=0x02,id=0x1234,
+        //  flags="DF",ttl=64)/UDP(sport=50000,dport=4791,chksum=0)/BTH(opcode=0x04,pkey=0xffff,
+        //  dqpn=0x000011,ackreq=1,psn=0x000100,padcount=1)/Raw(bytes(range(31))+b"\x00")'
+        let f = hex("02000000000202000000000108004502004c123440004011a517c0a80101c0a80102c35012b7003800000410ffff0000001180000100000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e00441dd8dc");
+        assert_eq!(verify(&f, 14), Ok(true));
+    }
+
+    #[test]
+    fn structural_errors() {
+        let f = cx4_cnp();
+        assert_eq!(compute(&f[..40], 14), Err(WireError::BadLength));
+        assert_eq!(compute(&f, 100), Err(WireError::Truncated));
+        assert_eq!(compute(&f, 0), Err(WireError::BadIpHeader));
+        let mut g = f.clone();
+        g[14 + 9] = 6;
+        assert_eq!(compute(&g, 14), Err(WireError::Unsupported));
+        let mut g = f.clone();
+        g[14 + 24] = 0;
+        g[14 + 25] = 20; // UDP length 20: no room for ICRC
+        assert_eq!(compute(&g, 14), Err(WireError::BadLength));
+        let mut g = f.clone();
+        g[14 + 25] = 41; // UDP length beyond IP total length
+        assert_eq!(compute(&g, 14), Err(WireError::BadLength));
+    }
+}

@@ -1,0 +1,243 @@
+//! The raw serde layer: structs that mirror the TOML file one to one.
+//!
+//! Every table denies unknown keys. Every leaf is optional here (defaults and "required" are
+//! decided by the validation pass, so that all messages have one shape) and wrapped in
+//! `toml::Spanned` so that validation errors can point at a line and column. Integers are read as
+//! `i64` (all a TOML integer can be) and range-checked in validation, which gives clearer messages
+//! than serde's "expected u16".
+
+use super::{Policy, SchedulerKind, Trust};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use std::marker::PhantomData;
+use toml::Spanned;
+
+pub(super) type S<T> = Spanned<T>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    // Tables that are not array elements are not `Spanned`: toml 0.8 cannot deserialize a
+    // `Spanned` table that exists only implicitly (`[[qos.classes]]` with no `[qos]`).
+    pub switch: Option<RawSwitch>,
+    pub ports: Option<S<Vec<S<RawPort>>>>,
+    pub qos: Option<RawQos>,
+    pub pfc: Option<RawPfc>,
+    pub parser: Option<RawParser>,
+    pub l2: Option<Vec<S<RawL2>>>,
+    pub routes: Option<Vec<S<RawRoute>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSwitch {
+    pub name: Option<S<String>>,
+    pub pipeline: Option<RawPipeline>,
+    pub pool_buffers: Option<S<i64>>,
+    pub buffer_data_room: Option<S<i64>>,
+    pub buffer_bytes: Option<S<i64>>,
+    pub seed: Option<S<i64>>,
+}
+
+/// `switch.pipeline` values (kept apart from `PipelineKind` so that the file's spelling is
+/// decided here).
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawPipeline {
+    Baseline,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPort {
+    pub id: Option<S<i64>>,
+    pub name: Option<S<String>>,
+    pub mac: Option<S<String>>,
+    pub rate_gbps: Option<S<f64>>,
+    pub mtu: Option<S<i64>>,
+    pub frame_overhead: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawQos {
+    pub trust: Option<RawTrust>,
+    pub default_class: Option<S<i64>>,
+    pub dscp_map: Option<S<OrderedTable<S<i64>>>>,
+    pub pcp_map: Option<S<OrderedTable<S<i64>>>>,
+    pub scheduler: Option<RawScheduler>,
+    pub strict_classes: Option<S<Vec<S<i64>>>>,
+    pub weights: Option<S<Vec<S<i64>>>>,
+    pub drr_quantum_bytes: Option<S<i64>>,
+    pub queue_limit_bytes: Option<S<i64>>,
+    pub classes: Option<Vec<S<RawClass>>>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawTrust {
+    Dscp,
+    Pcp,
+    None,
+}
+
+impl From<RawTrust> for Trust {
+    fn from(t: RawTrust) -> Trust {
+        match t {
+            RawTrust::Dscp => Trust::Dscp,
+            RawTrust::Pcp => Trust::Pcp,
+            RawTrust::None => Trust::None,
+        }
+    }
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawScheduler {
+    Strict,
+    Wrr,
+    Drr,
+}
+
+impl From<RawScheduler> for SchedulerKind {
+    fn from(s: RawScheduler) -> SchedulerKind {
+        match s {
+            RawScheduler::Strict => SchedulerKind::Strict,
+            RawScheduler::Wrr => SchedulerKind::Wrr,
+            RawScheduler::Drr => SchedulerKind::Drr,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClass {
+    pub class: Option<S<i64>>,
+    pub lossless: Option<S<bool>>,
+    pub limit_bytes: Option<S<i64>>,
+    // Not `Spanned`: toml 0.8 fails on a `Spanned` table written with dotted keys (`ecn.pmax`).
+    pub ecn: Option<RawEcn>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEcn {
+    pub kmin_bytes: Option<S<i64>>,
+    pub kmax_bytes: Option<S<i64>>,
+    pub pmax: Option<S<f64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPfc {
+    pub enabled: Option<S<bool>>,
+    pub xoff_bytes: Option<S<i64>>,
+    pub xon_bytes: Option<S<i64>>,
+    pub headroom_bytes: Option<S<i64>>,
+    pub pause_quanta: Option<S<i64>>,
+    pub refresh_ns: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawParser {
+    pub max_vlan_tags: Option<S<i64>>,
+    pub verify_ipv4_checksum: Option<bool>,
+    pub policy: Option<RawPolicies>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicies {
+    pub bad_length: Option<RawPolicy>,
+    pub unknown_ethertype: Option<RawPolicy>,
+    pub vlan_stack: Option<RawPolicy>,
+    pub ipv4_options: Option<RawPolicy>,
+    pub ipv4_fragment: Option<RawPolicy>,
+    pub bad_ip_checksum: Option<RawPolicy>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawPolicy {
+    Drop,
+    Forward,
+}
+
+impl From<RawPolicy> for Policy {
+    fn from(p: RawPolicy) -> Policy {
+        match p {
+            RawPolicy::Drop => Policy::Drop,
+            RawPolicy::Forward => Policy::Forward,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawL2 {
+    pub mac: Option<S<String>>,
+    pub port: Option<S<PortRef>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    pub prefix: Option<S<String>>,
+    pub port: Option<S<PortRef>>,
+    pub next_hop_mac: Option<S<String>>,
+}
+
+/// A reference to a port: its name (a string) or its id (an integer).
+#[derive(Clone, Debug)]
+pub(super) enum PortRef {
+    Name(String),
+    Id(i64),
+}
+
+impl<'de> Deserialize<'de> for PortRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = PortRef;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a port name (string) or a port id (integer)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<PortRef, E> {
+                Ok(PortRef::Name(v.to_owned()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<PortRef, E> {
+                Ok(PortRef::Id(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<PortRef, E> {
+                Ok(PortRef::Id(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A TOML table read in file order (for `dscp_map`/`pcp_map`, whose keys are numbers written as
+/// strings), so that "the first error" is the first one in the file.
+pub(super) struct OrderedTable<V>(pub Vec<(String, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedTable<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Vis<V> {
+            type Value = OrderedTable<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, V>()? {
+                    out.push((k, v));
+                }
+                Ok(OrderedTable(out))
+            }
+        }
+        d.deserialize_map(Vis(PhantomData))
+    }
+}

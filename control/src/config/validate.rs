@@ -1,0 +1,1060 @@
+//! The validation pass: raw (serde) structs in, validated `Config` out.
+//!
+//! Every check records a `ConfigError` with the key path of the offending value and, where the
+//! value came from the file, its line and column; validation goes on after an error (using a
+//! placeholder value) so that one run reports every problem. Checks that would only repeat an
+//! earlier error (a reference to a port whose own entry is broken) are skipped.
+
+use super::raw::{
+    OrderedTable, PortRef, RawClass, RawConfig, RawEcn, RawPfc, RawPipeline, RawPort, RawQos,
+    RawSwitch, S,
+};
+use super::{
+    ClassConfig, Config, ConfigError, EcnConfig, IpPrefix, L2Entry, ParserConfig, PfcConfig,
+    PipelineKind, Policy, PortConfig, QosConfig, Route, SchedulerKind, SwitchConfig, Trust,
+};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::Range;
+use std::path::Path;
+
+// Defaults and limits (documented in docs/config.md; keep the two in step).
+pub(super) const DEFAULT_POOL_BUFFERS: i64 = 65_536;
+pub(super) const MAX_POOL_BUFFERS: i64 = 16 * 1024 * 1024;
+pub(super) const DEFAULT_BUFFER_DATA_ROOM: i64 = 4480;
+pub(super) const DEFAULT_BUFFER_BYTES: i64 = 32 * 1024 * 1024;
+pub(super) const MAX_BUFFER_BYTES: i64 = 1 << 40;
+pub(super) const DEFAULT_SEED: i64 = 1;
+pub(super) const MAX_PORT_ID: i64 = 65_534;
+pub(super) const MAX_PORT_NAME_LEN: usize = 32;
+pub(super) const MIN_RATE_GBPS: f64 = 0.001;
+pub(super) const MAX_RATE_GBPS: f64 = 1600.0;
+pub(super) const DEFAULT_MTU: i64 = 4200;
+pub(super) const MIN_MTU: i64 = 64;
+pub(super) const MAX_MTU: i64 = 9216;
+pub(super) const DEFAULT_FRAME_OVERHEAD: i64 = 24;
+pub(super) const MAX_FRAME_OVERHEAD: i64 = 128;
+pub(super) const DEFAULT_QUEUE_LIMIT_BYTES: i64 = 1024 * 1024;
+pub(super) const MAX_DRR_QUANTUM: i64 = 16 * 1024 * 1024;
+pub(super) const DEFAULT_PAUSE_QUANTA: i64 = 65_535;
+
+type Span = Option<Range<usize>>;
+
+fn span<T>(v: &S<T>) -> Span {
+    Some(v.span())
+}
+
+/// " (line L, column C)" for a byte offset into `text`; columns count characters from 1.
+pub(super) fn location(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let mut start = offset;
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    format!(" (line {line}, column {column})")
+}
+
+pub(super) struct Validator<'a> {
+    file: &'a Path,
+    text: &'a str,
+    pub(super) errors: Vec<ConfigError>,
+}
+
+/// What the cross-section checks need to know about one port entry.
+struct PortInfo {
+    /// `None` when the entry's own `id` is missing or invalid.
+    id: Option<u16>,
+    /// The name as written (even if invalid), so references to it do not repeat the error.
+    name: Option<String>,
+}
+
+impl<'a> Validator<'a> {
+    pub(super) fn new(file: &'a Path, text: &'a str) -> Self {
+        Validator {
+            file,
+            text,
+            errors: Vec::new(),
+        }
+    }
+
+    fn err(&mut self, key: impl Into<String>, span: Span, msg: impl Into<String>) {
+        let mut msg = msg.into();
+        if let Some(s) = span {
+            msg.push_str(&location(self.text, s.start));
+        }
+        self.errors.push(ConfigError {
+            file: self.file.to_path_buf(),
+            key: key.into(),
+            msg,
+        });
+    }
+
+    /// A required value: records "missing" (at the enclosing table's line) when absent.
+    fn required<'r, T>(
+        &mut self,
+        key: &str,
+        v: &'r Option<S<T>>,
+        table: &Span,
+    ) -> Option<&'r S<T>> {
+        if v.is_none() {
+            self.err(key, table.clone(), "missing (this key is required)");
+        }
+        v.as_ref()
+    }
+
+    /// An integer in `lo..=hi`; `None` (error recorded) otherwise.
+    fn int(&mut self, key: &str, v: &S<i64>, lo: i64, hi: i64) -> Option<i64> {
+        let x = *v.get_ref();
+        if (lo..=hi).contains(&x) {
+            Some(x)
+        } else {
+            let range = if hi == i64::MAX {
+                format!("must be at least {lo}")
+            } else {
+                format!("must be {lo} to {hi}")
+            };
+            self.err(key, span(v), format!("{x} is out of range: {range}"));
+            None
+        }
+    }
+
+    /// An optional integer in `lo..=hi` with a default (also used after an error).
+    fn int_or(&mut self, key: &str, v: &Option<S<i64>>, default: i64, lo: i64, hi: i64) -> i64 {
+        match v {
+            Some(v) => self.int(key, v, lo, hi).unwrap_or(default),
+            None => default,
+        }
+    }
+
+    fn mac(&mut self, key: &str, v: &S<String>, unicast: bool) -> [u8; 6] {
+        match parse_mac(v.get_ref()) {
+            Some(mac) => {
+                if unicast && mac[0] & 1 != 0 {
+                    self.err(
+                        key,
+                        span(v),
+                        format!(
+                            "{} is a multicast/broadcast MAC: a unicast address is needed",
+                            v.get_ref()
+                        ),
+                    );
+                } else if unicast && mac == [0; 6] {
+                    self.err(
+                        key,
+                        span(v),
+                        "00:00:00:00:00:00 is not a usable MAC address",
+                    );
+                }
+                mac
+            }
+            None => {
+                self.err(
+                    key,
+                    span(v),
+                    format!(
+                        "'{}' is not a MAC address: expected 6 hex bytes separated by ':' (e.g. 02:00:00:00:00:01)",
+                        v.get_ref()
+                    ),
+                );
+                [0; 6]
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+
+    pub(super) fn config(&mut self, raw: RawConfig) -> Config {
+        let switch_raw = match raw.switch {
+            Some(s) => s,
+            None => {
+                self.err(
+                    "switch",
+                    None,
+                    "missing required table [switch] (it needs at least name = \"...\")",
+                );
+                RawSwitch::default()
+            }
+        };
+        let switch = self.switch(&switch_raw);
+
+        let (ports, infos) = match &raw.ports {
+            Some(p) if !p.get_ref().is_empty() => self.ports(p.get_ref(), &switch),
+            Some(p) => {
+                self.err(
+                    "ports",
+                    span(p),
+                    "the list of ports is empty: at least one [[ports]] table is needed",
+                );
+                (Vec::new(), Vec::new())
+            }
+            None => {
+                self.err(
+                    "ports",
+                    None,
+                    "no ports: at least one [[ports]] table is needed",
+                );
+                (Vec::new(), Vec::new())
+            }
+        };
+        let largest_mtu = ports
+            .iter()
+            .map(|p| u64::from(p.mtu))
+            .max()
+            .unwrap_or(DEFAULT_MTU as u64);
+        let largest_frame = ports
+            .iter()
+            .map(|p| u64::from(p.mtu) + u64::from(p.frame_overhead))
+            .max()
+            .unwrap_or((DEFAULT_MTU + DEFAULT_FRAME_OVERHEAD) as u64);
+
+        let qos_raw = raw.qos.unwrap_or_default();
+        let (qos, class_keys) = self.qos(&qos_raw, &switch, largest_mtu, largest_frame);
+
+        let pfc_raw = raw.pfc.unwrap_or_default();
+        let pfc = self.pfc(&pfc_raw, &switch, &ports, &qos, &class_keys, largest_frame);
+
+        let parser = self.parser(raw.parser.as_ref());
+
+        let mut l2: Vec<L2Entry> = Vec::new();
+        let mut l2_seen: Vec<([u8; 6], usize)> = Vec::new();
+        for (i, e) in raw.l2.iter().flatten().enumerate() {
+            let table = span(e);
+            let e = e.get_ref();
+            let key = format!("l2[{i}]");
+            let mac = self
+                .required(&format!("{key}.mac"), &e.mac, &table)
+                .map(|m| (self.mac(&format!("{key}.mac"), m, false), span(m)));
+            let port = self
+                .required(&format!("{key}.port"), &e.port, &table)
+                .and_then(|p| self.port_ref(&format!("{key}.port"), p, &infos));
+            if let Some((mac, mspan)) = mac {
+                if let Some((_, j)) = l2_seen.iter().find(|(m, _)| *m == mac) {
+                    self.err(
+                        format!("{key}.mac"),
+                        mspan,
+                        format!("duplicate MAC {} (already in l2[{j}])", fmt_mac(&mac)),
+                    );
+                } else {
+                    l2_seen.push((mac, i));
+                }
+                l2.push(L2Entry {
+                    mac,
+                    port: port.unwrap_or(0),
+                });
+            }
+        }
+
+        let mut routes: Vec<Route> = Vec::new();
+        let mut route_seen: Vec<(IpPrefix, usize)> = Vec::new();
+        for (i, r) in raw.routes.iter().flatten().enumerate() {
+            let table = span(r);
+            let r = r.get_ref();
+            let key = format!("routes[{i}]");
+            let prefix = self
+                .required(&format!("{key}.prefix"), &r.prefix, &table)
+                .and_then(|p| match parse_prefix(p.get_ref()) {
+                    Ok(prefix) => Some((prefix, span(p))),
+                    Err(msg) => {
+                        self.err(format!("{key}.prefix"), span(p), msg);
+                        None
+                    }
+                });
+            let port = self
+                .required(&format!("{key}.port"), &r.port, &table)
+                .and_then(|p| self.port_ref(&format!("{key}.port"), p, &infos));
+            let nh = self
+                .required(&format!("{key}.next_hop_mac"), &r.next_hop_mac, &table)
+                .map(|m| self.mac(&format!("{key}.next_hop_mac"), m, true));
+            if let Some((prefix, pspan)) = prefix {
+                if let Some((_, j)) = route_seen.iter().find(|(p, _)| *p == prefix) {
+                    self.err(
+                        format!("{key}.prefix"),
+                        pspan,
+                        format!("duplicate route for {prefix} (already in routes[{j}])"),
+                    );
+                } else {
+                    route_seen.push((prefix, i));
+                }
+                routes.push(Route {
+                    prefix,
+                    port: port.unwrap_or(0),
+                    next_hop_mac: nh.unwrap_or([0; 6]),
+                });
+            }
+        }
+
+        Config {
+            switch,
+            ports,
+            qos,
+            pfc,
+            parser,
+            l2,
+            routes,
+        }
+    }
+
+    fn switch(&mut self, sw: &RawSwitch) -> SwitchConfig {
+        let table = None;
+        let name = match self.required("switch.name", &sw.name, &table) {
+            Some(n) if n.get_ref().trim().is_empty() => {
+                self.err("switch.name", span(n), "must not be empty");
+                String::new()
+            }
+            Some(n) => n.get_ref().clone(),
+            None => String::new(),
+        };
+        let pipeline = match sw.pipeline.unwrap_or(RawPipeline::Baseline) {
+            RawPipeline::Baseline => PipelineKind::Baseline,
+        };
+        let pool_buffers = self.int_or(
+            "switch.pool_buffers",
+            &sw.pool_buffers,
+            DEFAULT_POOL_BUFFERS,
+            1,
+            MAX_POOL_BUFFERS,
+        );
+        let buffer_data_room = self.int_or(
+            "switch.buffer_data_room",
+            &sw.buffer_data_room,
+            DEFAULT_BUFFER_DATA_ROOM,
+            MIN_MTU,
+            65_535,
+        );
+        let buffer_bytes = self.int_or(
+            "switch.buffer_bytes",
+            &sw.buffer_bytes,
+            DEFAULT_BUFFER_BYTES,
+            1,
+            MAX_BUFFER_BYTES,
+        );
+        let seed = self.int_or("switch.seed", &sw.seed, DEFAULT_SEED, 0, i64::MAX);
+        SwitchConfig {
+            name,
+            pipeline,
+            pool_buffers: pool_buffers as usize,
+            buffer_data_room: buffer_data_room as usize,
+            buffer_bytes: buffer_bytes as u64,
+            seed: seed as u64,
+        }
+    }
+
+    fn ports(&mut self, raw: &[S<RawPort>], sw: &SwitchConfig) -> (Vec<PortConfig>, Vec<PortInfo>) {
+        let mut ports = Vec::new();
+        let mut infos: Vec<PortInfo> = Vec::new();
+        for (i, p) in raw.iter().enumerate() {
+            let table = span(p);
+            let p = p.get_ref();
+            let key = |k: &str| format!("ports[{i}].{k}");
+
+            let id = self.required(&key("id"), &p.id, &table).and_then(|v| {
+                let id = self.int(&key("id"), v, 0, MAX_PORT_ID)? as u16;
+                if let Some(j) = infos.iter().position(|o| o.id == Some(id)) {
+                    self.err(
+                        key("id"),
+                        span(v),
+                        format!("duplicate port id {id} (already used by ports[{j}])"),
+                    );
+                    return None;
+                }
+                Some(id)
+            });
+
+            let name = self.required(&key("name"), &p.name, &table).map(|v| {
+                let n = v.get_ref();
+                if n.is_empty() || n.len() > MAX_PORT_NAME_LEN || !n.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
+                    self.err(
+                        key("name"),
+                        span(v),
+                        format!("'{n}' is not a valid port name: use 1 to {MAX_PORT_NAME_LEN} characters from A-Z a-z 0-9 _ . -"),
+                    );
+                } else if let Some(j) = infos.iter().position(|o| o.name.as_deref() == Some(n.as_str())) {
+                    self.err(key("name"), span(v), format!("duplicate port name '{n}' (already used by ports[{j}])"));
+                }
+                n.clone()
+            });
+
+            let mac = self
+                .required(&key("mac"), &p.mac, &table)
+                .map(|v| self.mac(&key("mac"), v, true));
+
+            let rate_bps = self.required(&key("rate_gbps"), &p.rate_gbps, &table).and_then(|v| {
+                let g = *v.get_ref();
+                if (MIN_RATE_GBPS..=MAX_RATE_GBPS).contains(&g) {
+                    Some((g * 1e9).round() as u64)
+                } else {
+                    self.err(
+                        key("rate_gbps"),
+                        span(v),
+                        format!("{g} is out of range: must be {MIN_RATE_GBPS} (1 Mb/s) to {MAX_RATE_GBPS} (Gb/s)"),
+                    );
+                    None
+                }
+            });
+
+            let mtu = self.int_or(&key("mtu"), &p.mtu, DEFAULT_MTU, MIN_MTU, MAX_MTU);
+            if mtu as usize > sw.buffer_data_room {
+                let s = p.mtu.as_ref().map(|v| v.span()).or(table.clone());
+                let what = if p.mtu.is_none() {
+                    " (the default)"
+                } else {
+                    ""
+                };
+                self.err(
+                    key("mtu"),
+                    s,
+                    format!(
+                        "{mtu}{what} is larger than switch.buffer_data_room ({}): a frame must fit in one buffer",
+                        sw.buffer_data_room
+                    ),
+                );
+            }
+            let frame_overhead = self.int_or(
+                &key("frame_overhead"),
+                &p.frame_overhead,
+                DEFAULT_FRAME_OVERHEAD,
+                0,
+                MAX_FRAME_OVERHEAD,
+            );
+
+            infos.push(PortInfo {
+                id,
+                name: name.clone(),
+            });
+            ports.push(PortConfig {
+                id: id.unwrap_or(0),
+                name: name.unwrap_or_default(),
+                mac: mac.unwrap_or([0; 6]),
+                rate_bps: rate_bps.unwrap_or(0),
+                mtu: mtu as u16,
+                frame_overhead: frame_overhead as u16,
+            });
+        }
+        (ports, infos)
+    }
+
+    /// Resolves a port reference (name or id) to a port id.
+    fn port_ref(&mut self, key: &str, r: &S<PortRef>, infos: &[PortInfo]) -> Option<u16> {
+        match r.get_ref() {
+            PortRef::Name(n) => {
+                if let Some(info) = infos.iter().find(|i| i.name.as_deref() == Some(n.as_str())) {
+                    return info.id; // None: the port's own entry already has an error
+                }
+                let mut msg = format!(
+                    "no port named '{n}' (ports: {})",
+                    port_list(infos, |i| i.name.clone())
+                );
+                if let Ok(id) = n.parse::<u16>() {
+                    if infos.iter().any(|i| i.id == Some(id)) {
+                        msg.push_str(&format!(
+                            "; to refer to port id {id}, write it as an integer: port = {id}"
+                        ));
+                    }
+                }
+                self.err(key, span(r), msg);
+                None
+            }
+            PortRef::Id(id) => {
+                if let Some(info) = infos.iter().find(|i| i.id.map(i64::from) == Some(*id)) {
+                    return info.id;
+                }
+                if infos.iter().any(|i| i.id.is_none()) {
+                    return None; // maybe the broken entry; its own error says so
+                }
+                let ids = port_list(infos, |i| i.id.map(|x| x.to_string()));
+                self.err(
+                    key,
+                    span(r),
+                    format!("no port with id {id} (port ids: {ids})"),
+                );
+                None
+            }
+        }
+    }
+
+    fn qos(
+        &mut self,
+        q: &RawQos,
+        sw: &SwitchConfig,
+        largest_mtu: u64,
+        largest_frame: u64,
+    ) -> (QosConfig, [Option<(String, Span)>; 8]) {
+        let trust: Trust = q.trust.map_or(Trust::Dscp, Into::into);
+        let scheduler: SchedulerKind = q.scheduler.map_or(SchedulerKind::Strict, Into::into);
+        let default_class = self.int_or("qos.default_class", &q.default_class, 0, 0, 7) as u8;
+
+        let mut dscp_map = [default_class; 64];
+        let mut dscp_mapped = [false; 8];
+        if let Some(m) = &q.dscp_map {
+            self.code_map(
+                "qos.dscp_map",
+                "DSCP",
+                m.get_ref(),
+                &mut dscp_map,
+                &mut dscp_mapped,
+            );
+        }
+        let mut pcp_map = [default_class; 8];
+        let mut pcp_mapped = [false; 8];
+        if let Some(m) = &q.pcp_map {
+            self.code_map(
+                "qos.pcp_map",
+                "PCP",
+                m.get_ref(),
+                &mut pcp_map,
+                &mut pcp_mapped,
+            );
+        }
+
+        let strict_classes = {
+            let mut given: Vec<u8> = Vec::new();
+            if let Some(list) = &q.strict_classes {
+                for (i, c) in list.get_ref().iter().enumerate() {
+                    let key = format!("qos.strict_classes[{i}]");
+                    if let Some(c) = self.int(&key, c, 0, 7).map(|c| c as u8) {
+                        if given.contains(&c) {
+                            self.err(
+                                key,
+                                span(&list.get_ref()[i]),
+                                format!("class {c} is listed twice"),
+                            );
+                        } else {
+                            given.push(c);
+                        }
+                    }
+                }
+            }
+            if scheduler == SchedulerKind::Strict {
+                (0..8).rev().collect()
+            } else {
+                given.sort_unstable_by(|a, b| b.cmp(a));
+                given
+            }
+        };
+
+        let mut weights = [1u32; 8];
+        if let Some(w) = &q.weights {
+            let list = w.get_ref();
+            if list.len() != 8 {
+                self.err(
+                    "qos.weights",
+                    span(w),
+                    format!(
+                        "has {} entries: exactly 8 are needed (one per class 0..7)",
+                        list.len()
+                    ),
+                );
+            }
+            for (i, x) in list.iter().enumerate().take(8) {
+                weights[i] = self
+                    .int(&format!("qos.weights[{i}]"), x, 0, 255)
+                    .unwrap_or(1) as u32;
+            }
+        }
+        if scheduler != SchedulerKind::Strict {
+            // A class that traffic reaches but no scheduler serves would be a black hole.
+            for c in 0..8u8 {
+                if weights[c as usize] != 0 || strict_classes.contains(&c) {
+                    continue;
+                }
+                let source = match trust {
+                    _ if c == default_class => Some("qos.default_class"),
+                    Trust::Dscp if dscp_mapped[c as usize] => Some("qos.dscp_map"),
+                    Trust::Pcp if pcp_mapped[c as usize] => Some("qos.pcp_map"),
+                    _ => None,
+                };
+                if let Some(source) = source {
+                    let s = q
+                        .weights
+                        .as_ref()
+                        .and_then(|w| w.get_ref().get(c as usize))
+                        .map(|x| x.span());
+                    self.err(
+                        format!("qos.weights[{c}]"),
+                        s,
+                        format!("class {c} receives traffic ({source}) but has weight 0 and is not in qos.strict_classes: it would never be sent"),
+                    );
+                }
+            }
+        }
+
+        let drr_quantum_bytes = self.int_or(
+            "qos.drr_quantum_bytes",
+            &q.drr_quantum_bytes,
+            largest_frame as i64,
+            1,
+            MAX_DRR_QUANTUM,
+        ) as u32;
+
+        let queue_limit_bytes = self.limit(
+            "qos.queue_limit_bytes",
+            &q.queue_limit_bytes,
+            DEFAULT_QUEUE_LIMIT_BYTES as u64,
+            sw,
+            largest_mtu,
+            &None,
+        );
+
+        let default_class_cfg = ClassConfig {
+            limit_bytes: queue_limit_bytes,
+            lossless: false,
+            ecn: None,
+        };
+        let mut classes: [ClassConfig; 8] = std::array::from_fn(|_| default_class_cfg.clone());
+        let mut class_keys: [Option<(String, Span)>; 8] = Default::default();
+        for (i, c) in q.classes.iter().flatten().enumerate() {
+            let ctable = span(c);
+            let c = c.get_ref();
+            let key = format!("qos.classes[{i}]");
+            let Some(cls) = self.required(&format!("{key}.class"), &c.class, &ctable) else {
+                continue;
+            };
+            let Some(n) = self.int(&format!("{key}.class"), cls, 0, 7) else {
+                continue;
+            };
+            let n = n as usize;
+            if let Some((prev, _)) = &class_keys[n] {
+                let prev = prev.clone();
+                self.err(
+                    format!("{key}.class"),
+                    span(cls),
+                    format!("class {n} is already configured in {prev}"),
+                );
+                continue;
+            }
+            let cfg = self.class(&key, c, &ctable, queue_limit_bytes, sw, largest_mtu);
+            class_keys[n] = Some((key, ctable));
+            classes[n] = cfg;
+        }
+
+        (
+            QosConfig {
+                trust,
+                default_class,
+                dscp_map,
+                pcp_map,
+                scheduler,
+                strict_classes,
+                weights,
+                drr_quantum_bytes,
+                classes,
+            },
+            class_keys,
+        )
+    }
+
+    /// `dscp_map` / `pcp_map`: string keys (code points) -> class.
+    fn code_map(
+        &mut self,
+        key: &str,
+        what: &str,
+        m: &OrderedTable<S<i64>>,
+        map: &mut [u8],
+        mapped: &mut [bool; 8],
+    ) {
+        let max = map.len() - 1;
+        let mut seen = vec![None::<String>; map.len()];
+        for (k, v) in &m.0 {
+            let ekey = format!("{key}.{k}");
+            let code = if !k.is_empty() && k.len() <= 3 && k.bytes().all(|b| b.is_ascii_digit()) {
+                k.parse::<usize>().ok()
+            } else {
+                None
+            };
+            let Some(code) = code else {
+                self.err(
+                    ekey,
+                    span(v),
+                    format!("'{k}' is not a {what} value: keys are {what} numbers 0 to {max} written as strings, e.g. \"3\" = 3"),
+                );
+                continue;
+            };
+            if code > max {
+                self.err(
+                    ekey,
+                    span(v),
+                    format!("{what} {code} is out of range: must be 0 to {max}"),
+                );
+                continue;
+            }
+            if let Some(prev) = &seen[code] {
+                let prev = prev.clone();
+                self.err(
+                    ekey,
+                    span(v),
+                    format!("{what} {code} is already mapped by {key}.{prev}"),
+                );
+                continue;
+            }
+            seen[code] = Some(k.clone());
+            if let Some(class) = self.int(&ekey, v, 0, 7) {
+                map[code] = class as u8;
+                mapped[class as usize] = true;
+            }
+        }
+    }
+
+    /// A queue limit: `1..=switch.buffer_bytes` and at least the largest mtu.
+    fn limit(
+        &mut self,
+        key: &str,
+        v: &Option<S<i64>>,
+        default: u64,
+        sw: &SwitchConfig,
+        largest_mtu: u64,
+        table: &Span,
+    ) -> u64 {
+        let value = match v {
+            Some(v) => match self.int(key, v, 1, i64::MAX) {
+                Some(x) => x as u64,
+                None => return default,
+            },
+            None => default,
+        };
+        let s = v.as_ref().map(|v| v.span()).or(table.clone());
+        let what = if v.is_none() { " (the default)" } else { "" };
+        if value > sw.buffer_bytes {
+            self.err(key, s, format!("{value}{what} is larger than the whole shared buffer, switch.buffer_bytes ({})", sw.buffer_bytes));
+        } else if value < largest_mtu {
+            self.err(key, s, format!("{value}{what} is smaller than the largest port mtu ({largest_mtu}): such a frame could never be queued"));
+        }
+        value
+    }
+
+    fn class(
+        &mut self,
+        key: &str,
+        c: &RawClass,
+        table: &Span,
+        queue_limit: u64,
+        sw: &SwitchConfig,
+        largest_mtu: u64,
+    ) -> ClassConfig {
+        let lossless = c.lossless.as_ref().is_some_and(|l| *l.get_ref());
+        let limit_bytes = match &c.limit_bytes {
+            Some(_) => self.limit(
+                &format!("{key}.limit_bytes"),
+                &c.limit_bytes,
+                queue_limit,
+                sw,
+                largest_mtu,
+                table,
+            ),
+            None => queue_limit,
+        };
+        let ecn = c
+            .ecn
+            .as_ref()
+            .and_then(|e| self.ecn(&format!("{key}.ecn"), e, table, limit_bytes));
+        ClassConfig {
+            limit_bytes,
+            lossless,
+            ecn,
+        }
+    }
+
+    /// `table`: the span of the enclosing class, where missing keys are reported.
+    fn ecn(&mut self, key: &str, e: &RawEcn, table: &Span, limit_bytes: u64) -> Option<EcnConfig> {
+        let table = table.clone();
+        let kmin_key = format!("{key}.kmin_bytes");
+        let kmax_key = format!("{key}.kmax_bytes");
+        let pmax_key = format!("{key}.pmax");
+        let kmin = self
+            .required(&kmin_key, &e.kmin_bytes, &table)
+            .and_then(|v| self.int(&kmin_key, v, 0, i64::MAX));
+        let kmax_raw = self.required(&kmax_key, &e.kmax_bytes, &table);
+        let kmax = kmax_raw.and_then(|v| self.int(&kmax_key, v, 1, i64::MAX));
+        let pmax = self.required(&pmax_key, &e.pmax, &table).and_then(|v| {
+            let p = *v.get_ref();
+            if p.is_finite() && p > 0.0 && p <= 1.0 {
+                Some(p)
+            } else {
+                self.err(
+                    &pmax_key,
+                    span(v),
+                    format!("{p} is out of range: must be > 0 and <= 1"),
+                );
+                None
+            }
+        });
+        let (kmin, kmax, pmax) = (kmin? as u64, kmax? as u64, pmax?);
+        let s = kmax_raw.and_then(span);
+        if kmin >= kmax {
+            self.err(
+                &kmax_key,
+                s,
+                format!("{kmax} must be greater than kmin_bytes ({kmin})"),
+            );
+        } else if kmax > limit_bytes {
+            self.err(&kmax_key, s, format!("{kmax} is above the class's queue limit ({limit_bytes} bytes): marking would never reach pmax"));
+        }
+        Some(EcnConfig {
+            kmin_bytes: kmin,
+            kmax_bytes: kmax,
+            pmax,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pfc(
+        &mut self,
+        p: &RawPfc,
+        sw: &SwitchConfig,
+        ports: &[PortConfig],
+        qos: &QosConfig,
+        class_keys: &[Option<(String, Span)>; 8],
+        largest_frame: u64,
+    ) -> PfcConfig {
+        let enabled = p.enabled.as_ref().is_some_and(|e| *e.get_ref());
+        // Missing keys are reported at the line of `enabled` (the table itself has no span).
+        let table = p.enabled.as_ref().and_then(span);
+        let pause_quanta = self.int_or(
+            "pfc.pause_quanta",
+            &p.pause_quanta,
+            DEFAULT_PAUSE_QUANTA,
+            1,
+            65_535,
+        ) as u16;
+        // The pause lasts quanta x 512 bit times; it is shortest on the fastest port, and the
+        // refresh must come before the shortest one runs out.
+        let fastest = ports.iter().filter(|p| p.rate_bps > 0).fold(
+            None::<&PortConfig>,
+            |best, p| match best {
+                Some(b) if b.rate_bps >= p.rate_bps => Some(b),
+                _ => Some(p),
+            },
+        );
+        let pause_ns = fastest.map(|p| pause_time_ns(pause_quanta, p.rate_bps));
+        let refresh_ns = match &p.refresh_ns {
+            Some(v) => {
+                let r = self.int("pfc.refresh_ns", v, 1, i64::MAX).unwrap_or(1) as u64;
+                if let (true, Some(pause), Some(port)) = (enabled, pause_ns, fastest) {
+                    if r >= pause {
+                        self.err(
+                            "pfc.refresh_ns",
+                            span(v),
+                            format!(
+                                "{r} is not shorter than the pause time of {pause_quanta} quanta on port '{}' ({pause} ns at {} Gb/s): the upstream would resume between refreshes",
+                                port.name,
+                                port.rate_bps as f64 / 1e9
+                            ),
+                        );
+                    }
+                }
+                r
+            }
+            None => pause_ns.map_or(1, |p| (p / 2).max(1)),
+        };
+
+        let get = |v: &mut Self, k: &str, raw: &Option<S<i64>>, lo: i64| -> Option<(u64, Span)> {
+            let key = format!("pfc.{k}");
+            let raw = if enabled {
+                v.required(&key, raw, &table)
+            } else {
+                raw.as_ref()
+            }?;
+            v.int(&key, raw, lo, i64::MAX)
+                .map(|x| (x as u64, span(raw)))
+        };
+        let xoff = get(self, "xoff_bytes", &p.xoff_bytes, 1);
+        let xon = get(self, "xon_bytes", &p.xon_bytes, 0);
+        let headroom = get(self, "headroom_bytes", &p.headroom_bytes, 0);
+
+        let lossless: Vec<usize> = (0..8).filter(|&c| qos.classes[c].lossless).collect();
+        if !enabled {
+            for &c in &lossless {
+                if let Some((key, s)) = &class_keys[c] {
+                    let (key, s) = (format!("{key}.lossless"), s.clone());
+                    self.err(key, s, format!("class {c} is lossless but pfc.enabled is false: without PFC a lossless class would drop"));
+                }
+            }
+        } else {
+            let enabled_span = p.enabled.as_ref().and_then(span);
+            if lossless.is_empty() {
+                self.err(
+                    "pfc.enabled",
+                    enabled_span,
+                    "PFC is enabled but no class is lossless: set lossless = true in a [[qos.classes]] entry",
+                );
+            }
+            if let (Some((xoff, _)), Some((xon, xon_span))) = (&xoff, &xon) {
+                if xon >= xoff {
+                    self.err(
+                        "pfc.xon_bytes",
+                        xon_span.clone(),
+                        format!("{xon} must be less than pfc.xoff_bytes ({xoff})"),
+                    );
+                }
+            }
+            if let Some((headroom, hspan)) = &headroom {
+                let min = 2 * largest_frame;
+                if *headroom < min {
+                    self.err(
+                        "pfc.headroom_bytes",
+                        hspan.clone(),
+                        format!(
+                            "{headroom} is less than 2 x the largest frame on the wire (2 x {largest_frame} = {min} bytes): \
+                             one frame can be in flight in each direction when XOFF is sent"
+                        ),
+                    );
+                } else {
+                    let reserved = ports.len() as u64 * lossless.len() as u64 * headroom;
+                    if reserved > sw.buffer_bytes {
+                        self.err(
+                            "pfc.headroom_bytes",
+                            hspan.clone(),
+                            format!(
+                                "{} ports x {} lossless classes x {headroom} bytes = {reserved} bytes of headroom is more than switch.buffer_bytes ({})",
+                                ports.len(),
+                                lossless.len(),
+                                sw.buffer_bytes
+                            ),
+                        );
+                    }
+                }
+                if let Some((xoff, _)) = &xoff {
+                    for &c in &lossless {
+                        let limit = qos.classes[c].limit_bytes;
+                        if xoff + headroom > limit {
+                            if let Some((key, s)) = &class_keys[c] {
+                                let (key, s) = (format!("{key}.limit_bytes"), s.clone());
+                                self.err(
+                                    key,
+                                    s,
+                                    format!(
+                                        "class {c} is lossless but its limit ({limit} bytes) is less than pfc.xoff_bytes + pfc.headroom_bytes ({xoff} + {headroom} = {}): it would drop before PFC pauses the sender",
+                                        xoff + headroom
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        PfcConfig {
+            enabled,
+            xoff_bytes: xoff.map_or(0, |x| x.0),
+            xon_bytes: xon.map_or(0, |x| x.0),
+            headroom_bytes: headroom.map_or(0, |x| x.0),
+            pause_quanta,
+            refresh_ns,
+        }
+    }
+
+    fn parser(&mut self, p: Option<&super::raw::RawParser>) -> ParserConfig {
+        let default = super::raw::RawParser::default();
+        let p = p.unwrap_or(&default);
+        let pol = p.policy.as_ref();
+        let get = |f: fn(&super::raw::RawPolicies) -> Option<super::raw::RawPolicy>,
+                   d: Policy|
+         -> Policy { pol.and_then(f).map_or(d, Into::into) };
+        ParserConfig {
+            max_vlan_tags: self.int_or("parser.max_vlan_tags", &p.max_vlan_tags, 2, 0, 2) as u8,
+            verify_ipv4_checksum: p.verify_ipv4_checksum.unwrap_or(true),
+            on_bad_length: get(|p| p.bad_length, Policy::Drop),
+            on_unknown_ethertype: get(|p| p.unknown_ethertype, Policy::Forward),
+            on_vlan_stack: get(|p| p.vlan_stack, Policy::Drop),
+            on_ipv4_options: get(|p| p.ipv4_options, Policy::Forward),
+            on_ipv4_fragment: get(|p| p.ipv4_fragment, Policy::Forward),
+            on_bad_ip_checksum: get(|p| p.bad_ip_checksum, Policy::Drop),
+        }
+    }
+}
+
+/// "a, b, c" (at most 16, then "... and N more").
+fn port_list(infos: &[PortInfo], f: impl Fn(&PortInfo) -> Option<String>) -> String {
+    let items: Vec<String> = infos.iter().filter_map(f).collect();
+    if items.is_empty() {
+        return "none".to_owned();
+    }
+    if items.len() > 16 {
+        format!(
+            "{}, ... and {} more",
+            items[..16].join(", "),
+            items.len() - 16
+        )
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Duration of `quanta` pause quanta (512 bit times each) at `rate_bps`, in ns.
+pub fn pause_time_ns(quanta: u16, rate_bps: u64) -> u64 {
+    (u128::from(quanta) * 512 * 1_000_000_000 / u128::from(rate_bps.max(1))) as u64
+}
+
+/// "02:00:00:00:00:01" (also accepts '-' as the separator, and upper case).
+pub(super) fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let sep = if s.contains('-') { '-' } else { ':' };
+    let mut mac = [0u8; 6];
+    let mut n = 0;
+    for part in s.split(sep) {
+        if n == 6 || part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        mac[n] = u8::from_str_radix(part, 16).ok()?;
+        n += 1;
+    }
+    (n == 6).then_some(mac)
+}
+
+pub(super) fn fmt_mac(m: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+/// "10.1.0.0/16" or "2001:db8::/32"; the length is required and host bits must be zero.
+pub(super) fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
+    let Some((addr, len)) = s.split_once('/') else {
+        return Err(format!(
+            "'{s}' is not a prefix: expected address/length, e.g. 10.1.0.0/16 or 2001:db8::/32"
+        ));
+    };
+    let bad_len = |max: u8| format!("'{s}': prefix length '{len}' is not a number from 0 to {max}");
+    if let Ok(a) = addr.parse::<Ipv4Addr>() {
+        let len: u8 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32 && len.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| bad_len(32))?;
+        let a = u32::from(a);
+        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+        if a & !mask != 0 {
+            return Err(format!(
+                "'{s}' has host bits set (did you mean {}/{len}?)",
+                Ipv4Addr::from(a & mask)
+            ));
+        }
+        Ok(IpPrefix::V4 { addr: a, len })
+    } else if let Ok(a) = addr.parse::<Ipv6Addr>() {
+        let len: u8 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= 128 && len.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| bad_len(128))?;
+        let a = u128::from(a);
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - len)
+        };
+        if a & !mask != 0 {
+            return Err(format!(
+                "'{s}' has host bits set (did you mean {}/{len}?)",
+                Ipv6Addr::from(a & mask)
+            ));
+        }
+        Ok(IpPrefix::V6 { addr: a, len })
+    } else {
+        Err(format!(
+            "'{addr}' is not an IPv4 or IPv6 address (in prefix '{s}')"
+        ))
+    }
+}

@@ -1,0 +1,756 @@
+//! The traffic manager of one egress port: eight class queues with tail-drop limits and DCQCN-style
+//! ECN marking, a small control FIFO for PFC/PAUSE frames, a scheduler (strict classes first, then
+//! strict/WRR/DRR over the rest), per-priority pause timers honoring received PFC, and a link model
+//! that serializes one frame at a time at the port's rate.
+//!
+//! Time: the caller passes `now` (the engine's clock, DESIGN.md section 3). The link is busy until
+//! `busy_until`; [`TrafficManager::dequeue`] releases at most one frame per serialization time,
+//! and [`TrafficManager::next_event`] tells the virtual-time driver exactly when the next frame can
+//! leave, so queues build in replay exactly as on a link of `rate_bps`.
+//!
+//! Memory: every queue ring is allocated in [`TrafficManager::new`]; enqueue and dequeue never
+//! allocate. Every refused packet is handed back with its [`DropReason`] and counted.
+
+use crate::asic::drr::Drr;
+use crate::asic::pfc::PauseState;
+use crate::asic::queue::PktQueue;
+use crate::asic::red::{RedEcn, RedOutcome};
+use crate::asic::strict::{Hierarchical, QueueView, Scheduler, Weighted};
+use crate::asic::wrr::Wrr;
+use crate::counters::{DropCounters, DropReason};
+use crate::packet::{PacketBuf, FLAG_ECN_MARKED, NUM_CLASSES};
+use crate::time::{serialization_ns, Nanos};
+
+pub use crate::asic::red::RedParams;
+
+/// Default per-frame wire overhead added to serialization: preamble + SFD (8) + inter-frame gap
+/// (12) + FCS (4).
+pub const DEFAULT_FRAME_OVERHEAD: u32 = 24;
+
+/// Per-class queue settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TmClassConfig {
+    /// Queue limit in bytes (tail-drop threshold; for a lossless class, the hard cap).
+    pub limit_bytes: u64,
+    /// Queue limit in packets (the ring is preallocated with this many slots).
+    pub limit_pkts: u32,
+    /// PFC protects this class: admission is the engine's job (`PfcGenerator`); the TM only
+    /// enforces the hard cap so that memory stays bounded, and counts hitting it separately.
+    pub lossless: bool,
+    /// ECN marking thresholds; `None` = no marking.
+    pub ecn: Option<RedParams>,
+}
+
+impl Default for TmClassConfig {
+    fn default() -> Self {
+        TmClassConfig {
+            limit_bytes: 1 << 20,
+            limit_pkts: 1024,
+            lossless: false,
+            ecn: None,
+        }
+    }
+}
+
+/// How the classes outside `strict_mask` are scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmSched {
+    /// Strict priority, highest class first.
+    Strict,
+    /// Weighted round robin in packets per round (0 = scavenger: served only when no class with a
+    /// positive weight is eligible).
+    Wrr {
+        /// Packets per round, per class.
+        weights: [u32; NUM_CLASSES],
+    },
+    /// Deficit round robin, quantum in bytes per round (0 = scavenger, as for WRR).
+    Drr {
+        /// Bytes per round, per class.
+        quanta: [u32; NUM_CLASSES],
+    },
+}
+
+/// Configuration of one egress port's traffic manager.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TmConfig {
+    /// Link rate in bits per second (0 = infinitely fast: no serialization delay).
+    pub rate_bps: u64,
+    /// Bytes added to every frame's length for serialization (preamble, IFG, FCS).
+    pub frame_overhead_bytes: u32,
+    /// Per-class settings, indexed by class.
+    pub classes: [TmClassConfig; NUM_CLASSES],
+    /// Bit `c` set = class `c` is served by strict priority before all non-strict classes.
+    pub strict_mask: u8,
+    /// Scheduler of the non-strict classes.
+    pub sched: TmSched,
+    /// Packets the control FIFO (PFC/PAUSE frames) holds.
+    pub control_queue_pkts: u32,
+    /// Seed of the ECN markers' random streams (class `c` uses `seed + c`).
+    pub seed: u64,
+}
+
+impl Default for TmConfig {
+    fn default() -> Self {
+        TmConfig {
+            rate_bps: 100_000_000_000,
+            frame_overhead_bytes: DEFAULT_FRAME_OVERHEAD,
+            classes: [TmClassConfig::default(); NUM_CLASSES],
+            strict_mask: 0,
+            sched: TmSched::Strict,
+            control_queue_pkts: 64,
+            seed: 0,
+        }
+    }
+}
+
+/// What [`TrafficManager::enqueue`] reports about an accepted packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnqInfo {
+    /// The class queue it went to.
+    pub class: u8,
+    /// Class depth in bytes before this packet (what RED saw).
+    pub depth_bytes_before: u64,
+    /// Class depth in packets before this packet.
+    pub depth_pkts_before: u32,
+    /// The ECN marker set CE on it.
+    pub marked: bool,
+}
+
+/// Counters of one class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Packets accepted.
+    pub enq_pkts: u64,
+    /// Bytes accepted.
+    pub enq_bytes: u64,
+    /// Packets transmitted.
+    pub deq_pkts: u64,
+    /// Bytes transmitted.
+    pub deq_bytes: u64,
+    /// Packets refused (queue full).
+    pub drops: u64,
+    /// Of `drops`, those in a lossless class (hard cap hit: PFC misconfigured).
+    pub lossless_drops: u64,
+    /// Packets the marker set CE on.
+    pub ecn_marks: u64,
+    /// Mark decisions on Not-ECT packets (left unchanged).
+    pub ecn_not_ect: u64,
+    /// Current depth, bytes.
+    pub depth_bytes: u64,
+    /// Current depth, packets.
+    pub depth_pkts: u64,
+    /// Highest depth reached, bytes.
+    pub max_depth_bytes: u64,
+}
+
+/// Counters of the port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TmPortStats {
+    /// Frames transmitted (data and control).
+    pub tx_pkts: u64,
+    /// Bytes transmitted (frame lengths, without the wire overhead).
+    pub tx_bytes: u64,
+    /// Control frames transmitted.
+    pub control_tx: u64,
+    /// Drops by reason (QueueFull for class and control overflow, Pipeline for a bad class).
+    pub drops: DropCounters,
+    /// Control frames refused (control FIFO full).
+    pub control_drops: u64,
+    /// Packets whose class was >= 8 (refused with `DropReason::Pipeline`).
+    pub bad_class: u64,
+    /// Nanoseconds the link spent serializing.
+    pub busy_ns: u64,
+}
+
+struct ClassQ<B: PacketBuf> {
+    q: PktQueue<B>,
+    red: Option<RedEcn>,
+    lossless: bool,
+    st: ClassStats,
+}
+
+/// The view the scheduler sees: head lengths of non-empty, unpaused classes.
+struct View<'a, B: PacketBuf> {
+    classes: &'a [ClassQ<B>; NUM_CLASSES],
+    paused: u8,
+}
+
+impl<B: PacketBuf> QueueView for View<'_, B> {
+    fn n(&self) -> usize {
+        NUM_CLASSES
+    }
+    fn head_len(&self, q: usize) -> Option<u32> {
+        if q >= NUM_CLASSES || self.paused & (1 << q) != 0 {
+            return None;
+        }
+        self.classes[q].q.head_len()
+    }
+}
+
+/// The traffic manager of one egress port.
+pub struct TrafficManager<B: PacketBuf> {
+    rate_bps: u64,
+    overhead: u64,
+    classes: [ClassQ<B>; NUM_CLASSES],
+    control: PktQueue<B>,
+    sched: Hierarchical,
+    pause: PauseState,
+    busy_until: Nanos,
+    stats: TmPortStats,
+}
+
+impl<B: PacketBuf> TrafficManager<B> {
+    /// Build the port's queues (rings of `limit_pkts` per class and `control_queue_pkts`
+    /// allocated here), markers and scheduler from `cfg`.
+    pub fn new(cfg: &TmConfig) -> Self {
+        let classes = std::array::from_fn(|c| {
+            let cc = &cfg.classes[c];
+            ClassQ {
+                q: PktQueue::new(cc.limit_pkts as usize, cc.limit_bytes),
+                red: cc
+                    .ecn
+                    .map(|p| RedEcn::new(p, cfg.seed.wrapping_add(c as u64))),
+                lossless: cc.lossless,
+                st: ClassStats::default(),
+            }
+        });
+        let rest = match cfg.sched {
+            TmSched::Strict => Weighted::Strict,
+            TmSched::Wrr { weights } => Weighted::Wrr(Wrr::new(&weights)),
+            TmSched::Drr { quanta } => Weighted::Drr(Drr::new(&quanta)),
+        };
+        TrafficManager {
+            rate_bps: cfg.rate_bps,
+            overhead: cfg.frame_overhead_bytes as u64,
+            classes,
+            control: PktQueue::new(cfg.control_queue_pkts as usize, u64::MAX),
+            sched: Hierarchical::new(cfg.strict_mask as u64, rest),
+            pause: PauseState::new(),
+            busy_until: 0,
+            stats: TmPortStats::default(),
+        }
+    }
+
+    /// Queue a data packet in its class (`meta().class`).
+    ///
+    /// - class >= 8: refused, `DropReason::Pipeline` (counted in `bad_class`).
+    /// - The class queue would exceed `limit_pkts` or `limit_bytes`: refused,
+    ///   `DropReason::QueueFull` (for a lossless class this is the hard cap, also counted in
+    ///   `lossless_drops`). A refused packet is neither marked nor stamped.
+    /// - Otherwise, if the class has ECN marking, RED decides from the class depth in bytes before
+    ///   this packet; on "mark" an ECT packet gets CE (IPv4 checksum updated) and
+    ///   `FLAG_ECN_MARKED`; Not-ECT packets are left unchanged (never dropped by RED); nothing is
+    ///   written when `l3_off == 0`. Then `meta().enq_ts = now` and the packet is queued.
+    pub fn enqueue(&mut self, mut pkt: B, now: Nanos) -> Result<EnqInfo, (B, DropReason)> {
+        let class = pkt.meta().class;
+        let Some(cq) = self.classes.get_mut(class as usize) else {
+            self.stats.bad_class += 1;
+            self.stats.drops.inc(DropReason::Pipeline);
+            return Err((pkt, DropReason::Pipeline));
+        };
+        if !cq.q.fits(pkt.len()) {
+            cq.st.drops += 1;
+            if cq.lossless {
+                cq.st.lossless_drops += 1;
+            }
+            self.stats.drops.inc(DropReason::QueueFull);
+            return Err((pkt, DropReason::QueueFull));
+        }
+        let depth_bytes_before = cq.q.bytes();
+        let depth_pkts_before = cq.q.len() as u32;
+        let mut marked = false;
+        if let Some(red) = cq.red.as_mut() {
+            let l3 = pkt.meta().l3_off;
+            match red.apply(pkt.data_mut(), l3, depth_bytes_before) {
+                RedOutcome::Marked => {
+                    marked = true;
+                    cq.st.ecn_marks += 1;
+                    pkt.meta_mut().flags |= FLAG_ECN_MARKED;
+                }
+                RedOutcome::NotEct => cq.st.ecn_not_ect += 1,
+                _ => {}
+            }
+        }
+        pkt.meta_mut().enq_ts = now;
+        let len = pkt.len() as u64;
+        if let Err(p) = cq.q.push(pkt) {
+            // Unreachable after `fits`, but handled: count it like any full queue.
+            cq.st.drops += 1;
+            self.stats.drops.inc(DropReason::QueueFull);
+            return Err((p, DropReason::QueueFull));
+        }
+        cq.st.enq_pkts += 1;
+        cq.st.enq_bytes += len;
+        cq.st.max_depth_bytes = cq.st.max_depth_bytes.max(cq.q.bytes());
+        Ok(EnqInfo {
+            class,
+            depth_bytes_before,
+            depth_pkts_before,
+            marked,
+        })
+    }
+
+    /// Queue a link-local control frame (PFC/PAUSE, `FLAG_CONTROL`) in the control FIFO, which is
+    /// served before every class and never paused. Full FIFO: refused with
+    /// `DropReason::QueueFull`, counted in `control_drops`.
+    pub fn enqueue_control(&mut self, mut pkt: B, now: Nanos) -> Result<(), (B, DropReason)> {
+        pkt.meta_mut().enq_ts = now;
+        match self.control.push(pkt) {
+            Ok(()) => Ok(()),
+            Err(p) => {
+                self.stats.control_drops += 1;
+                self.stats.drops.inc(DropReason::QueueFull);
+                Err((p, DropReason::QueueFull))
+            }
+        }
+    }
+
+    /// The next frame to put on the wire at `now`, or `None` if the link is still serializing the
+    /// previous frame (`now < busy_until`) or nothing is eligible (all classes empty or paused).
+    /// Control frames go first; then the scheduler picks among non-empty, unpaused classes. The
+    /// link becomes busy until `now + serialization_ns(len + frame_overhead, rate_bps)`.
+    pub fn dequeue(&mut self, now: Nanos) -> Option<B> {
+        if now < self.busy_until {
+            return None;
+        }
+        let pkt = if let Some(p) = self.control.pop() {
+            self.stats.control_tx += 1;
+            p
+        } else {
+            let view = View {
+                classes: &self.classes,
+                paused: self.pause.paused_mask(now),
+            };
+            let c = self.sched.pick(&view)?;
+            let cq = self.classes.get_mut(c)?;
+            let p = cq.q.pop()?;
+            cq.st.deq_pkts += 1;
+            cq.st.deq_bytes += p.len() as u64;
+            p
+        };
+        let len = pkt.len() as u64;
+        let ser = serialization_ns(len + self.overhead, self.rate_bps);
+        self.busy_until = now.saturating_add(ser);
+        self.stats.busy_ns += ser;
+        self.stats.tx_pkts += 1;
+        self.stats.tx_bytes += len;
+        Some(pkt)
+    }
+
+    /// The earliest time at or after `now` at which [`dequeue`](Self::dequeue) returns a frame,
+    /// assuming no further arrivals or received pause frames: `max(now, busy_until)` if a control
+    /// frame is queued or a non-empty class is unpaused at that time; otherwise the earliest
+    /// unpause time of a non-empty paused class; `None` when every queue is empty.
+    pub fn next_event(&self, now: Nanos) -> Option<Nanos> {
+        let t0 = now.max(self.busy_until);
+        if !self.control.is_empty() {
+            return Some(t0);
+        }
+        let mut best: Option<Nanos> = None;
+        for (c, cq) in self.classes.iter().enumerate() {
+            if cq.q.is_empty() {
+                continue;
+            }
+            let t = t0.max(self.pause.paused_until(c as u8));
+            if t == t0 {
+                return Some(t0);
+            }
+            best = Some(best.map_or(t, |b: Nanos| b.min(t)));
+        }
+        best
+    }
+
+    /// A PFC frame was received on this port at `now`: per-priority pause timers (see
+    /// [`PauseState::on_pfc`]), quanta converted at this port's rate.
+    pub fn on_pfc_received(&mut self, class_enable: u8, times: [u16; NUM_CLASSES], now: Nanos) {
+        self.pause.on_pfc(class_enable, times, now, self.rate_bps);
+    }
+
+    /// An 802.3x PAUSE frame was received: pauses every class (time 0 resumes).
+    pub fn on_pause_received(&mut self, time: u16, now: Nanos) {
+        self.pause.on_pause(time, now, self.rate_bps);
+    }
+
+    /// The pause timers.
+    pub fn pause_state(&self) -> &PauseState {
+        &self.pause
+    }
+
+    /// Change the WRR weight / DRR quantum of `class` at run time. `false` when the scheduler is
+    /// strict or the class is out of range.
+    pub fn set_weight(&mut self, class: u8, w: u32) -> bool {
+        self.sched.set_weight(class as usize, w)
+    }
+
+    /// Change the link rate (applies from the next frame; the frame in flight keeps its time).
+    pub fn set_rate(&mut self, rate_bps: u64) {
+        self.rate_bps = rate_bps;
+    }
+
+    /// The link rate.
+    pub fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
+    /// Time until which the link is serializing the last frame.
+    pub fn busy_until(&self) -> Nanos {
+        self.busy_until
+    }
+
+    /// Depth of `class` in bytes (0 for class >= 8).
+    pub fn depth_bytes(&self, class: u8) -> u64 {
+        self.classes.get(class as usize).map_or(0, |c| c.q.bytes())
+    }
+
+    /// Depth of `class` in packets (0 for class >= 8).
+    pub fn depth_pkts(&self, class: u8) -> usize {
+        self.classes.get(class as usize).map_or(0, |c| c.q.len())
+    }
+
+    /// Bytes queued in all classes (control FIFO excluded).
+    pub fn total_bytes(&self) -> u64 {
+        self.classes.iter().map(|c| c.q.bytes()).sum()
+    }
+
+    /// Nothing queued anywhere (classes and control FIFO).
+    pub fn is_empty(&self) -> bool {
+        self.control.is_empty() && self.classes.iter().all(|c| c.q.is_empty())
+    }
+
+    /// Counters of `class` (default for class >= 8), with the current depth filled in.
+    pub fn class_stats(&self, class: u8) -> ClassStats {
+        self.classes
+            .get(class as usize)
+            .map_or_else(ClassStats::default, |c| ClassStats {
+                depth_bytes: c.q.bytes(),
+                depth_pkts: c.q.len() as u64,
+                ..c.st
+            })
+    }
+
+    /// Port counters.
+    pub fn port_stats(&self) -> &TmPortStats {
+        &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::HeapBuf;
+    use crate::wire::ecn;
+
+    const RATE: u64 = 10_000_000_000; // 10 Gb/s: 1 byte = 0.8 ns
+
+    fn cfg() -> TmConfig {
+        TmConfig {
+            rate_bps: RATE,
+            ..TmConfig::default()
+        }
+    }
+
+    fn pkt(len: usize, class: u8) -> HeapBuf {
+        let mut p = HeapBuf::from_bytes(&vec![class; len]);
+        p.meta_mut().class = class;
+        p
+    }
+
+    /// Ethernet + IPv4 (valid checksum) with the given ECN bits, padded to `len`.
+    fn ipv4_frame(len: usize, class: u8, ecn_bits: u8) -> HeapBuf {
+        let mut f = vec![0u8; len];
+        f[12] = 0x08;
+        f[13] = 0x00;
+        let ip = &mut f[14..34];
+        ip.copy_from_slice(&[
+            0x45, ecn_bits, 0, 0, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        let tl = (len - 14) as u16;
+        ip[2..4].copy_from_slice(&tl.to_be_bytes());
+        let ck = ipv4_checksum(ip);
+        ip[10..12].copy_from_slice(&ck.to_be_bytes());
+        let mut p = HeapBuf::from_bytes(&f);
+        p.meta_mut().class = class;
+        p.meta_mut().l3_off = 14;
+        p
+    }
+
+    fn ipv4_checksum(h: &[u8]) -> u16 {
+        let mut s = 0u32;
+        for c in h.chunks(2) {
+            s += u16::from_be_bytes([c[0], c[1]]) as u32;
+        }
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    }
+
+    #[test]
+    fn queue_builds_at_link_rate() {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&cfg());
+        assert_eq!(tm.next_event(0), None);
+        tm.enqueue(pkt(1000, 0), 100).unwrap();
+        let info = tm.enqueue(pkt(1000, 0), 100).unwrap();
+        assert_eq!(info.depth_bytes_before, 1000);
+        assert_eq!(info.depth_pkts_before, 1);
+        assert_eq!(tm.next_event(100), Some(100));
+        let a = tm.dequeue(100).unwrap();
+        assert_eq!(a.meta().enq_ts, 100);
+        // (1000 + 24) B at 10 Gb/s = 819.2 ns -> 820.
+        let ser = serialization_ns(1024, RATE);
+        assert_eq!(ser, 820);
+        assert_eq!(tm.busy_until(), 100 + ser);
+        assert_eq!(tm.next_event(101), Some(100 + ser));
+        assert!(tm.dequeue(100 + ser - 1).is_none());
+        assert!(tm.dequeue(100 + ser).is_some());
+        assert_eq!(tm.next_event(100 + ser), None);
+        assert!(tm.is_empty());
+        let s = tm.class_stats(0);
+        assert_eq!((s.enq_pkts, s.deq_pkts, s.deq_bytes), (2, 2, 2000));
+        assert_eq!(s.max_depth_bytes, 2000);
+        assert_eq!(tm.port_stats().busy_ns, 2 * ser);
+    }
+
+    #[test]
+    fn strict_priority_order() {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            rate_bps: 0,
+            ..cfg()
+        });
+        for c in [0u8, 3, 7, 3, 0] {
+            tm.enqueue(pkt(100, c), 0).unwrap();
+        }
+        let order: Vec<u8> = std::iter::from_fn(|| tm.dequeue(0))
+            .map(|p| p.meta().class)
+            .collect();
+        assert_eq!(order, vec![7, 3, 3, 0, 0]);
+    }
+
+    #[test]
+    fn wrr_shares_and_strict_class() {
+        let mut weights = [0u32; 8];
+        weights[0] = 1;
+        weights[1] = 3;
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            rate_bps: 0,
+            strict_mask: 1 << 7,
+            sched: TmSched::Wrr { weights },
+            ..cfg()
+        });
+        for _ in 0..400 {
+            tm.enqueue(pkt(100, 0), 0).unwrap();
+            tm.enqueue(pkt(100, 1), 0).unwrap();
+        }
+        tm.enqueue(pkt(100, 7), 0).unwrap();
+        assert_eq!(tm.dequeue(0).unwrap().meta().class, 7);
+        let mut n = [0u32; 2];
+        for _ in 0..400 {
+            n[tm.dequeue(0).unwrap().meta().class as usize] += 1;
+        }
+        assert_eq!(n, [100, 300]);
+        // Reflex-style reweighting at run time: 1:1.
+        assert!(tm.set_weight(1, 1));
+        let mut n = [0u32; 2];
+        for _ in 0..200 {
+            n[tm.dequeue(0).unwrap().meta().class as usize] += 1;
+        }
+        assert!(n[0].abs_diff(n[1]) <= 3, "{n:?}");
+    }
+
+    #[test]
+    fn drr_byte_shares() {
+        let mut quanta = [0u32; 8];
+        quanta[0] = 1500;
+        quanta[1] = 1500;
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            rate_bps: 0,
+            sched: TmSched::Drr { quanta },
+            ..cfg()
+        });
+        for _ in 0..300 {
+            tm.enqueue(pkt(1500, 0), 0).unwrap();
+            tm.enqueue(pkt(500, 1), 0).unwrap();
+            tm.enqueue(pkt(500, 1), 0).unwrap();
+            tm.enqueue(pkt(500, 1), 0).unwrap();
+        }
+        let mut bytes = [0u64; 2];
+        for _ in 0..400 {
+            let p = tm.dequeue(0).unwrap();
+            bytes[p.meta().class as usize] += p.len() as u64;
+        }
+        assert!(bytes[0].abs_diff(bytes[1]) <= 1500, "{bytes:?}");
+    }
+
+    #[test]
+    fn paused_class_resumes_at_exact_time() {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            rate_bps: 100_000_000_000,
+            ..cfg()
+        });
+        let mut times = [0u16; 8];
+        times[3] = 1000; // 1000 quanta at 100G = 5120 ns
+        tm.on_pfc_received(1 << 3, times, 0);
+        tm.enqueue(pkt(1000, 3), 0).unwrap();
+        tm.enqueue(pkt(100, 1), 0).unwrap();
+        assert_eq!(tm.next_event(0), Some(0));
+        // Class 1 is served although class 3 has priority: 3 is paused.
+        assert_eq!(tm.dequeue(0).unwrap().meta().class, 1);
+        assert_eq!(tm.next_event(0), Some(5120));
+        let busy = tm.busy_until();
+        assert!(busy < 5120);
+        assert!(tm.dequeue(busy).is_none());
+        assert!(tm.dequeue(5119).is_none());
+        assert_eq!(tm.dequeue(5120).unwrap().meta().class, 3);
+        // XON resumes immediately; a PAUSE stops everything.
+        tm.enqueue(pkt(100, 2), 6000).unwrap();
+        tm.on_pause_received(10, 6000);
+        assert_eq!(tm.next_event(6000), Some(6052));
+        assert!(tm.dequeue(6000).is_none());
+        tm.on_pfc_received(1 << 2, [0; 8], 6010);
+        assert_eq!(tm.next_event(6010), Some(6010));
+        assert!(tm.dequeue(6010).is_some());
+    }
+
+    #[test]
+    fn control_first_and_never_paused() {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            control_queue_pkts: 1,
+            ..cfg()
+        });
+        tm.on_pause_received(0xffff, 0);
+        tm.enqueue(pkt(100, 7), 0).unwrap();
+        tm.enqueue_control(pkt(64, 0), 0).unwrap();
+        let (_, r) = tm.enqueue_control(pkt(64, 0), 0).unwrap_err();
+        assert_eq!(r, DropReason::QueueFull);
+        assert_eq!(tm.port_stats().control_drops, 1);
+        assert_eq!(tm.dequeue(0).unwrap().len(), 64);
+        assert!(tm.dequeue(1_000_000).is_none());
+        assert_eq!(tm.port_stats().control_tx, 1);
+    }
+
+    #[test]
+    fn tail_drop_limits_and_bad_class() {
+        let mut c = cfg();
+        c.classes[0].limit_pkts = 2;
+        c.classes[1].limit_bytes = 1500;
+        c.classes[2].limit_bytes = 1000;
+        c.classes[2].lossless = true;
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&c);
+        tm.enqueue(pkt(100, 0), 0).unwrap();
+        tm.enqueue(pkt(100, 0), 0).unwrap();
+        assert_eq!(
+            tm.enqueue(pkt(100, 0), 0).unwrap_err().1,
+            DropReason::QueueFull
+        );
+        tm.enqueue(pkt(1000, 1), 0).unwrap();
+        assert!(tm.enqueue(pkt(501, 1), 0).is_err());
+        tm.enqueue(pkt(500, 1), 0).unwrap();
+        tm.enqueue(pkt(1000, 2), 0).unwrap();
+        assert!(tm.enqueue(pkt(1, 2), 0).is_err());
+        assert_eq!(tm.class_stats(2).lossless_drops, 1);
+        assert_eq!(
+            tm.enqueue(pkt(100, 9), 0).unwrap_err().1,
+            DropReason::Pipeline
+        );
+        let ps = tm.port_stats();
+        assert_eq!(ps.drops.get(DropReason::QueueFull), 3);
+        assert_eq!(ps.drops.get(DropReason::Pipeline), 1);
+        assert_eq!(ps.bad_class, 1);
+        assert_eq!(tm.class_stats(0).drops, 1);
+        assert_eq!(tm.depth_bytes(1), 1500);
+        assert_eq!(tm.total_bytes(), 2700);
+    }
+
+    #[test]
+    fn ecn_marking_by_depth() {
+        let mut c = TmConfig {
+            rate_bps: 0,
+            ..cfg()
+        };
+        c.classes[3].ecn = Some(RedParams {
+            kmin_bytes: 2000,
+            kmax_bytes: 4000,
+            pmax: 0.2,
+        });
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&c);
+        // Depth before each packet: 0, 1000 (< Kmin): never marked.
+        for _ in 0..2 {
+            let i = tm.enqueue(ipv4_frame(1000, 3, ecn::ECT0), 0).unwrap();
+            assert!(!i.marked);
+        }
+        while tm.dequeue(0).is_some() {}
+        // Fill to 4000 unmarked-or-not, then everything at >= Kmax is marked.
+        let mut fill_marks = 0;
+        for _ in 0..4 {
+            // Depths 0, 1000 (never), 2000 (p = 0), 3000 (p = 0.1).
+            let i = tm.enqueue(ipv4_frame(1000, 3, ecn::ECT1), 0).unwrap();
+            assert!(!i.marked || i.depth_bytes_before == 3000);
+            fill_marks += i.marked as u64;
+        }
+        for k in 0..5 {
+            let i = tm.enqueue(ipv4_frame(1000, 3, ecn::ECT0), 0).unwrap();
+            assert!(i.marked, "packet {k} at depth {}", i.depth_bytes_before);
+        }
+        // Not-ECT at >= Kmax: kept, unchanged, counted.
+        let i = tm.enqueue(ipv4_frame(1000, 3, ecn::NOT_ECT), 0).unwrap();
+        assert!(!i.marked);
+        let s = tm.class_stats(3);
+        assert_eq!(s.ecn_marks, 5 + fill_marks);
+        assert_eq!(s.ecn_not_ect, 1);
+        // Drain: the marked ones carry CE, FLAG_ECN_MARKED and a valid IPv4 checksum.
+        let mut seen_marked = 0;
+        while let Some(p) = tm.dequeue(0) {
+            let ip = &p.data()[14..34];
+            assert_eq!(ipv4_checksum(ip), 0, "IPv4 checksum must stay valid");
+            if p.meta().flags & FLAG_ECN_MARKED != 0 {
+                assert_eq!(ip[1] & 3, ecn::CE);
+                seen_marked += 1;
+            }
+        }
+        assert_eq!(seen_marked, 5 + fill_marks);
+    }
+
+    #[test]
+    fn next_event_is_exact() {
+        // Random-ish schedule of arrivals, pauses and dequeues: whenever next_event says t,
+        // dequeue(t) succeeds and dequeue(t - 1) (if >= now) does not.
+        let mut rng = crate::asic::rng::Rng::new(5);
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            rate_bps: 25_000_000_000,
+            sched: TmSched::Wrr { weights: [1; 8] },
+            ..cfg()
+        });
+        let mut now = 0u64;
+        for _ in 0..2000 {
+            match rng.below(4) {
+                0 | 1 => {
+                    let _ = tm.enqueue(pkt(64 + rng.below(1400) as usize, rng.below(8) as u8), now);
+                }
+                2 => {
+                    let mut times = [0u16; 8];
+                    for t in times.iter_mut() {
+                        *t = if rng.below(2) == 0 {
+                            0
+                        } else {
+                            rng.below(500) as u16
+                        };
+                    }
+                    tm.on_pfc_received(rng.below(256) as u8, times, now);
+                }
+                _ => {
+                    if let Some(t) = tm.next_event(now) {
+                        assert!(t >= now);
+                        if t > now {
+                            assert!(tm.dequeue(t - 1).is_none());
+                        }
+                        assert!(tm.dequeue(t).is_some(), "next_event {t} but nothing");
+                        now = t;
+                    } else {
+                        assert!(tm.is_empty());
+                    }
+                }
+            }
+            now += rng.below(300) as u64;
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The baseline: a plain lossless RoCE switch (no paper mechanism), and the stages every other
+//! pipeline starts from.
+//!
+//! Ingress, in order:
+//! 1. **parse** (`wire::parse`): offsets into the metadata, the first anomaly found;
+//! 2. **anomaly policy**: each anomaly is counted by reason, then dropped or kept by the
+//!    configured policy (`[parser.policy]`). Frames too short to switch (`truncated`) and IP
+//!    headers that are not IP (`bad_ip_header`) are always dropped;
+//! 3. **classify**: traffic class from DSCP or PCP (`[qos] trust`);
+//! 4. **L2**: a destination MAC in the static L2 table is bridged unchanged to its port;
+//! 5. **L3**: otherwise an IP packet is routed by longest-prefix match on its destination:
+//!    TTL / hop limit decremented (IPv4 checksum updated incrementally; the RoCE ICRC masks the
+//!    TTL so it stays valid), source MAC = egress port's MAC, destination MAC = the route's next
+//!    hop. A TTL of 0 or 1 is dropped (`ttl_expired`), no match is dropped (`no_route`).
+//!
+//! A kept anomaly whose L3 header is still usable (IPv4 options, fragments, a bad IPv4 checksum)
+//! is routed like any packet (a bad checksum stays bad: we do not repair what we did not break);
+//! one whose L3 cannot be trusted (bad length, unknown EtherType, VLAN stack) is only bridged by
+//! the L2 table, and dropped as `no_route` when its MAC is unknown.
+//!
+//! The traffic manager behind it does the rest: DSCP class queues, RED/ECN, PFC for the lossless
+//! classes, shaping at port rate.
+
+use longhaul_control::config::{Config, IpPrefix, ParserConfig, Policy, Trust};
+use longhaul_dataplane::asic::lpm::Lpm;
+use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
+use longhaul_dataplane::counters::{DropCounters, DropReason};
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline};
+use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
+use longhaul_dataplane::wire::ipv4::Ipv4Packet;
+use longhaul_dataplane::wire::ipv6::Ipv6Packet;
+use longhaul_dataplane::wire::parse::{flow_hash_symmetric, parse, L3Kind, ParseOptions, Parsed};
+
+/// Spare capacity in the forwarding tables beyond the configured entries, for entries the control
+/// plane adds at run time.
+const TABLE_HEADROOM: usize = 1024;
+
+/// Where a route sends a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextHop {
+    pub port: u16,
+    pub mac: [u8; 6],
+}
+
+/// The baseline's own counters (drops are counted by the engine, by reason).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BaselineStats {
+    /// Anomalies seen by the parser, by reason, whether dropped or kept by policy.
+    pub anomalies: DropCounters,
+    /// Anomalous frames kept (forwarded) by policy.
+    pub anomalies_forwarded: u64,
+    /// Packets bridged by the L2 table.
+    pub bridged: u64,
+    /// Packets routed by the LPM tables.
+    pub routed: u64,
+}
+
+/// The forwarding state and stages of the baseline switch.
+pub struct Forwarding {
+    parse_opts: ParseOptions,
+    parser: ParserConfig,
+    trust: Trust,
+    default_class: u8,
+    dscp_map: [u8; 64],
+    pcp_map: [u8; 8],
+    /// Port id -> MAC, for the source MAC of routed packets.
+    port_macs: Vec<Option<[u8; 6]>>,
+    l2: ExactTable<[u8; 6], u16>,
+    v4: Lpm<u32, NextHop>,
+    v6: Lpm<u128, NextHop>,
+    pub stats: BaselineStats,
+}
+
+impl Forwarding {
+    /// Build the tables from a validated config.
+    pub fn new(cfg: &Config) -> Self {
+        let max_id = cfg.ports.iter().map(|p| p.id).max().unwrap_or(0) as usize;
+        let mut port_macs = vec![None; max_id + 1];
+        for p in &cfg.ports {
+            port_macs[p.id as usize] = Some(p.mac);
+        }
+        let mut l2 = ExactTable::new(
+            cfg.l2.len() + TABLE_HEADROOM,
+            TableConfig {
+                when_full: WhenFull::Refuse,
+                idle_timeout: None,
+            },
+        );
+        for e in &cfg.l2 {
+            // Cannot fail: capacity covers every configured entry (duplicates were refused).
+            let _ = l2.insert(e.mac, e.port, 0);
+        }
+        let n4 = cfg
+            .routes
+            .iter()
+            .filter(|r| matches!(r.prefix, IpPrefix::V4 { .. }))
+            .count();
+        let n6 = cfg.routes.len() - n4;
+        let mut v4 = Lpm::new(n4 + TABLE_HEADROOM);
+        let mut v6 = Lpm::new(n6 + TABLE_HEADROOM);
+        for r in &cfg.routes {
+            let nh = NextHop {
+                port: r.port,
+                mac: r.next_hop_mac,
+            };
+            // Cannot fail: validated prefixes, capacity covers every configured route.
+            let _ = match r.prefix {
+                IpPrefix::V4 { addr, len } => v4.insert(addr, len, nh),
+                IpPrefix::V6 { addr, len } => v6.insert(addr, len, nh),
+            };
+        }
+        Forwarding {
+            parse_opts: ParseOptions {
+                max_vlan_tags: cfg.parser.max_vlan_tags,
+                verify_ipv4_checksum: cfg.parser.verify_ipv4_checksum,
+                ..ParseOptions::default()
+            },
+            parser: cfg.parser.clone(),
+            trust: cfg.qos.trust,
+            default_class: cfg.qos.default_class,
+            dscp_map: cfg.qos.dscp_map,
+            pcp_map: cfg.qos.pcp_map,
+            port_macs,
+            l2,
+            v4,
+            v6,
+            stats: BaselineStats::default(),
+        }
+    }
+
+    /// Parse the frame and apply the anomaly policy. `Err` is the drop decision. `Ok(routable)`:
+    /// whether the L3 header may be used for routing.
+    #[inline]
+    pub fn parse_stage<B: PacketBuf>(&mut self, pkt: &mut B) -> Result<(Parsed, bool), DropReason> {
+        let p = parse(pkt.data(), &self.parse_opts);
+        let hash = flow_hash_symmetric(pkt.data(), &p);
+        let m = pkt.meta_mut();
+        p.apply_to_meta(m);
+        m.flow_hash = hash;
+        let Some(a) = p.anomaly else {
+            return Ok((p, p.is_ip()));
+        };
+        self.stats.anomalies.inc(a);
+        let (policy, l3_usable) = match a {
+            DropReason::BadLength => (self.parser.on_bad_length, false),
+            DropReason::UnknownEtherType => (self.parser.on_unknown_ethertype, false),
+            DropReason::VlanStack => (self.parser.on_vlan_stack, false),
+            DropReason::Ipv4Options => (self.parser.on_ipv4_options, true),
+            DropReason::Ipv4Fragment => (self.parser.on_ipv4_fragment, true),
+            DropReason::BadIpChecksum => (self.parser.on_bad_ip_checksum, true),
+            // Truncated, BadIpHeader and anything else: nothing safe to forward on.
+            _ => (Policy::Drop, false),
+        };
+        match policy {
+            Policy::Drop => Err(a),
+            Policy::Forward => {
+                self.stats.anomalies_forwarded += 1;
+                Ok((p, l3_usable && p.is_ip()))
+            }
+        }
+    }
+
+    /// Traffic class from DSCP or PCP.
+    #[inline]
+    pub fn classify(&self, p: &Parsed) -> u8 {
+        let c = match self.trust {
+            Trust::Dscp if p.is_ip() => self.dscp_map[(p.dscp & 63) as usize],
+            Trust::Pcp => p
+                .outer_pcp
+                .map_or(self.default_class, |pcp| self.pcp_map[(pcp & 7) as usize]),
+            _ => self.default_class,
+        };
+        c.min(NUM_CLASSES as u8 - 1)
+    }
+
+    /// L2 then L3 forwarding: sets `meta.egress_port`, rewrites the frame for routed packets.
+    #[inline]
+    pub fn forward_stage<B: PacketBuf>(
+        &mut self,
+        now: u64,
+        pkt: &mut B,
+        p: &Parsed,
+        routable: bool,
+    ) -> Result<(), DropReason> {
+        let frame = pkt.data();
+        if frame.len() >= 6 {
+            let mut dst = [0u8; 6];
+            dst.copy_from_slice(&frame[..6]);
+            if let Some(&port) = self.l2.lookup(&dst, now) {
+                self.stats.bridged += 1;
+                pkt.meta_mut().egress_port = port;
+                return Ok(());
+            }
+        }
+        if !routable {
+            return Err(DropReason::NoRoute);
+        }
+        let l3 = p.l3_off as usize;
+        let frame = pkt.data_mut();
+        let nh = match p.l3 {
+            L3Kind::V4 => {
+                let ip = Ipv4Packet::new_checked(&frame[l3..]).map_err(|e| e.drop_reason())?;
+                let dst = u32::from(ip.dst_addr());
+                let nh = self.v4.lookup(dst).ok_or(DropReason::NoRoute)?;
+                let mut ip =
+                    Ipv4Packet::new_checked(&mut frame[l3..]).map_err(|e| e.drop_reason())?;
+                ip.decrement_ttl().map_err(|e| e.drop_reason())?;
+                nh
+            }
+            L3Kind::V6 => {
+                let ip = Ipv6Packet::new_checked(&frame[l3..]).map_err(|e| e.drop_reason())?;
+                let nh = self.v6.lookup(ip.dst_u128()).ok_or(DropReason::NoRoute)?;
+                let mut ip =
+                    Ipv6Packet::new_checked(&mut frame[l3..]).map_err(|e| e.drop_reason())?;
+                ip.decrement_hop_limit().map_err(|e| e.drop_reason())?;
+                nh
+            }
+            _ => return Err(DropReason::NoRoute),
+        };
+        let src = self
+            .port_macs
+            .get(nh.port as usize)
+            .copied()
+            .flatten()
+            .ok_or(DropReason::BadPort)?;
+        // The parser saw at least an Ethernet header, so the frame holds 12 bytes.
+        frame[0..6].copy_from_slice(&nh.mac);
+        frame[6..12].copy_from_slice(&src);
+        self.stats.routed += 1;
+        pkt.meta_mut().egress_port = nh.port;
+        Ok(())
+    }
+
+    /// The whole baseline ingress for one packet.
+    #[inline]
+    pub fn ingress<B: PacketBuf>(&mut self, now: u64, pkt: &mut B) -> Action {
+        let (p, routable) = match self.parse_stage(pkt) {
+            Ok(x) => x,
+            Err(r) => return Action::Drop(r),
+        };
+        pkt.meta_mut().class = self.classify(&p);
+        match self.forward_stage(now, pkt, &p, routable) {
+            Ok(()) => Action::Forward,
+            Err(r) => Action::Drop(r),
+        }
+    }
+
+    /// Static L2 entries (for listing).
+    pub fn l2(&self) -> &ExactTable<[u8; 6], u16> {
+        &self.l2
+    }
+}
+
+/// The baseline pipeline: [`Forwarding`] on ingress, nothing on egress.
+pub struct Baseline {
+    pub fwd: Forwarding,
+}
+
+impl Baseline {
+    pub fn new(cfg: &Config) -> Self {
+        Baseline {
+            fwd: Forwarding::new(cfg),
+        }
+    }
+}
+
+impl<P: BufPool> Pipeline<P> for Baseline {
+    #[inline]
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        self.fwd.ingress(ctx.now, pkt)
+    }
+}

@@ -1,0 +1,117 @@
+//! From a validated [`Config`] to the dataplane's building blocks: the switch spec (ports and
+//! their traffic managers, PFC, shared buffer) and the buffer pool.
+
+use longhaul_control::config::{Config, SchedulerKind};
+use longhaul_dataplane::asic::pfc::PfcParams;
+use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
+use longhaul_dataplane::packet::{HeapPool, NUM_CLASSES};
+use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched};
+
+/// Smallest frame a queue slot is sized for: a class of `limit_bytes` holds at most
+/// `limit_bytes / MIN_FRAME` packets (bounded further by the pool size).
+const MIN_FRAME: u64 = 64;
+
+/// Packets the control FIFO of each port holds (PFC/PAUSE frames).
+const CONTROL_QUEUE_PKTS: u32 = 64;
+
+/// Most packets a stage may generate while one burst is processed.
+pub const EMIT_CAPACITY: usize = 256;
+
+/// The traffic manager of port `i` of `cfg`.
+pub fn tm_config(cfg: &Config, i: usize) -> TmConfig {
+    let port = &cfg.ports[i];
+    let q = &cfg.qos;
+    let mut classes = [TmClassConfig::default(); NUM_CLASSES];
+    for (c, cc) in q.classes.iter().enumerate() {
+        let pkts = (cc.limit_bytes / MIN_FRAME + 1).min(cfg.switch.pool_buffers as u64);
+        classes[c] = TmClassConfig {
+            limit_bytes: cc.limit_bytes,
+            limit_pkts: pkts.min(u32::MAX as u64) as u32,
+            lossless: cc.lossless,
+            ecn: cc.ecn.map(|e| RedParams {
+                kmin_bytes: e.kmin_bytes,
+                kmax_bytes: e.kmax_bytes,
+                pmax: e.pmax,
+            }),
+        };
+    }
+    let (strict_mask, sched) = match q.scheduler {
+        SchedulerKind::Strict => (0xff, TmSched::Strict),
+        SchedulerKind::Wrr => (strict_mask(&q.strict_classes), TmSched::Wrr { weights: q.weights }),
+        SchedulerKind::Drr => (
+            strict_mask(&q.strict_classes),
+            TmSched::Drr {
+                quanta: q.weights.map(|w| w.saturating_mul(q.drr_quantum_bytes)),
+            },
+        ),
+    };
+    TmConfig {
+        rate_bps: port.rate_bps,
+        frame_overhead_bytes: port.frame_overhead as u32,
+        classes,
+        strict_mask,
+        sched,
+        control_queue_pkts: CONTROL_QUEUE_PKTS,
+        // Each port's markers get their own stream, all derived from the one configured seed.
+        seed: cfg.switch.seed.wrapping_add((port.id as u64) << 8),
+    }
+}
+
+fn strict_mask(classes: &[u8]) -> u8 {
+    classes
+        .iter()
+        .filter(|&&c| (c as usize) < NUM_CLASSES)
+        .fold(0u8, |m, &c| m | (1 << c))
+}
+
+/// The PFC generator's parameters, when PFC is enabled.
+pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
+    if !cfg.pfc.enabled {
+        return None;
+    }
+    let enabled_classes = cfg
+        .qos
+        .classes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.lossless)
+        .fold(0u8, |m, (i, _)| m | (1 << i));
+    Some(PfcParams {
+        enabled_classes,
+        xoff_bytes: cfg.pfc.xoff_bytes,
+        xon_bytes: cfg.pfc.xon_bytes,
+        headroom_bytes: cfg.pfc.headroom_bytes,
+        pause_quanta: cfg.pfc.pause_quanta,
+        refresh_ns: cfg.pfc.refresh_ns,
+    })
+}
+
+/// The switch spec of `cfg` (no recirculation port: the baseline does not use one).
+pub fn switch_spec(cfg: &Config) -> SwitchSpec {
+    SwitchSpec {
+        ports: (0..cfg.ports.len())
+            .map(|i| {
+                let p = &cfg.ports[i];
+                PortSpec {
+                    info: PortInfo {
+                        id: p.id,
+                        name: p.name.clone(),
+                        mac: p.mac,
+                        rate_bps: p.rate_bps,
+                        mtu: p.mtu,
+                    },
+                    tm: tm_config(cfg, i),
+                }
+            })
+            .collect(),
+        pfc: pfc_params(cfg),
+        shared_buffer_bytes: cfg.switch.buffer_bytes,
+        recirc: None,
+        emit_capacity: EMIT_CAPACITY,
+    }
+}
+
+/// The packet buffer pool of `cfg`, allocated up front.
+pub fn heap_pool(cfg: &Config) -> HeapPool {
+    HeapPool::new(cfg.switch.pool_buffers, cfg.switch.buffer_data_room)
+}
