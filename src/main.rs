@@ -124,7 +124,10 @@ fn cmd_replay(
 ) -> Result<ExitCode> {
     let cfg = match &config {
         Some(path) => Config::load(path)?,
-        None => Config::parse(EMBEDDED_CONFIG, Path::new("<embedded configs/baseline.toml>"))?,
+        None => Config::parse(
+            EMBEDDED_CONFIG,
+            Path::new("<embedded configs/baseline.toml>"),
+        )?,
     };
     let mut ins = Vec::new();
     if inputs.is_empty() {

@@ -4,8 +4,12 @@
 //! validated `Config` (every reference resolved: port names to ids, prefixes parsed) or a
 //! `ConfigError` naming the file, the key path (`ports[1].rate_gbps`) and what is wrong.
 //!
-//! The raw serde structs (`Raw*`) mirror the file; the validated structs are what the dataplane
-//! uses. See docs/config.md for the reference.
+//! `Config::parse_all` / `Config::load_all` return every validation error instead of the first.
+//!
+//! Two stages: `raw` (serde structs that mirror the file, unknown keys denied, every leaf
+//! `toml::Spanned` for line numbers) and `validate` (ranges, defaults, references, cross-section
+//! rules) producing the validated structs below, which are what the dataplane uses. See
+//! docs/config.md for the reference; keep it in step with the defaults in `validate.rs`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -119,6 +123,9 @@ fn serde_error(
     if let Some(i) = msg.find("expected struct Raw") {
         msg.truncate(i);
         msg.push_str("expected a table");
+    }
+    if msg.starts_with("invalid type: table, expected an array") {
+        msg.push_str(&format!(" (write each entry as a [[{key}]] table)"));
     }
     if key.is_empty() {
         msg.insert_str(0, "TOML syntax error: ");

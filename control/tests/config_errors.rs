@@ -174,7 +174,7 @@ fn wrong_types() {
     assert_err_contains(
         "[switch]\nname = \"t\"\n[ports]\nid = 0\n",
         "ports",
-        "invalid type: table, expected an array",
+        "invalid type: table, expected an array (write each entry as a [[ports]] table)",
     );
     assert_err_contains(
         &format!("qos = 3\n{SWITCH}{PORTS}"),

@@ -200,7 +200,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 stats: PortStats::default(),
             })
             .collect::<Vec<_>>();
-        let pfc = spec.pfc.map(|params| PfcGenerator::new(ports.len(), params));
+        let pfc = spec
+            .pfc
+            .map(|params| PfcGenerator::new(ports.len(), params));
         Switch {
             pool,
             pipeline,
@@ -490,9 +492,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// Time-driven work at `now`: recirculated packets coming back, PFC refreshes, pipeline timers.
     pub fn poll(&mut self, now: Nanos) {
-        loop {
-            let Some(r) = self.recirc.as_mut() else { break };
-            let Some(pkt) = r.pop_ready(now) else { break };
+        while let Some(pkt) = self.recirc.as_mut().and_then(|r| r.pop_ready(now)) {
             self.stats.recirculated += 1;
             let idx = self.port_idx(pkt.meta().ingress_port).unwrap_or(0);
             self.receive_one(idx, now, pkt);

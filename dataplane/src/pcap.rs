@@ -422,7 +422,12 @@ mod tests {
     #[test]
     fn microsecond_input_le_and_be() {
         for be in [false, true] {
-            let f = build(be, false, 1, &[(10, 250_000, 3, 3, &[1, 2, 3]), (11, 999_999, 1, 1, &[4])]);
+            let f = build(
+                be,
+                false,
+                1,
+                &[(10, 250_000, 3, 3, &[1, 2, 3]), (11, 999_999, 1, 1, &[4])],
+            );
             let recs = read_pcap_from(&f[..]).unwrap();
             assert_eq!(
                 recs,
@@ -487,7 +492,10 @@ mod tests {
         let e = read_pcap_from(&g[..]).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         let m = e.to_string();
-        assert!(m.contains("record #1") && m.contains("offset 42") && m.contains("header"), "{m}");
+        assert!(
+            m.contains("record #1") && m.contains("offset 42") && m.contains("header"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -495,7 +503,10 @@ mod tests {
         let f = build(false, false, 1, &[(0, 0, 10, 10, &[1, 2, 3])]);
         let e = read_pcap_from(&f[..]).unwrap_err();
         let m = e.to_string();
-        assert!(m.contains("record #0") && m.contains("offset 24") && m.contains("3 of 10"), "{m}");
+        assert!(
+            m.contains("record #0") && m.contains("offset 24") && m.contains("3 of 10"),
+            "{m}"
+        );
         // The streaming reader yields good records, then the error, then stops.
         let mut g = build(false, false, 1, &[(0, 0, 1, 1, &[9])]);
         g.extend_from_slice(&f[24..]);
@@ -507,9 +518,17 @@ mod tests {
 
     #[test]
     fn error_absurd_caplen() {
-        let f = build(false, true, 1, &[(0, 0, 5, 5, &[0; 5]), (0, 0, MAX_CAPLEN + 1, 60, &[])]);
+        let f = build(
+            false,
+            true,
+            1,
+            &[(0, 0, 5, 5, &[0; 5]), (0, 0, MAX_CAPLEN + 1, 60, &[])],
+        );
         let m = read_pcap_from(&f[..]).unwrap_err().to_string();
-        assert!(m.contains("record #1") && m.contains("offset 45") && m.contains("262145"), "{m}");
+        assert!(
+            m.contains("record #1") && m.contains("offset 45") && m.contains("262145"),
+            "{m}"
+        );
     }
 
     #[test]

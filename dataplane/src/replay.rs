@@ -1,4 +1,5 @@
-//! The virtual-time driver: replays captured traffic through a [`Switch`] deterministically.
+//! The virtual-time driver: runs captured or scripted traffic through a [`Switch`]
+//! deterministically.
 //!
 //! Inputs are merged by timestamp (ties: the input listed first, then file order). Time jumps
 //! from event to event: the next input arrival or the switch's own next event (a queue that can
@@ -6,17 +7,22 @@
 //! queue drains and timers advance exactly as on links of the configured rates. Every packet
 //! leaves with its virtual departure time (the start of its transmission). Nothing reads the wall
 //! clock, so the same input gives the same bytes and timestamps on every run.
+//!
+//! Two front ends share the one event loop ([`advance`]): [`run`] streams pcap records from
+//! slices (replay), and [`Harness`] lets a test put packets on ports at given times, advance time
+//! and collect what each port emitted.
 
 use crate::counters::DropReason;
 use crate::engine::{Pipeline, Switch};
 use crate::packet::{BufPool, PacketBuf};
 use crate::pcap::PcapRecord;
 use crate::time::Nanos;
+use std::collections::VecDeque;
 
 /// Packets are handed to the switch in bursts of at most this many (as an rx burst would).
 pub const BURST: usize = 32;
 
-/// Where replayed output goes: `(port index, departure time, frame)`.
+/// Where emitted frames go: `(port index, departure time, frame)`.
 pub trait Sink<B: PacketBuf> {
     fn emit(&mut self, port_idx: usize, ts: Nanos, pkt: &B);
 }
@@ -27,6 +33,14 @@ impl<B: PacketBuf, F: FnMut(usize, Nanos, &B)> Sink<B> for F {
     }
 }
 
+/// Frames waiting to arrive, in arrival order.
+pub trait InputSource {
+    /// Arrival time of the next frame.
+    fn peek_ts(&self) -> Option<Nanos>;
+    /// Take the next frame: (ingress port index, bytes).
+    fn next_frame(&mut self) -> Option<(usize, &[u8])>;
+}
+
 /// Replay limits.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReplayOptions {
@@ -34,7 +48,7 @@ pub struct ReplayOptions {
     pub until: Option<Nanos>,
 }
 
-/// What a replay did.
+/// What a run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplaySummary {
     /// Input frames offered.
@@ -55,12 +69,163 @@ pub struct ReplaySummary {
 /// Steps at one instant after which the driver declares a stall.
 const MAX_STEPS_PER_INSTANT: u32 = 1_000_000;
 
-/// Replay `inputs` (port index, its frames in capture order) through `sw`, sending every frame
-/// the switch transmits to `sink`.
+/// The driver's own state between calls of [`advance`].
+pub struct Driver<B> {
+    now: Nanos,
+    started: bool,
+    same_instant: u32,
+    burst: Vec<B>,
+    out: Vec<B>,
+    pub summary: ReplaySummary,
+}
+
+impl<B: PacketBuf> Default for Driver<B> {
+    fn default() -> Self {
+        Driver {
+            now: 0,
+            started: false,
+            same_instant: 0,
+            burst: Vec::with_capacity(BURST),
+            out: Vec::with_capacity(BURST),
+            summary: ReplaySummary::default(),
+        }
+    }
+}
+
+impl<B: PacketBuf> Driver<B> {
+    /// The current virtual time.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+}
+
+/// Run the event loop until neither the inputs nor the switch have anything at or before
+/// `until` (`None`: until both are idle). Returns with `driver.now()` at the last event handled.
 ///
 /// Input frames that do not fit a pool buffer (or arrive when the pool is empty) are counted as
-/// `pool_empty` drops. Timestamps that go backwards within one input are taken as "now" (the
-/// capture's order wins; a capture is never reordered).
+/// `pool_empty` drops. A timestamp that goes backwards is taken as "now": capture order wins, a
+/// capture is never reordered.
+pub fn advance<P, L, I, S>(
+    d: &mut Driver<P::Buf>,
+    sw: &mut Switch<P, L>,
+    inputs: &mut I,
+    until: Option<Nanos>,
+    sink: &mut S,
+) where
+    P: BufPool,
+    L: Pipeline<P>,
+    I: InputSource + ?Sized,
+    S: Sink<P::Buf>,
+{
+    let nports = sw.ports().len();
+    if !d.started {
+        if let Some(t) = inputs.peek_ts() {
+            d.now = t;
+        }
+        d.started = true;
+    }
+    loop {
+        let t = match (inputs.peek_ts(), sw.next_event(d.now)) {
+            (None, None) => break,
+            (Some(a), None) | (None, Some(a)) => a,
+            (Some(a), Some(b)) => a.min(b),
+        };
+        if until.is_some_and(|u| t > u) {
+            d.summary.truncated = true;
+            break;
+        }
+        if t <= d.now && d.summary.steps > 0 {
+            d.same_instant += 1;
+            if d.same_instant > MAX_STEPS_PER_INSTANT {
+                d.summary.stalled = true;
+                break;
+            }
+        } else {
+            d.same_instant = 0;
+        }
+        d.summary.truncated = false;
+        let now = d.now.max(t);
+        d.now = now;
+        d.summary.steps += 1;
+
+        // 1. Every input frame that has arrived by `now`, in bursts per port.
+        let mut burst_port = usize::MAX;
+        while inputs.peek_ts().is_some_and(|ts| ts <= now) {
+            let Some((port, bytes)) = inputs.next_frame() else {
+                break;
+            };
+            d.summary.offered += 1;
+            if (port != burst_port || d.burst.len() == BURST) && !d.burst.is_empty() {
+                sw.receive_burst(burst_port, now, &mut d.burst);
+            }
+            burst_port = port;
+            match sw.pool().alloc_from(bytes) {
+                Some(b) => d.burst.push(b),
+                None => sw.note_drop(DropReason::PoolEmpty),
+            }
+        }
+        if !d.burst.is_empty() {
+            sw.receive_burst(burst_port, now, &mut d.burst);
+        }
+
+        // 2. Time-driven work.
+        sw.poll(now);
+
+        // 3. Transmit what can start by now. A port's transmission may release PFC state that
+        // sends a frame on a port already visited; the next step (at the same `now`) sends it.
+        for idx in 0..nports {
+            loop {
+                let out = &mut d.out;
+                let n = sw.transmit(idx, now, BURST, &mut |p| out.push(p));
+                for p in d.out.drain(..) {
+                    sink.emit(idx, now, &p);
+                    d.summary.emitted += 1;
+                    sw.pool().free(p);
+                }
+                if n < BURST {
+                    break;
+                }
+            }
+        }
+        d.summary.end_ns = now;
+    }
+}
+
+/// Pcap records of several ports merged by timestamp (ties: lower input index first).
+struct Merged<'a> {
+    inputs: &'a [(usize, &'a [PcapRecord])],
+    cursor: Vec<usize>,
+}
+
+impl Merged<'_> {
+    fn best(&self) -> Option<(usize, Nanos)> {
+        let mut best: Option<(usize, Nanos)> = None;
+        for (k, (_, recs)) in self.inputs.iter().enumerate() {
+            if let Some(r) = recs.get(self.cursor[k]) {
+                if best.is_none_or(|(_, t)| r.ts_ns < t) {
+                    best = Some((k, r.ts_ns));
+                }
+            }
+        }
+        best
+    }
+}
+
+impl InputSource for Merged<'_> {
+    fn peek_ts(&self) -> Option<Nanos> {
+        self.best().map(|(_, t)| t)
+    }
+    fn next_frame(&mut self) -> Option<(usize, &[u8])> {
+        let (k, _) = self.best()?;
+        let (port, recs) = self.inputs[k];
+        let rec = recs.get(self.cursor[k])?;
+        self.cursor[k] += 1;
+        Some((port, &rec.data))
+    }
+}
+
+/// Replay `inputs` (port index, its frames in capture order) through `sw`, sending every frame
+/// the switch transmits to `sink`.
 pub fn run<P, L, S>(
     sw: &mut Switch<P, L>,
     inputs: &[(usize, &[PcapRecord])],
@@ -72,99 +237,125 @@ where
     L: Pipeline<P>,
     S: Sink<P::Buf>,
 {
-    let nports = sw.ports().len();
-    let mut cursor = vec![0usize; inputs.len()];
-    let mut burst: Vec<P::Buf> = Vec::with_capacity(BURST);
-    let mut out: Vec<P::Buf> = Vec::with_capacity(BURST);
-    let mut sum = ReplaySummary::default();
-    let mut same_instant = 0u32;
-    let mut now: Nanos = inputs
-        .iter()
-        .filter_map(|(_, r)| r.first().map(|r| r.ts_ns))
-        .min()
-        .unwrap_or(0);
-
-    // Next input (index into `inputs`) in merged order, with its timestamp.
-    let next_input = |cursor: &[usize]| -> Option<(usize, Nanos)> {
-        let mut best: Option<(usize, Nanos)> = None;
-        for (k, (_, recs)) in inputs.iter().enumerate() {
-            if let Some(r) = recs.get(cursor[k]) {
-                if best.is_none_or(|(_, t)| r.ts_ns < t) {
-                    best = Some((k, r.ts_ns));
-                }
-            }
-        }
-        best
+    let mut src = Merged {
+        inputs,
+        cursor: vec![0; inputs.len()],
     };
+    let mut d = Driver::default();
+    advance(&mut d, sw, &mut src, opts.until, sink);
+    d.summary
+}
 
-    loop {
-        let t_in = next_input(&cursor).map(|(_, t)| t);
-        let t_ev = sw.next_event(now);
-        let t = match (t_in, t_ev) {
-            (None, None) => break,
-            (Some(a), None) | (None, Some(a)) => a,
-            (Some(a), Some(b)) => a.min(b),
-        };
-        if let Some(u) = opts.until {
-            if t > u {
-                sum.truncated = true;
-                break;
-            }
-        }
-        if t <= now && sum.steps > 0 {
-            same_instant += 1;
-            if same_instant > MAX_STEPS_PER_INSTANT {
-                sum.stalled = true;
-                break;
-            }
-        } else {
-            same_instant = 0;
-        }
-        now = now.max(t);
-        sum.steps += 1;
+/// Scripted input for [`Harness`]: frames kept sorted by (time, insertion order).
+#[derive(Default)]
+struct Script {
+    q: VecDeque<(Nanos, u64, usize, Vec<u8>)>,
+    seq: u64,
+    taken: Vec<u8>,
+}
 
-        // 1. Every input frame that has arrived by `now`, in bursts per port.
-        let mut burst_port = usize::MAX;
-        while let Some((k, ts)) = next_input(&cursor) {
-            if ts > now {
-                break;
-            }
-            let (port, recs) = inputs[k];
-            let rec = &recs[cursor[k]];
-            cursor[k] += 1;
-            sum.offered += 1;
-            if (port != burst_port || burst.len() == BURST) && !burst.is_empty() {
-                sw.receive_burst(burst_port, now, &mut burst);
-            }
-            burst_port = port;
-            match sw.pool().alloc_from(&rec.data) {
-                Some(b) => burst.push(b),
-                None => sw.note_drop(DropReason::PoolEmpty),
-            }
-        }
-        if !burst.is_empty() {
-            sw.receive_burst(burst_port, now, &mut burst);
-        }
-
-        // 2. Time-driven work.
-        sw.poll(now);
-
-        // 3. Transmit what can start by now. A port's transmission may release PFC state that
-        // sends a frame on a port already visited; the next step (at the same `now`) sends it.
-        for idx in 0..nports {
-            loop {
-                let n = sw.transmit(idx, now, BURST, &mut |p| out.push(p));
-                for p in out.drain(..) {
-                    sink.emit(idx, now, &p);
-                    sum.emitted += 1;
-                    sw.pool().free(p);
-                }
-                if n < BURST {
-                    break;
-                }
-            }
-        }
-        sum.end_ns = now;
+impl InputSource for Script {
+    fn peek_ts(&self) -> Option<Nanos> {
+        self.q.front().map(|e| e.0)
     }
-    sum
+    fn next_frame(&mut self) -> Option<(usize, &[u8])> {
+        let (_, _, port, bytes) = self.q.pop_front()?;
+        self.taken = bytes;
+        Some((port, &self.taken))
+    }
+}
+
+/// A frame a port emitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emitted {
+    pub port_idx: usize,
+    pub ts: Nanos,
+    pub data: Vec<u8>,
+    pub meta: crate::packet::Meta,
+}
+
+/// A switch on virtual time for tests: put frames on ports at given times, advance, collect.
+pub struct Harness<P: BufPool, L: Pipeline<P>> {
+    pub sw: Switch<P, L>,
+    driver: Driver<P::Buf>,
+    script: Script,
+    emitted: Vec<Emitted>,
+}
+
+impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
+    pub fn new(sw: Switch<P, L>) -> Self {
+        Harness {
+            sw,
+            driver: Driver::default(),
+            script: Script::default(),
+            emitted: Vec::new(),
+        }
+    }
+
+    /// Frame `bytes` arrives on port index `port_idx` at time `ts` (not before the current time).
+    pub fn put(&mut self, port_idx: usize, ts: Nanos, bytes: &[u8]) {
+        let ts = ts.max(self.driver.now);
+        let seq = self.script.seq;
+        self.script.seq += 1;
+        let pos = self.script.q.partition_point(|e| (e.0, e.1) <= (ts, seq));
+        self.script
+            .q
+            .insert(pos, (ts, seq, port_idx, bytes.to_vec()));
+    }
+
+    /// Run everything due at or before `t`.
+    pub fn advance_to(&mut self, t: Nanos) {
+        let em = &mut self.emitted;
+        let mut sink = |idx: usize, ts: Nanos, p: &P::Buf| {
+            em.push(Emitted {
+                port_idx: idx,
+                ts,
+                data: p.data().to_vec(),
+                meta: *p.meta(),
+            })
+        };
+        advance(
+            &mut self.driver,
+            &mut self.sw,
+            &mut self.script,
+            Some(t),
+            &mut sink,
+        );
+        self.driver.now = self.driver.now.max(t);
+    }
+
+    /// Run until the inputs are used up and the switch is idle.
+    pub fn run_to_idle(&mut self) {
+        let em = &mut self.emitted;
+        let mut sink = |idx: usize, ts: Nanos, p: &P::Buf| {
+            em.push(Emitted {
+                port_idx: idx,
+                ts,
+                data: p.data().to_vec(),
+                meta: *p.meta(),
+            })
+        };
+        advance(
+            &mut self.driver,
+            &mut self.sw,
+            &mut self.script,
+            None,
+            &mut sink,
+        );
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> Nanos {
+        self.driver.now
+    }
+
+    /// Everything emitted so far (all ports, in emission order), taken out.
+    pub fn take(&mut self) -> Vec<Emitted> {
+        std::mem::take(&mut self.emitted)
+    }
+
+    /// What the driver did so far.
+    pub fn summary(&self) -> ReplaySummary {
+        self.driver.summary
+    }
 }

@@ -196,7 +196,17 @@ impl std::fmt::Display for CaseReport {
         )?;
         for o in &self.oracles {
             match o {
-                OracleOutcome::Passed { name, .. } => writeln!(f, "  oracle {name}: passed")?,
+                OracleOutcome::Passed { name, output } => {
+                    writeln!(f, "  oracle {name}: passed")?;
+                    // The oracle's summary lines (not verify.py's per-frame PFC listing).
+                    for l in output
+                        .lines()
+                        .filter(|l| !l.trim().is_empty() && !l.starts_with("out_"))
+                        .take(12)
+                    {
+                        writeln!(f, "    {l}")?;
+                    }
+                }
                 OracleOutcome::Skipped { name, reason } => {
                     writeln!(f, "  oracle {name}: SKIPPED ({reason})")?
                 }
@@ -449,11 +459,13 @@ pub fn python_available() -> Result<(), String> {
 /// Whether tshark is usable; `Err(reason)` otherwise. Probed once per process.
 pub fn tshark_available() -> Result<(), String> {
     static T: OnceLock<Result<(), String>> = OnceLock::new();
-    T.get_or_init(|| match Command::new(tshark_exe()).arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("{} --version failed: {}", tshark_exe(), o.status)),
-        Err(e) => Err(format!("{} not runnable: {e}", tshark_exe())),
-    })
+    T.get_or_init(
+        || match Command::new(tshark_exe()).arg("--version").output() {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!("{} --version failed: {}", tshark_exe(), o.status)),
+            Err(e) => Err(format!("{} not runnable: {e}", tshark_exe())),
+        },
+    )
     .clone()
 }
 
@@ -521,7 +533,9 @@ const TSHARK_FIELDS: &[&str] = &[
 /// frames that tshark does not decode as such. Returns the decode table.
 pub fn tshark_decode(file: &Path) -> Result<String, String> {
     let mut cmd = Command::new(tshark_exe());
-    cmd.arg("-r").arg(file).args(["-T", "fields", "-E", "header=y", "-E", "separator=\t"]);
+    cmd.arg("-r")
+        .arg(file)
+        .args(["-T", "fields", "-E", "header=y", "-E", "separator=\t"]);
     for f in TSHARK_FIELDS {
         cmd.args(["-e", f]);
     }
@@ -543,20 +557,31 @@ pub fn tshark_decode(file: &Path) -> Result<String, String> {
         let col = |i: usize| cols.get(i).copied().unwrap_or("");
         let frame = col(0);
         if !col(8).is_empty() {
-            bad.push(format!("frame {frame}: tshark reports a malformed packet: {}", col(8)));
+            bad.push(format!(
+                "frame {frame}: tshark reports a malformed packet: {}",
+                col(8)
+            ));
         }
         let first = |s: &str| s.split(',').next().unwrap_or("").to_string();
         if first(col(2)) == "4791" && col(3).is_empty() {
-            bad.push(format!("frame {frame}: UDP 4791 not decoded as RoCE (no infiniband.bth.opcode)"));
+            bad.push(format!(
+                "frame {frame}: UDP 4791 not decoded as RoCE (no infiniband.bth.opcode)"
+            ));
         }
         if col(1).split(',').any(|t| t == "0x8808") && col(6).is_empty() {
-            bad.push(format!("frame {frame}: EtherType 0x8808 not decoded as MAC control"));
+            bad.push(format!(
+                "frame {frame}: EtherType 0x8808 not decoded as MAC control"
+            ));
         }
     }
     if bad.is_empty() {
         Ok(table)
     } else {
-        Err(format!("tshark on {}:\n  {}", file.display(), bad.join("\n  ")))
+        Err(format!(
+            "tshark on {}:\n  {}",
+            file.display(),
+            bad.join("\n  ")
+        ))
     }
 }
 
@@ -626,7 +651,10 @@ fn resolve_port(cfg: &Config, p: &PortRef) -> Result<(u16, String), String> {
             .iter()
             .map(|x| format!("{} ({})", x.name, x.id))
             .collect();
-        format!("port {p} is not in the config (ports: {})", known.join(", "))
+        format!(
+            "port {p} is not in the config (ports: {})",
+            known.join(", ")
+        )
     })
 }
 
@@ -759,7 +787,10 @@ pub fn run_case(dir: &Path) -> Result<CaseReport, String> {
             counters: result.counters,
         })
     } else {
-        let outs: Vec<String> = packets_out.iter().map(|(p, n)| format!("{p}={n}")).collect();
+        let outs: Vec<String> = packets_out
+            .iter()
+            .map(|(p, n)| format!("{p}={n}"))
+            .collect();
         Err(format!(
             "case {name} FAILED ({} packets in; out: {}; outputs in {}):\n- {}",
             packets_in,
@@ -831,10 +862,13 @@ mod tests {
     #[test]
     fn compare_reports_lengths_counts_and_timestamps() {
         let err = compare_records(&[rec(0, &[1, 2, 3])], &[rec(0, &[1, 2])], false).unwrap_err();
-        assert!(err.contains("expected 3 bytes") && err.contains("got 2 bytes"), "{err}");
+        assert!(
+            err.contains("expected 3 bytes") && err.contains("got 2 bytes"),
+            "{err}"
+        );
         assert!(err.contains("offset 2"), "{err}");
-        let err = compare_records(&[rec(0, &[1]), rec(7, &[2])], &[rec(0, &[1])], false)
-            .unwrap_err();
+        let err =
+            compare_records(&[rec(0, &[1]), rec(7, &[2])], &[rec(0, &[1])], false).unwrap_err();
         assert!(err.contains("expected 2 packets, got 1"), "{err}");
         assert!(err.contains("first missing packet #1"), "{err}");
         let err = compare_records(&[], &[rec(0, &[1])], false).unwrap_err();
@@ -875,8 +909,11 @@ script = "check.py"
         )
         .unwrap_err();
         assert!(e.contains("case.toml") && e.contains("bogus"), "{e}");
-        let e = CaseSpec::parse("description=\"x\"\nconfig=\"c\"\n[[input]]\nport=0\npcap=\"a\"\n", f)
-            .unwrap_err();
+        let e = CaseSpec::parse(
+            "description=\"x\"\nconfig=\"c\"\n[[input]]\nport=0\npcap=\"a\"\n",
+            f,
+        )
+        .unwrap_err();
         assert!(e.contains("[[expect]] or [[check]]"), "{e}");
     }
 }

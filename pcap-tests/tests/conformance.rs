@@ -23,11 +23,20 @@ cases!(l3_forward_roce_tcp, ecn_marking, pfc_xoff_xon);
 fn every_case_directory_is_listed() {
     let dirs = list_cases();
     assert!(!dirs.is_empty(), "no cases found");
-    let missing: Vec<&String> = dirs.iter().filter(|d| !LISTED.contains(&d.as_str())).collect();
+    let missing: Vec<&String> = dirs
+        .iter()
+        .filter(|d| !LISTED.contains(&d.as_str()))
+        .collect();
     assert!(
         missing.is_empty(),
         "case directories not listed in tests/conformance.rs cases!(...): {missing:?}"
     );
-    let stale: Vec<&&str> = LISTED.iter().filter(|n| !dirs.iter().any(|d| d == *n)).collect();
-    assert!(stale.is_empty(), "listed cases without a cases/<name>/case.toml: {stale:?}");
+    let stale: Vec<&&str> = LISTED
+        .iter()
+        .filter(|n| !dirs.iter().any(|d| d == *n))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "listed cases without a cases/<name>/case.toml: {stale:?}"
+    );
 }

@@ -4,8 +4,8 @@
 
 use longhaul_dataplane::pcap::{read_pcap, write_pcap, PcapRecord};
 use longhaul_pcap_tests::{
-    cases_dir, list_cases, oracle_dir, oracles_required, python_available, python_exe,
-    run_tshark, run_verify, suite_dir, tshark_available, OracleOutcome,
+    cases_dir, list_cases, oracle_dir, oracles_required, python_available, python_exe, run_tshark,
+    run_verify, suite_dir, tshark_available, OracleOutcome,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,7 +50,9 @@ fn l3_input() -> Vec<PcapRecord> {
 /// Index of the first IPv4 RoCEv2 frame (UDP dst 4791).
 fn first_roce(recs: &[PcapRecord]) -> usize {
     recs.iter()
-        .position(|r| r.data.len() > 42 && r.data[12..14] == [8, 0] && r.data[36..38] == [0x12, 0xb7])
+        .position(|r| {
+            r.data.len() > 42 && r.data[12..14] == [8, 0] && r.data[36..38] == [0x12, 0xb7]
+        })
         .expect("a RoCE frame")
 }
 
@@ -67,15 +69,27 @@ fn fixtures_are_readable_by_our_reader() {
     for p in all {
         let recs = read_pcap(&p).unwrap();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(!recs.is_empty() || name.starts_with("expected_"), "{name} is empty");
-        assert!(recs.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns), "{name}: timestamps go back");
+        assert!(
+            !recs.is_empty() || name.starts_with("expected_"),
+            "{name} is empty"
+        );
+        assert!(
+            recs.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns),
+            "{name}: timestamps go back"
+        );
     }
 }
 
 #[test]
 fn fixtures_total_size_is_small() {
-    let total: u64 = fixture_pcaps().iter().map(|p| p.metadata().unwrap().len()).sum();
-    assert!(total < 300 * 1024, "fixtures take {total} bytes; keep them under 300 KB");
+    let total: u64 = fixture_pcaps()
+        .iter()
+        .map(|p| p.metadata().unwrap().len())
+        .sum();
+    assert!(
+        total < 300 * 1024,
+        "fixtures take {total} bytes; keep them under 300 KB"
+    );
 }
 
 #[test]
@@ -84,7 +98,9 @@ fn verify_passes_on_fixtures() {
         return;
     }
     match run_verify(&fixture_pcaps()).unwrap() {
-        OracleOutcome::Passed { output, .. } => assert!(output.contains("verify.py: OK"), "{output}"),
+        OracleOutcome::Passed { output, .. } => {
+            assert!(output.contains("verify.py: OK"), "{output}")
+        }
         o => panic!("{o:?}"),
     }
 }
@@ -97,7 +113,10 @@ fn verify_catches_corrupted_icrc_and_checksums() {
     let recs = l3_input();
     let i = first_roce(&recs);
     // Unmodified (written back by our writer): passes.
-    assert!(matches!(verify_one("good", &recs), Ok(OracleOutcome::Passed { .. })));
+    assert!(matches!(
+        verify_one("good", &recs),
+        Ok(OracleOutcome::Passed { .. })
+    ));
     // One ICRC byte flipped.
     let mut bad = recs.clone();
     let n = bad[i].data.len();
@@ -114,23 +133,36 @@ fn verify_catches_corrupted_icrc_and_checksums() {
     f[15] |= 3;
     f[24] = 0;
     f[25] = 0;
-    let mut sum: u32 = f[14..34].chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+    let mut sum: u32 = f[14..34]
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     let c = !(sum as u16);
     f[24..26].copy_from_slice(&c.to_be_bytes());
-    assert!(matches!(verify_one("ce", &ce), Ok(OracleOutcome::Passed { .. })));
+    assert!(matches!(
+        verify_one("ce", &ce),
+        Ok(OracleOutcome::Passed { .. })
+    ));
     // IPv4 header checksum broken.
     let mut bad = recs.clone();
     bad[i].data[24] ^= 0xff;
-    assert!(verify_one("ipcsum", &bad).unwrap_err().contains("IPv4 header checksum"));
+    assert!(verify_one("ipcsum", &bad)
+        .unwrap_err()
+        .contains("IPv4 header checksum"));
     // TCP checksum broken.
-    let t = recs.iter().position(|r| r.data.len() > 34 && r.data[23] == 6).unwrap();
+    let t = recs
+        .iter()
+        .position(|r| r.data.len() > 34 && r.data[23] == 6)
+        .unwrap();
     let mut bad = recs.clone();
     let n = bad[t].data.len();
     bad[t].data[n - 1] ^= 0x5a;
-    assert!(verify_one("tcpcsum", &bad).unwrap_err().contains("TCP checksum"));
+    assert!(verify_one("tcpcsum", &bad)
+        .unwrap_err()
+        .contains("TCP checksum"));
 }
 
 #[test]
@@ -151,7 +183,10 @@ fn verify_checks_pfc_frames() {
     let dst = [0x01, 0x80, 0xc2, 0, 0, 1];
     match verify_one("pfc_ok", &[pfc(dst, 60, 8, 4096), pfc(dst, 60, 8, 0)]).unwrap() {
         OracleOutcome::Passed { output, .. } => {
-            assert!(output.contains("p3=4096") && output.contains("p3=XON"), "{output}")
+            assert!(
+                output.contains("p3=4096") && output.contains("p3=XON"),
+                "{output}"
+            )
         }
         o => panic!("{o:?}"),
     }
@@ -243,7 +278,9 @@ fn fixtures_regenerate_byte_identically() {
     );
     let differ: Vec<&PathBuf> = generated
         .iter()
-        .filter(|f| std::fs::read(out.join(f)).unwrap() != std::fs::read(cases_dir().join(f)).unwrap())
+        .filter(|f| {
+            std::fs::read(out.join(f)).unwrap() != std::fs::read(cases_dir().join(f)).unwrap()
+        })
         .collect();
     assert!(
         differ.is_empty(),
@@ -272,14 +309,22 @@ for name, nano, endian in (("us_le", False, "<"), ("ns_be", True, ">")):
         w.write(p)
     w.close()
 "#;
-    let o = Command::new(python_exe()).args(["-c", script]).arg(&d).output().unwrap();
+    let o = Command::new(python_exe())
+        .args(["-c", script])
+        .arg(&d)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for name in ["us_le", "ns_be"] {
         let recs = read_pcap(d.join(format!("{name}.pcap"))).unwrap();
         assert_eq!(recs.len(), 3, "{name}");
         for (i, r) in recs.iter().enumerate() {
-            assert_eq!(r.ts_ns, 1_700_000_000_000_123_000 + i as u64 * 1_000_000_000, "{name}");
-            assert_eq!(r.data.len(), 64 + i, "{name}"); // scapy pads to 60 bytes? 14 + 50 + i
+            assert_eq!(
+                r.ts_ns,
+                1_700_000_000_000_123_000 + i as u64 * 1_000_000_000,
+                "{name}"
+            );
+            assert_eq!(r.data.len(), 14 + 50 + i, "{name}");
         }
     }
 }

@@ -37,7 +37,10 @@ pub fn tm_config(cfg: &Config, i: usize) -> TmConfig {
     }
     let (strict_mask, sched) = match q.scheduler {
         SchedulerKind::Strict => (0xff, TmSched::Strict),
-        SchedulerKind::Wrr => (strict_mask(&q.strict_classes), TmSched::Wrr { weights: q.weights }),
+        SchedulerKind::Wrr => (
+            strict_mask(&q.strict_classes),
+            TmSched::Wrr { weights: q.weights },
+        ),
         SchedulerKind::Drr => (
             strict_mask(&q.strict_classes),
             TmSched::Drr {

@@ -51,7 +51,11 @@ pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, St
     }
 }
 
-type Drive = (BTreeMap<u16, Vec<PcapRecord>>, Vec<(String, u64)>, ReplaySummary);
+type Drive = (
+    BTreeMap<u16, Vec<PcapRecord>>,
+    Vec<(String, u64)>,
+    ReplaySummary,
+);
 
 fn drive<L>(sw: &mut Switch<HeapPool, L>, inputs: &[ReplayInput]) -> Result<Drive, String>
 where
@@ -135,7 +139,10 @@ where
                 c.push((format!("pfc.prio{prio}.xon_sent"), s.xon_sent[prio]));
             }
             if s.headroom_drops[prio] != 0 {
-                c.push((format!("pfc.prio{prio}.headroom_drops"), s.headroom_drops[prio]));
+                c.push((
+                    format!("pfc.prio{prio}.headroom_drops"),
+                    s.headroom_drops[prio],
+                ));
             }
         }
     }

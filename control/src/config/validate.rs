@@ -13,6 +13,7 @@ use super::{
     ClassConfig, Config, ConfigError, EcnConfig, IpPrefix, L2Entry, ParserConfig, PfcConfig,
     PipelineKind, Policy, PortConfig, QosConfig, Route, SchedulerKind, SwitchConfig, Trust,
 };
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 use std::path::Path;
@@ -219,7 +220,7 @@ impl<'a> Validator<'a> {
         let parser = self.parser(raw.parser.as_ref());
 
         let mut l2: Vec<L2Entry> = Vec::new();
-        let mut l2_seen: Vec<([u8; 6], usize)> = Vec::new();
+        let mut l2_seen: HashMap<[u8; 6], usize> = HashMap::new();
         for (i, e) in raw.l2.iter().flatten().enumerate() {
             let table = span(e);
             let e = e.get_ref();
@@ -231,14 +232,14 @@ impl<'a> Validator<'a> {
                 .required(&format!("{key}.port"), &e.port, &table)
                 .and_then(|p| self.port_ref(&format!("{key}.port"), p, &infos));
             if let Some((mac, mspan)) = mac {
-                if let Some((_, j)) = l2_seen.iter().find(|(m, _)| *m == mac) {
+                if let Some(j) = l2_seen.get(&mac) {
                     self.err(
                         format!("{key}.mac"),
                         mspan,
                         format!("duplicate MAC {} (already in l2[{j}])", fmt_mac(&mac)),
                     );
                 } else {
-                    l2_seen.push((mac, i));
+                    l2_seen.insert(mac, i);
                 }
                 l2.push(L2Entry {
                     mac,
@@ -248,7 +249,7 @@ impl<'a> Validator<'a> {
         }
 
         let mut routes: Vec<Route> = Vec::new();
-        let mut route_seen: Vec<(IpPrefix, usize)> = Vec::new();
+        let mut route_seen: HashMap<(bool, u128, u8), usize> = HashMap::new();
         for (i, r) in raw.routes.iter().flatten().enumerate() {
             let table = span(r);
             let r = r.get_ref();
@@ -269,14 +270,18 @@ impl<'a> Validator<'a> {
                 .required(&format!("{key}.next_hop_mac"), &r.next_hop_mac, &table)
                 .map(|m| self.mac(&format!("{key}.next_hop_mac"), m, true));
             if let Some((prefix, pspan)) = prefix {
-                if let Some((_, j)) = route_seen.iter().find(|(p, _)| *p == prefix) {
+                let seen_key = match prefix {
+                    IpPrefix::V4 { addr, len } => (false, u128::from(addr), len),
+                    IpPrefix::V6 { addr, len } => (true, addr, len),
+                };
+                if let Some(j) = route_seen.get(&seen_key) {
                     self.err(
                         format!("{key}.prefix"),
                         pspan,
                         format!("duplicate route for {prefix} (already in routes[{j}])"),
                     );
                 } else {
-                    route_seen.push((prefix, i));
+                    route_seen.insert(seen_key, i);
                 }
                 routes.push(Route {
                     prefix,
@@ -365,14 +370,15 @@ impl<'a> Validator<'a> {
 
             let name = self.required(&key("name"), &p.name, &table).map(|v| {
                 let n = v.get_ref();
-                if n.is_empty() || n.len() > MAX_PORT_NAME_LEN || !n.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
+                if !valid_port_name(n) {
                     self.err(
                         key("name"),
                         span(v),
                         format!("'{n}' is not a valid port name: use 1 to {MAX_PORT_NAME_LEN} characters from A-Z a-z 0-9 _ . -"),
                     );
-                } else if let Some(j) = infos.iter().position(|o| o.name.as_deref() == Some(n.as_str())) {
-                    self.err(key("name"), span(v), format!("duplicate port name '{n}' (already used by ports[{j}])"));
+                } else if let Some(j) = infos.iter().position(|o| o.name.as_ref() == Some(n)) {
+                    let msg = format!("duplicate port name '{n}' (already used by ports[{j}])");
+                    self.err(key("name"), span(v), msg);
                 }
                 n.clone()
             });
@@ -717,9 +723,17 @@ impl<'a> Validator<'a> {
         let s = v.as_ref().map(|v| v.span()).or(table.clone());
         let what = if v.is_none() { " (the default)" } else { "" };
         if value > sw.buffer_bytes {
-            self.err(key, s, format!("{value}{what} is larger than the whole shared buffer, switch.buffer_bytes ({})", sw.buffer_bytes));
+            let msg = format!(
+                "{value}{what} is larger than the whole shared buffer, switch.buffer_bytes ({})",
+                sw.buffer_bytes
+            );
+            self.err(key, s, msg);
         } else if value < largest_mtu {
-            self.err(key, s, format!("{value}{what} is smaller than the largest port mtu ({largest_mtu}): such a frame could never be queued"));
+            let msg = format!(
+                "{value}{what} is smaller than the largest port mtu ({largest_mtu}): \
+                 such a frame could never be queued"
+            );
+            self.err(key, s, msg);
         }
         value
     }
@@ -789,7 +803,11 @@ impl<'a> Validator<'a> {
                 format!("{kmax} must be greater than kmin_bytes ({kmin})"),
             );
         } else if kmax > limit_bytes {
-            self.err(&kmax_key, s, format!("{kmax} is above the class's queue limit ({limit_bytes} bytes): marking would never reach pmax"));
+            let msg = format!(
+                "{kmax} is above the class's queue limit ({limit_bytes} bytes): \
+                 marking would never reach pmax"
+            );
+            self.err(&kmax_key, s, msg);
         }
         Some(EcnConfig {
             kmin_bytes: kmin,
@@ -868,7 +886,11 @@ impl<'a> Validator<'a> {
             for &c in &lossless {
                 if let Some((key, s)) = &class_keys[c] {
                     let (key, s) = (format!("{key}.lossless"), s.clone());
-                    self.err(key, s, format!("class {c} is lossless but pfc.enabled is false: without PFC a lossless class would drop"));
+                    let msg = format!(
+                        "class {c} is lossless but pfc.enabled is false: \
+                         without PFC a lossless class would drop"
+                    );
+                    self.err(key, s, msg);
                 }
             }
         } else {
@@ -964,6 +986,14 @@ impl<'a> Validator<'a> {
             on_bad_ip_checksum: get(|p| p.bad_ip_checksum, Policy::Drop),
         }
     }
+}
+
+/// 1 to 32 characters from `A-Z a-z 0-9 _ . -`.
+fn valid_port_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_PORT_NAME_LEN
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
 /// "a, b, c" (at most 16, then "... and N more").

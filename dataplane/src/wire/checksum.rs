@@ -109,8 +109,8 @@ mod tests {
     #[test]
     fn incremental_matches_full() {
         let mut h = [
-            0x45u8, 0x00, 0x00, 0x3c, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0, 0, 10, 0, 0, 1, 10,
-            0, 0, 2,
+            0x45u8, 0x00, 0x00, 0x3c, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0, 0, 10, 0, 0, 1, 10, 0,
+            0, 2,
         ];
         let ck = checksum(&h);
         h[10..12].copy_from_slice(&ck.to_be_bytes());

@@ -376,7 +376,10 @@ mod tests {
         let mut b = [0u8; 18];
         write_header_tagged(&mut b, MacAddr::ZERO, MacAddr::ZERO, t, 0x86dd).unwrap();
         let i = walk_tags(&b, 1).unwrap();
-        assert_eq!((i.ethertype, i.l3_off, i.outer_pcp, i.tags), (0x86dd, 18, Some(3), 1));
+        assert_eq!(
+            (i.ethertype, i.l3_off, i.outer_pcp, i.tags),
+            (0x86dd, 18, Some(3), 1)
+        );
         let i = walk_tags(&b[..14], 0);
         assert_eq!(i, Err(WireError::VlanStack));
     }

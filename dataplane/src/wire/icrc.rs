@@ -56,10 +56,7 @@ impl IcrcLayout {
                 if ip.protocol() != super::ipv4::PROTO_UDP {
                     return Err(WireError::Unsupported);
                 }
-                (
-                    l3_off + ip.header_len(),
-                    l3_off + ip.total_len() as usize,
-                )
+                (l3_off + ip.header_len(), l3_off + ip.total_len() as usize)
             }
             6 => {
                 let ip = Ipv6Packet::new_checked(l3)?;
@@ -248,7 +245,10 @@ mod tests {
         //  Raw(bytes.fromhex("00000000deadbeef000012340000002c")+bytes(range(44)))).hex())'
         let f = hex("02000000000202000000000186dd662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020c82212b7005400000a00ffff00000abc8000a0b000000000deadbeef000012340000002c000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b33269bec");
         assert_eq!(verify(&f, 14), Ok(true));
-        assert_eq!(compute(&f, 14), Ok(u32::from_le_bytes([0x33, 0x26, 0x9b, 0xec])));
+        assert_eq!(
+            compute(&f, 14),
+            Ok(u32::from_le_bytes([0x33, 0x26, 0x9b, 0xec]))
+        );
         let mut g = f.clone();
         ecn::set(&mut g, 14, ecn::CE);
         g[14 + 1] |= 0x0f; // flow label bits

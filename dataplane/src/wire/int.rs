@@ -1,1 +1,824 @@
-//! (being written)
+//! In-band Network Telemetry: P4.org INT v2.1 (2020), INT-MD mode ("eMbed data"), carried over
+//! UDP (spec section 4.6, "INT over UDP" with the shim of section 5.6.2), for MLCC's per-hop
+//! queue information and Reflex's timestamps (DESIGN.md section 5).
+//!
+//! # Byte layout (version 1 of our use; copy into docs/wire-formats.md)
+//!
+//! ```text
+//! Ethernet | IPv4/IPv6 | UDP (dst port = INT port, length += INT bytes) | INT shim (4)
+//!          | INT-MD header (12) | hop metadata stack (newest hop first) | original UDP payload
+//!
+//! INT shim (4 bytes, INT v2.1 section 5.6.2):
+//!   byte 0: Type (4 bits, 1 = INT-MD) | NPT (2 bits, 1 = original UDP destination port in
+//!           bytes 2-3) | reserved (2 bits, 0)
+//!   byte 1: Length: shim + INT-MD header + metadata stack, in 4-byte words (4 + 4 x hops x HopML)
+//!   bytes 2-3: original UDP destination port (e.g. 4791)
+//!
+//! INT-MD metadata header (12 bytes, INT v2.1 section 5.7):
+//!   bits 0-3 Ver (= 2) | bit 4 D (discard) | bit 5 E (max hop count exceeded) | bit 6 M (MTU
+//!   exceeded) | bits 7-18 reserved | bits 19-23 HopML (per-hop metadata length, 4-byte words)
+//!   | bits 24-31 RemainingHopCount
+//!   bytes 4-5: instruction bitmap (bit 0 = MSB = 0x8000)
+//!   bytes 6-7: Domain Specific ID | bytes 8-9: DS Instruction | bytes 10-11: DS Flags
+//!
+//! Per-hop metadata, in instruction-bit order (INT v2.1 section 5.8); supported bits:
+//!   bit 0 (0x8000) node id (4) | bit 1 (0x4000) level-1 ingress if id (2) + egress if id (2)
+//!   | bit 2 (0x2000) hop latency (4) | bit 3 (0x1000) queue id (1) + queue occupancy (3)
+//!   | bit 4 (0x0800) ingress timestamp (8) | bit 5 (0x0400) egress timestamp (8)
+//! ```
+//!
+//! The source ([`insert_int_md`]) adds shim + header with an empty stack; every INT hop
+//! ([`push_hop_metadata`]) pushes its metadata at the top of the stack (right after the INT-MD
+//! header) and decrements RemainingHopCount; the sink ([`strip_int`]) removes everything and
+//! restores the UDP destination port, UDP length, IP total/payload length and the IPv4 header
+//! checksum bit-exactly (RFC 1624 incremental updates, undone in reverse), so the RoCEv2 ICRC of
+//! the original packet verifies again. While INT is present the ICRC does not verify (the UDP
+//! port and lengths it covers changed); nothing on the path checks it. A non-zero UDP checksum is
+//! recomputed after each change (RoCEv2 sends 0, which is kept).
+//!
+//! To insert after UDP, the L2-L4 headers are moved forward into the headroom: prepend N bytes,
+//! then `copy_within` the headers to the new front (no allocation).
+
+use super::checksum;
+use super::ipv4::{Ipv4Packet, PROTO_UDP};
+use super::ipv6::{self, Ipv6Packet};
+use super::udp::{self, UdpPacket};
+use super::{be16, be32, put16, WireError};
+use crate::packet::PacketBuf;
+
+/// Shim length.
+pub const SHIM_LEN: usize = 4;
+/// INT-MD header length.
+pub const MD_HEADER_LEN: usize = 12;
+/// Shim type INT-MD.
+pub const TYPE_INT_MD: u8 = 1;
+/// NPT value: the shim carries the original UDP destination port.
+pub const NPT_UDP_PORT: u8 = 1;
+/// INT-MD header version of INT v2.1.
+pub const VERSION: u8 = 2;
+
+/// Instruction bit 0: node id.
+pub const INS_NODE_ID: u16 = 0x8000;
+/// Instruction bit 1: level-1 ingress + egress interface ids.
+pub const INS_L1_IF_IDS: u16 = 0x4000;
+/// Instruction bit 2: hop latency.
+pub const INS_HOP_LATENCY: u16 = 0x2000;
+/// Instruction bit 3: queue id + queue occupancy.
+pub const INS_QUEUE: u16 = 0x1000;
+/// Instruction bit 4: ingress timestamp (8 bytes).
+pub const INS_INGRESS_TS: u16 = 0x0800;
+/// Instruction bit 5: egress timestamp (8 bytes).
+pub const INS_EGRESS_TS: u16 = 0x0400;
+/// All supported instruction bits.
+pub const INS_SUPPORTED: u16 =
+    INS_NODE_ID | INS_L1_IF_IDS | INS_HOP_LATENCY | INS_QUEUE | INS_INGRESS_TS | INS_EGRESS_TS;
+
+/// Per-hop metadata length in 4-byte words for `instructions`, or [`WireError::Unsupported`]
+/// when it has bits other than [`INS_SUPPORTED`].
+pub const fn hop_words(instructions: u16) -> Result<u8, WireError> {
+    if instructions & !INS_SUPPORTED != 0 {
+        return Err(WireError::Unsupported);
+    }
+    let mut w = 0u8;
+    if instructions & INS_NODE_ID != 0 {
+        w += 1;
+    }
+    if instructions & INS_L1_IF_IDS != 0 {
+        w += 1;
+    }
+    if instructions & INS_HOP_LATENCY != 0 {
+        w += 1;
+    }
+    if instructions & INS_QUEUE != 0 {
+        w += 1;
+    }
+    if instructions & INS_INGRESS_TS != 0 {
+        w += 2;
+    }
+    if instructions & INS_EGRESS_TS != 0 {
+        w += 2;
+    }
+    Ok(w)
+}
+
+/// A view of the 4-byte INT shim.
+#[derive(Debug, Clone)]
+pub struct IntShim<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> IntShim<T> {
+    /// Wrap `buf`; [`WireError::Truncated`] when < 4 bytes.
+    pub fn new_checked(buf: T) -> Result<Self, WireError> {
+        if buf.as_ref().len() < SHIM_LEN {
+            return Err(WireError::Truncated);
+        }
+        Ok(IntShim { buf })
+    }
+    fn byte(&self, i: usize) -> u8 {
+        self.buf.as_ref().get(i).copied().unwrap_or(0)
+    }
+    /// Type (1 = INT-MD).
+    pub fn int_type(&self) -> u8 {
+        self.byte(0) >> 4
+    }
+    /// Next-protocol type (1 = original UDP port in bytes 2-3).
+    pub fn npt(&self) -> u8 {
+        (self.byte(0) >> 2) & 3
+    }
+    /// Length of shim + INT-MD header + stack, in 4-byte words.
+    pub fn length_words(&self) -> u8 {
+        self.byte(1)
+    }
+    /// Length in bytes.
+    pub fn length_bytes(&self) -> usize {
+        self.length_words() as usize * 4
+    }
+    /// Original UDP destination port (NPT = 1).
+    pub fn orig_dst_port(&self) -> u16 {
+        be16(self.buf.as_ref(), 2).unwrap_or(0)
+    }
+}
+
+/// A view of the 12-byte INT-MD metadata header.
+#[derive(Debug, Clone)]
+pub struct IntMdHeader<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> IntMdHeader<T> {
+    /// Wrap `buf`; [`WireError::Truncated`] when < 12 bytes.
+    pub fn new_checked(buf: T) -> Result<Self, WireError> {
+        if buf.as_ref().len() < MD_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        Ok(IntMdHeader { buf })
+    }
+    fn w0(&self) -> u32 {
+        be32(self.buf.as_ref(), 0).unwrap_or(0)
+    }
+    /// Version (2).
+    pub fn version(&self) -> u8 {
+        (self.w0() >> 28) as u8
+    }
+    /// D: discard.
+    pub fn discard(&self) -> bool {
+        self.w0() & (1 << 27) != 0
+    }
+    /// E: max hop count exceeded.
+    pub fn hop_count_exceeded(&self) -> bool {
+        self.w0() & (1 << 26) != 0
+    }
+    /// M: MTU exceeded.
+    pub fn mtu_exceeded(&self) -> bool {
+        self.w0() & (1 << 25) != 0
+    }
+    /// Per-hop metadata length in 4-byte words.
+    pub fn hop_ml(&self) -> u8 {
+        ((self.w0() >> 8) & 0x1f) as u8
+    }
+    /// Remaining hop count.
+    pub fn remaining_hop_count(&self) -> u8 {
+        self.w0() as u8
+    }
+    /// Instruction bitmap.
+    pub fn instructions(&self) -> u16 {
+        be16(self.buf.as_ref(), 4).unwrap_or(0)
+    }
+    /// Domain specific id.
+    pub fn domain_id(&self) -> u16 {
+        be16(self.buf.as_ref(), 6).unwrap_or(0)
+    }
+    /// Domain specific instruction.
+    pub fn ds_instruction(&self) -> u16 {
+        be16(self.buf.as_ref(), 8).unwrap_or(0)
+    }
+    /// Domain specific flags.
+    pub fn ds_flags(&self) -> u16 {
+        be16(self.buf.as_ref(), 10).unwrap_or(0)
+    }
+}
+
+/// One hop's metadata; fields whose instruction bit is clear are not written (and read as 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HopMetadata {
+    /// Node (switch) id.
+    pub node_id: u32,
+    /// Level-1 ingress interface id.
+    pub ingress_if: u16,
+    /// Level-1 egress interface id.
+    pub egress_if: u16,
+    /// Hop latency (ns by our convention).
+    pub hop_latency: u32,
+    /// Queue id.
+    pub queue_id: u8,
+    /// Queue occupancy (24 bits; bytes by our convention).
+    pub queue_occupancy: u32,
+    /// Ingress timestamp (ns).
+    pub ingress_ts: u64,
+    /// Egress timestamp (ns).
+    pub egress_ts: u64,
+}
+
+impl HopMetadata {
+    /// Encode into `out` (exactly `hop_words(ins) * 4` bytes) in instruction-bit order.
+    pub fn write(&self, ins: u16, out: &mut [u8]) -> Result<usize, WireError> {
+        let n = hop_words(ins)? as usize * 4;
+        let out = out.get_mut(..n).ok_or(WireError::NoRoom)?;
+        let mut o = 0;
+        let mut put = |bytes: &[u8]| {
+            out[o..o + bytes.len()].copy_from_slice(bytes);
+            o += bytes.len();
+        };
+        if ins & INS_NODE_ID != 0 {
+            put(&self.node_id.to_be_bytes());
+        }
+        if ins & INS_L1_IF_IDS != 0 {
+            put(&self.ingress_if.to_be_bytes());
+            put(&self.egress_if.to_be_bytes());
+        }
+        if ins & INS_HOP_LATENCY != 0 {
+            put(&self.hop_latency.to_be_bytes());
+        }
+        if ins & INS_QUEUE != 0 {
+            let q = ((self.queue_id as u32) << 24) | (self.queue_occupancy & 0x00ff_ffff);
+            put(&q.to_be_bytes());
+        }
+        if ins & INS_INGRESS_TS != 0 {
+            put(&self.ingress_ts.to_be_bytes());
+        }
+        if ins & INS_EGRESS_TS != 0 {
+            put(&self.egress_ts.to_be_bytes());
+        }
+        Ok(n)
+    }
+
+    /// Decode one hop from `b` according to `ins`.
+    pub fn read(ins: u16, b: &[u8]) -> Result<HopMetadata, WireError> {
+        let n = hop_words(ins)? as usize * 4;
+        let b = b.get(..n).ok_or(WireError::Truncated)?;
+        let mut h = HopMetadata::default();
+        let mut o = 0usize;
+        let u32_at = |o: &mut usize| {
+            let v = be32(b, *o).unwrap_or(0);
+            *o += 4;
+            v
+        };
+        if ins & INS_NODE_ID != 0 {
+            h.node_id = u32_at(&mut o);
+        }
+        if ins & INS_L1_IF_IDS != 0 {
+            let v = u32_at(&mut o);
+            h.ingress_if = (v >> 16) as u16;
+            h.egress_if = v as u16;
+        }
+        if ins & INS_HOP_LATENCY != 0 {
+            h.hop_latency = u32_at(&mut o);
+        }
+        if ins & INS_QUEUE != 0 {
+            let v = u32_at(&mut o);
+            h.queue_id = (v >> 24) as u8;
+            h.queue_occupancy = v & 0x00ff_ffff;
+        }
+        if ins & INS_INGRESS_TS != 0 {
+            let hi = u32_at(&mut o) as u64;
+            h.ingress_ts = (hi << 32) | u32_at(&mut o) as u64;
+        }
+        if ins & INS_EGRESS_TS != 0 {
+            let hi = u32_at(&mut o) as u64;
+            h.egress_ts = (hi << 32) | u32_at(&mut o) as u64;
+        }
+        Ok(h)
+    }
+}
+
+/// Configuration of an INT source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntConfig {
+    /// UDP destination port that announces INT (the original is kept in the shim).
+    pub int_port: u16,
+    /// Instruction bitmap (only [`INS_SUPPORTED`] bits).
+    pub instructions: u16,
+    /// Initial RemainingHopCount.
+    pub max_hops: u8,
+    /// Domain specific id (0 = none).
+    pub domain_id: u16,
+}
+
+/// Where the headers of a UDP packet are.
+#[derive(Clone, Copy, Debug)]
+struct UdpLayout {
+    v4: bool,
+    l3_off: usize,
+    udp_off: usize,
+}
+
+fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
+    let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
+    let (v4, udp_off, ip_end) = match l3.first().map(|b| b >> 4) {
+        Some(4) => {
+            let ip = Ipv4Packet::new_checked(l3)?;
+            ip.check_len()?;
+            if ip.protocol() != PROTO_UDP {
+                return Err(WireError::Unsupported);
+            }
+            if ip.is_fragment() {
+                return Err(WireError::Ipv4Fragment);
+            }
+            (
+                true,
+                l3_off + ip.header_len(),
+                l3_off + ip.total_len() as usize,
+            )
+        }
+        Some(6) => {
+            let ip = Ipv6Packet::new_checked(l3)?;
+            ip.check_len()?;
+            if ip.next_header() != PROTO_UDP {
+                return Err(WireError::Unsupported);
+            }
+            (
+                false,
+                l3_off + ipv6::HEADER_LEN,
+                l3_off + ipv6::HEADER_LEN + ip.payload_len() as usize,
+            )
+        }
+        Some(_) => return Err(WireError::BadIpHeader),
+        None => return Err(WireError::Truncated),
+    };
+    let u = UdpPacket::new_checked(frame.get(udp_off..ip_end).ok_or(WireError::BadLength)?)?;
+    u.check_len()?;
+    Ok(UdpLayout {
+        v4,
+        l3_off,
+        udp_off,
+    })
+}
+
+/// Add `delta` bytes to IP and UDP lengths (IPv4 checksum updated incrementally; a non-zero UDP
+/// checksum recomputed). Checks for overflow before changing anything.
+fn adjust_lengths(frame: &mut [u8], lay: &UdpLayout, delta: isize) -> Result<(), WireError> {
+    let ip_len_off = lay.l3_off + if lay.v4 { 2 } else { 4 };
+    let old_ip = be16(frame, ip_len_off).ok_or(WireError::Truncated)?;
+    let old_udp = be16(frame, lay.udp_off + 4).ok_or(WireError::Truncated)?;
+    let new_ip = u16::try_from(old_ip as isize + delta).map_err(|_| WireError::BadLength)?;
+    let new_udp = u16::try_from(old_udp as isize + delta).map_err(|_| WireError::BadLength)?;
+    if (new_udp as usize) < udp::HEADER_LEN {
+        return Err(WireError::BadLength);
+    }
+    put16(frame, ip_len_off, new_ip);
+    if lay.v4 {
+        let ck = be16(frame, lay.l3_off + 10).unwrap_or(0);
+        put16(frame, lay.l3_off + 10, checksum::update(ck, old_ip, new_ip));
+    }
+    put16(frame, lay.udp_off + 4, new_udp);
+    Ok(())
+}
+
+fn refresh_udp_checksum(frame: &mut [u8], lay: &UdpLayout) {
+    if be16(frame, lay.udp_off + 6).unwrap_or(0) == 0 {
+        return;
+    }
+    let ulen = be16(frame, lay.udp_off + 4).unwrap_or(0) as usize;
+    if frame.len() < lay.udp_off || lay.udp_off < lay.l3_off {
+        return;
+    }
+    let Some((ip, rest)) = frame
+        .get_mut(lay.l3_off..)
+        .map(|s| s.split_at_mut(lay.udp_off - lay.l3_off))
+    else {
+        return;
+    };
+    let Some(dgram) = rest.get_mut(..ulen) else {
+        return;
+    };
+    let ck = if lay.v4 {
+        let ip = Ipv4Packet::new_checked(&ip[..]);
+        match ip {
+            Ok(ip) => udp::checksum_v4(dgram, ip.src_addr(), ip.dst_addr()),
+            Err(_) => return,
+        }
+    } else {
+        match Ipv6Packet::new_checked(&ip[..]) {
+            Ok(ip) => udp::checksum_v6(dgram, ip.src_addr(), ip.dst_addr()),
+            Err(_) => return,
+        }
+    };
+    put16(dgram, 6, ck);
+}
+
+/// Grow the frame by `n` bytes at offset `at` (moving bytes `0..at` forward into the headroom);
+/// the new bytes at `at..at + n` are zeroed.
+fn open_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<(), WireError> {
+    if at > buf.len() {
+        return Err(WireError::Truncated);
+    }
+    buf.prepend(n).ok_or(WireError::NoRoom)?;
+    let d = buf.data_mut();
+    d.copy_within(n..n + at, 0);
+    d[at..at + n].fill(0);
+    Ok(())
+}
+
+/// Remove `n` bytes at offset `at` (moving bytes `0..at` backward and trimming the front).
+fn close_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<(), WireError> {
+    if at + n > buf.len() {
+        return Err(WireError::Truncated);
+    }
+    buf.data_mut().copy_within(0..at, n);
+    if !buf.adj(n) {
+        return Err(WireError::Truncated);
+    }
+    Ok(())
+}
+
+/// INT source: insert the shim and an INT-MD header (empty stack) right after the UDP header of
+/// the IPv4/IPv6 packet whose IP header is at `l3_off`; sets the UDP destination port to
+/// `cfg.int_port` (the original goes into the shim) and updates lengths and checksums. Needs 16
+/// bytes of headroom ([`WireError::NoRoom`] otherwise, frame unchanged). Errors leave the frame
+/// unchanged. The L3 offset is unchanged (headers move with the front of the frame).
+pub fn insert_int_md<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    cfg: &IntConfig,
+) -> Result<(), WireError> {
+    let hop_ml = hop_words(cfg.instructions)?;
+    let lay = locate_udp(buf.data(), l3_off)?;
+    let n = SHIM_LEN + MD_HEADER_LEN;
+    // Check length overflow before touching anything.
+    {
+        let d = buf.data();
+        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
+        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
+        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
+            return Err(WireError::BadLength);
+        }
+    }
+    if buf.headroom() < n {
+        return Err(WireError::NoRoom);
+    }
+    let at = lay.udp_off + udp::HEADER_LEN;
+    open_gap(buf, at, n)?;
+    let d = buf.data_mut();
+    let orig_port = be16(d, lay.udp_off + 2).unwrap_or(0);
+    put16(d, lay.udp_off + 2, cfg.int_port);
+    let s = &mut d[at..at + n];
+    s[0] = (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2);
+    s[1] = (n / 4) as u8;
+    s[2..4].copy_from_slice(&orig_port.to_be_bytes());
+    let w0 = ((VERSION as u32) << 28) | ((hop_ml as u32) << 8) | cfg.max_hops as u32;
+    s[4..8].copy_from_slice(&w0.to_be_bytes());
+    s[8..10].copy_from_slice(&cfg.instructions.to_be_bytes());
+    s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
+    adjust_lengths(d, &lay, n as isize)?;
+    refresh_udp_checksum(d, &lay);
+    Ok(())
+}
+
+/// Where the INT headers of a packet are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntLayout {
+    /// UDP header offset.
+    pub udp_off: usize,
+    /// Shim offset (UDP + 8).
+    pub shim_off: usize,
+    /// Offset of the hop stack (shim + 16).
+    pub stack_off: usize,
+    /// Stack length in bytes.
+    pub stack_len: usize,
+    /// Shim + header + stack length in bytes.
+    pub int_len: usize,
+    /// Instruction bitmap.
+    pub instructions: u16,
+    /// Per-hop metadata bytes.
+    pub hop_len: usize,
+}
+
+/// Locate and validate the INT-MD headers after the UDP header of the packet at `l3_off`
+/// (INT-MD type, NPT 1, version 2, lengths consistent with the UDP datagram). The UDP port is
+/// not checked.
+pub fn locate_int(frame: &[u8], l3_off: usize) -> Result<IntLayout, WireError> {
+    let lay = locate_udp(frame, l3_off)?;
+    locate_int_in(frame, &lay)
+}
+
+fn locate_int_in(frame: &[u8], lay: &UdpLayout) -> Result<IntLayout, WireError> {
+    let shim_off = lay.udp_off + udp::HEADER_LEN;
+    let ulen = be16(frame, lay.udp_off + 4).unwrap_or(0) as usize;
+    let avail = frame
+        .get(shim_off..lay.udp_off + ulen)
+        .ok_or(WireError::BadLength)?;
+    let shim = IntShim::new_checked(avail)?;
+    if shim.int_type() != TYPE_INT_MD || shim.npt() != NPT_UDP_PORT {
+        return Err(WireError::Unsupported);
+    }
+    let md = IntMdHeader::new_checked(avail.get(SHIM_LEN..).unwrap_or(&[]))?;
+    if md.version() != VERSION {
+        return Err(WireError::Unsupported);
+    }
+    let int_len = shim.length_bytes();
+    if int_len < SHIM_LEN + MD_HEADER_LEN || int_len > avail.len() {
+        return Err(WireError::BadLength);
+    }
+    let hop_len = md.hop_ml() as usize * 4;
+    if hop_words(md.instructions())? as usize * 4 != hop_len {
+        return Err(WireError::BadLength);
+    }
+    let stack_len = int_len - SHIM_LEN - MD_HEADER_LEN;
+    let whole_hops = match stack_len.checked_rem(hop_len) {
+        Some(r) => r == 0,
+        None => stack_len == 0,
+    };
+    if !whole_hops {
+        return Err(WireError::BadLength);
+    }
+    Ok(IntLayout {
+        udp_off: lay.udp_off,
+        shim_off,
+        stack_off: shim_off + SHIM_LEN + MD_HEADER_LEN,
+        stack_len,
+        int_len,
+        instructions: md.instructions(),
+        hop_len,
+    })
+}
+
+/// INT transit hop: push `hop` at the top of the stack and decrement RemainingHopCount. Returns
+/// `Ok(true)` when pushed, `Ok(false)` when RemainingHopCount was 0 (the E bit is set instead,
+/// INT v2.1 section 5.7). Needs `HopML x 4` bytes of headroom; errors leave the frame unchanged.
+pub fn push_hop_metadata<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    hop: &HopMetadata,
+) -> Result<bool, WireError> {
+    let lay = locate_udp(buf.data(), l3_off)?;
+    let il = locate_int_in(buf.data(), &lay)?;
+    let md_off = il.shim_off + SHIM_LEN;
+    let rhc = buf.data().get(md_off + 3).copied().unwrap_or(0);
+    if rhc == 0 {
+        if let Some(b) = buf.data_mut().get_mut(md_off) {
+            *b |= 0x04; // E bit (bit 5 of the word)
+        }
+        return Ok(false);
+    }
+    let n = il.hop_len;
+    if n == 0 {
+        // Nothing to push (empty instruction set): just count the hop.
+        if let Some(b) = buf.data_mut().get_mut(md_off + 3) {
+            *b = rhc - 1;
+        }
+        return Ok(true);
+    }
+    if (il.int_len + n) / 4 > u8::MAX as usize {
+        return Err(WireError::BadLength);
+    }
+    {
+        let d = buf.data();
+        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
+        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
+        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
+            return Err(WireError::BadLength);
+        }
+    }
+    if buf.headroom() < n {
+        return Err(WireError::NoRoom);
+    }
+    open_gap(buf, il.stack_off, n)?;
+    let d = buf.data_mut();
+    hop.write(il.instructions, &mut d[il.stack_off..il.stack_off + n])?;
+    d[il.shim_off + 1] = ((il.int_len + n) / 4) as u8;
+    d[md_off + 3] = rhc - 1;
+    adjust_lengths(d, &lay, n as isize)?;
+    refresh_udp_checksum(d, &lay);
+    Ok(true)
+}
+
+/// INT sink: remove shim, header and stack; restore the UDP destination port from the shim,
+/// the UDP and IP lengths and the IPv4 checksum, bit-exactly. Errors leave the frame unchanged.
+pub fn strip_int<B: PacketBuf + ?Sized>(buf: &mut B, l3_off: usize) -> Result<(), WireError> {
+    let lay = locate_udp(buf.data(), l3_off)?;
+    let il = locate_int_in(buf.data(), &lay)?;
+    let orig_port = be16(buf.data(), il.shim_off + 2).ok_or(WireError::Truncated)?;
+    let d = buf.data_mut();
+    adjust_lengths(d, &lay, -(il.int_len as isize))?;
+    put16(d, lay.udp_off + 2, orig_port);
+    close_gap(buf, il.shim_off, il.int_len)?;
+    let d = buf.data_mut();
+    refresh_udp_checksum(d, &lay);
+    Ok(())
+}
+
+/// Read-only iterator over the hop stack, newest hop first.
+#[derive(Clone, Debug)]
+pub struct HopStack<'a> {
+    rest: &'a [u8],
+    instructions: u16,
+    hop_len: usize,
+}
+
+impl<'a> HopStack<'a> {
+    /// The stack of the INT packet at `l3_off`.
+    pub fn new(frame: &'a [u8], l3_off: usize) -> Result<HopStack<'a>, WireError> {
+        let il = locate_int(frame, l3_off)?;
+        Ok(HopStack {
+            rest: frame
+                .get(il.stack_off..il.stack_off + il.stack_len)
+                .unwrap_or(&[]),
+            instructions: il.instructions,
+            hop_len: il.hop_len,
+        })
+    }
+}
+
+impl Iterator for HopStack<'_> {
+    type Item = HopMetadata;
+    fn next(&mut self) -> Option<HopMetadata> {
+        if self.hop_len == 0 || self.rest.len() < self.hop_len {
+            return None;
+        }
+        let (h, r) = self.rest.split_at(self.hop_len);
+        self.rest = r;
+        HopMetadata::read(self.instructions, h).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::HeapBuf;
+    use crate::wire::icrc;
+    use crate::wire::testutil::hex;
+
+    // RC SEND ONLY over IPv4 with valid ICRC (scapy, see icrc.rs ipv4_send_with_pad_known_answer).
+    const SEND_V4: &str = "02000000000202000000000108004502004c123440004011a517c0a80101c0a80102c35012b7003800000410ffff0000001180000100000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e00441dd8dc";
+    // RDMA WRITE ONLY over IPv6 (scapy, see icrc.rs ipv6_known_answer).
+    const WRITE_V6: &str = "02000000000202000000000186dd662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020c82212b7005400000a00ffff00000abc8000a0b000000000deadbeef000012340000002c000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b33269bec";
+
+    const CFG: IntConfig = IntConfig {
+        int_port: 5000,
+        instructions: INS_SUPPORTED,
+        max_hops: 2,
+        domain_id: 0,
+    };
+
+    fn hop(i: u32) -> HopMetadata {
+        HopMetadata {
+            node_id: 0x1000 + i,
+            ingress_if: i as u16,
+            egress_if: 7,
+            hop_latency: 1234 * i,
+            queue_id: 3,
+            queue_occupancy: 0x00abcdef,
+            ingress_ts: 0x0102_0304_0506_0708 + i as u64,
+            egress_ts: 0x1112_1314_1516_1718 + i as u64,
+        }
+    }
+
+    fn roundtrip(orig: &[u8]) {
+        let mut b = HeapBuf::from_bytes(orig);
+        assert_eq!(icrc::verify(b.data(), 14), Ok(true));
+        insert_int_md(&mut b, 14, &CFG).unwrap();
+        assert_eq!(b.len(), orig.len() + 16);
+        assert!(push_hop_metadata(&mut b, 14, &hop(1)).unwrap());
+        assert!(push_hop_metadata(&mut b, 14, &hop(2)).unwrap());
+        // Third hop: RemainingHopCount exhausted, E bit set, nothing pushed.
+        assert!(!push_hop_metadata(&mut b, 14, &hop(3)).unwrap());
+        let hw = hop_words(INS_SUPPORTED).unwrap() as usize * 4;
+        assert_eq!(hw, 32);
+        assert_eq!(b.len(), orig.len() + 16 + 2 * hw);
+        let d = b.data();
+        let p = crate::wire::parse::parse(d, &Default::default());
+        assert_eq!(p.anomaly, None);
+        assert_eq!((p.dst_port, p.bth_off), (5000, 0));
+        let il = locate_int(d, 14).unwrap();
+        let shim = IntShim::new_checked(&d[il.shim_off..]).unwrap();
+        assert_eq!(
+            (shim.int_type(), shim.npt(), shim.orig_dst_port()),
+            (1, 1, 4791)
+        );
+        assert_eq!(shim.length_bytes(), 16 + 2 * hw);
+        let md = IntMdHeader::new_checked(&d[il.shim_off + 4..]).unwrap();
+        assert_eq!(
+            (md.version(), md.hop_ml(), md.remaining_hop_count()),
+            (2, 8, 0)
+        );
+        assert!(md.hop_count_exceeded() && !md.discard() && !md.mtu_exceeded());
+        assert_eq!(
+            (
+                md.instructions(),
+                md.domain_id(),
+                md.ds_instruction(),
+                md.ds_flags()
+            ),
+            (0xfc00, 0, 0, 0)
+        );
+        let hops: Vec<_> = HopStack::new(d, 14).unwrap().collect();
+        assert_eq!(hops, vec![hop(2), hop(1)]);
+        if d[14] >> 4 == 4 {
+            assert!(Ipv4Packet::new_checked(&d[14..]).unwrap().verify_checksum());
+        }
+        strip_int(&mut b, 14).unwrap();
+        assert_eq!(b.data(), orig);
+        assert_eq!(icrc::verify(b.data(), 14), Ok(true));
+        assert_eq!(strip_int(&mut b, 14), Err(WireError::Unsupported));
+    }
+
+    #[test]
+    fn roce_v4_insert_push_strip_bit_exact() {
+        roundtrip(&hex(SEND_V4));
+    }
+
+    #[test]
+    fn roce_v6_insert_push_strip_bit_exact() {
+        roundtrip(&hex(WRITE_V6));
+    }
+
+    #[test]
+    fn padded_frame_and_udp_checksum() {
+        // UDP with a non-zero checksum and Ethernet padding after the datagram.
+        // python3 -c 'from scapy.all import *; print(bytes(IP(src="10.0.0.1",dst="10.0.0.2",
+        //  id=7,ttl=17)/UDP(sport=1234,dport=5678)/Raw(b"hello world")).hex())'  (+ Ethernet)
+        let mut f = hex("020000000002020000000001 0800");
+        f.extend(hex(
+            "4500002700070000111195bd0a0000010a00000204d2162e00133ef768656c6c6f20776f726c64",
+        ));
+        f.extend_from_slice(&[0; 7]);
+        let mut b = HeapBuf::from_bytes(&f);
+        let cfg = IntConfig {
+            instructions: INS_NODE_ID | INS_QUEUE,
+            max_hops: 4,
+            ..CFG
+        };
+        insert_int_md(&mut b, 14, &cfg).unwrap();
+        push_hop_metadata(&mut b, 14, &hop(9)).unwrap();
+        let d = b.data();
+        let u = UdpPacket::new_checked(&d[34..]).unwrap();
+        assert!(u.verify_checksum_v4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()));
+        let h: Vec<_> = HopStack::new(d, 14).unwrap().collect();
+        assert_eq!(
+            h,
+            vec![HopMetadata {
+                node_id: 0x1009,
+                queue_id: 3,
+                queue_occupancy: 0xabcdef,
+                ..Default::default()
+            }]
+        );
+        strip_int(&mut b, 14).unwrap();
+        assert_eq!(b.data(), &f[..]);
+    }
+
+    #[test]
+    fn errors_leave_frame_unchanged() {
+        let f = hex(SEND_V4);
+        let mut b = HeapBuf::from_bytes(&f);
+        let bad = IntConfig {
+            instructions: 0x0200,
+            ..CFG
+        };
+        assert_eq!(insert_int_md(&mut b, 14, &bad), Err(WireError::Unsupported));
+        assert_eq!(strip_int(&mut b, 14), Err(WireError::Unsupported));
+        assert_eq!(
+            push_hop_metadata(&mut b, 14, &hop(1)),
+            Err(WireError::Unsupported)
+        );
+        assert_eq!(insert_int_md(&mut b, 0, &CFG), Err(WireError::BadIpHeader));
+        assert_eq!(b.data(), &f[..]);
+        // No headroom.
+        let mut b = HeapBuf::from_bytes(&f);
+        b.prepend(b.headroom() - 10).unwrap();
+        let snapshot = b.data().to_vec();
+        let off = 14 + snapshot.len() - f.len();
+        assert_eq!(insert_int_md(&mut b, off, &CFG), Err(WireError::NoRoom));
+        assert_eq!(b.data(), &snapshot[..]);
+        // Truncated frames never panic.
+        for n in 0..f.len() {
+            let mut b = HeapBuf::from_bytes(&f[..n]);
+            let _ = insert_int_md(&mut b, 14, &CFG);
+            let _ = push_hop_metadata(&mut b, 14, &hop(1));
+            let _ = strip_int(&mut b, 14);
+            let _ = HopStack::new(b.data(), 14).map(|s| s.count());
+        }
+    }
+
+    #[test]
+    fn hop_words_and_codec() {
+        assert_eq!(hop_words(0), Ok(0));
+        assert_eq!(hop_words(INS_NODE_ID | INS_INGRESS_TS), Ok(3));
+        assert_eq!(hop_words(0x0001), Err(WireError::Unsupported));
+        let mut o = [0u8; 32];
+        let n = hop(1).write(INS_SUPPORTED, &mut o).unwrap();
+        assert_eq!(n, 32);
+        assert_eq!(&o[..8], &hex("00001001 00010007"));
+        assert_eq!(&o[12..16], &hex("03abcdef"));
+        assert_eq!(HopMetadata::read(INS_SUPPORTED, &o), Ok(hop(1)));
+        assert_eq!(
+            HopMetadata::read(INS_SUPPORTED, &o[..31]),
+            Err(WireError::Truncated)
+        );
+        assert_eq!(
+            hop(1).write(INS_SUPPORTED, &mut o[..31]),
+            Err(WireError::NoRoom)
+        );
+    }
+}

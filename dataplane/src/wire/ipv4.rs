@@ -339,11 +339,20 @@ mod tests {
         assert!(Ipv4Packet::new_checked(&[][..]).is_err());
         let mut v = b.clone();
         v[0] = 0x65;
-        assert_eq!(Ipv4Packet::new_checked(&v[..]).unwrap_err(), WireError::BadIpHeader);
+        assert_eq!(
+            Ipv4Packet::new_checked(&v[..]).unwrap_err(),
+            WireError::BadIpHeader
+        );
         v[0] = 0x44;
-        assert_eq!(Ipv4Packet::new_checked(&v[..]).unwrap_err(), WireError::BadIpHeader);
+        assert_eq!(
+            Ipv4Packet::new_checked(&v[..]).unwrap_err(),
+            WireError::BadIpHeader
+        );
         v[0] = 0x46;
-        assert_eq!(Ipv4Packet::new_checked(&v[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&v[..]).unwrap_err(),
+            WireError::Truncated
+        );
         v.extend_from_slice(&[1, 1, 1, 0]);
         let p = Ipv4Packet::new_checked(&v[..]).unwrap();
         assert!(p.has_options());

@@ -213,7 +213,8 @@ mod tests {
     use crate::wire::testutil::hex;
 
     // scapy: IPv6(src="fd00:1::10",dst="fd00:2::20",tc=0x62,fl=0x12345,hlim=63,plen=84,nh=17)
-    const H: &str = "662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020";
+    const H: &str =
+        "662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020";
 
     #[test]
     fn view_and_writer() {
@@ -250,9 +251,15 @@ mod tests {
         assert_eq!((q.dscp(), q.ecn(), q.flow_label()), (46, 2, 0x12345));
         q.set_flow_label(0xfffff);
         assert_eq!((q.traffic_class(), q.flow_label()), (46 << 2 | 2, 0xfffff));
-        assert_eq!(Ipv6Packet::new_checked(&b[..39]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv6Packet::new_checked(&b[..39]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut v = b.clone();
         v[0] = 0x45;
-        assert_eq!(Ipv6Packet::new_checked(&v[..]).unwrap_err(), WireError::BadIpHeader);
+        assert_eq!(
+            Ipv6Packet::new_checked(&v[..]).unwrap_err(),
+            WireError::BadIpHeader
+        );
     }
 }

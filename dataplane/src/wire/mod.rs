@@ -110,25 +110,7 @@ pub(crate) fn be32(b: &[u8], off: usize) -> Option<u32> {
 /// Write a big-endian u16 at `off`; `false` if out of bounds.
 #[inline]
 pub(crate) fn put16(b: &mut [u8], off: usize, v: u16) -> bool {
-    match off
-        .checked_add(2)
-        .and_then(|end| b.get_mut(off..end))
-    {
-        Some(s) => {
-            s.copy_from_slice(&v.to_be_bytes());
-            true
-        }
-        None => false,
-    }
-}
-
-/// Write a big-endian u32 at `off`; `false` if out of bounds.
-#[inline]
-pub(crate) fn put32(b: &mut [u8], off: usize, v: u32) -> bool {
-    match off
-        .checked_add(4)
-        .and_then(|end| b.get_mut(off..end))
-    {
+    match off.checked_add(2).and_then(|end| b.get_mut(off..end)) {
         Some(s) => {
             s.copy_from_slice(&v.to_be_bytes());
             true
@@ -142,7 +124,7 @@ pub(crate) mod testutil {
     /// Decode a hex string (whitespace ignored) for test vectors.
     pub fn hex(s: &str) -> Vec<u8> {
         let s: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-        assert!(s.len() % 2 == 0, "odd hex length");
+        assert_eq!(s.len() & 1, 0, "odd hex length");
         s.chunks(2)
             .map(|c| u8::from_str_radix(std::str::from_utf8(c).unwrap(), 16).unwrap())
             .collect()
@@ -156,14 +138,17 @@ mod tests {
     #[test]
     fn error_mapping() {
         assert_eq!(WireError::Truncated.drop_reason(), DropReason::Truncated);
-        assert_eq!(WireError::BadChecksum.drop_reason(), DropReason::BadIpChecksum);
+        assert_eq!(
+            WireError::BadChecksum.drop_reason(),
+            DropReason::BadIpChecksum
+        );
         assert_eq!(WireError::VlanStack.drop_reason(), DropReason::VlanStack);
         assert_eq!(be16(&[1, 2, 3], 1), Some(0x0203));
         assert_eq!(be16(&[1, 2, 3], 2), None);
         assert_eq!(be16(&[1, 2, 3], usize::MAX), None);
         assert_eq!(be32(&[1, 2, 3, 4], 0), Some(0x01020304));
         let mut b = [0u8; 3];
-        assert!(!put32(&mut b, 0, 1));
+        assert!(!put16(&mut b, 2, 1));
         assert!(put16(&mut b, 1, 0xabcd));
         assert_eq!(b, [0, 0xab, 0xcd]);
     }

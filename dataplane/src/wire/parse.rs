@@ -171,7 +171,12 @@ pub fn parse(frame: &[u8], opts: &ParseOptions) -> Parsed {
 }
 
 /// Returns (L4 offset, end of datagram) when L4 should be parsed.
-fn parse_v4(frame: &[u8], off: usize, opts: &ParseOptions, p: &mut Parsed) -> Option<(usize, usize)> {
+fn parse_v4(
+    frame: &[u8],
+    off: usize,
+    opts: &ParseOptions,
+    p: &mut Parsed,
+) -> Option<(usize, usize)> {
     let l3 = frame.get(off..).unwrap_or(&[]);
     let ip = match ipv4::Ipv4Packet::new_checked(l3) {
         Ok(ip) => ip,
@@ -290,9 +295,7 @@ pub fn flow_hash_symmetric(frame: &[u8], p: &Parsed) -> u32 {
     let mut h = crc32fast::Hasher::new();
     let l3 = p.l3_off as usize;
     let addrs = match p.l3 {
-        L3Kind::V4 => frame
-            .get(l3 + 12..l3 + 16)
-            .zip(frame.get(l3 + 16..l3 + 20)),
+        L3Kind::V4 => frame.get(l3 + 12..l3 + 16).zip(frame.get(l3 + 16..l3 + 20)),
         L3Kind::V6 => frame.get(l3 + 8..l3 + 24).zip(frame.get(l3 + 24..l3 + 40)),
         _ => None,
     };
@@ -361,8 +364,17 @@ mod tests {
         let mut b = [0u8; 128];
         let s: Ipv6Addr = "fd00::1".parse().unwrap();
         let d: Ipv6Addr = "fd00::2".parse().unwrap();
-        let n = roce::build_cnp_v6(&mut b, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], s, d, 7, 9, 48)
-            .unwrap();
+        let n = roce::build_cnp_v6(
+            &mut b,
+            [2, 0, 0, 0, 0, 1],
+            [2, 0, 0, 0, 0, 2],
+            s,
+            d,
+            7,
+            9,
+            48,
+        )
+        .unwrap();
         b[..n].to_vec()
     }
 
@@ -405,7 +417,10 @@ mod tests {
         let p = parse(&g, &opts());
         assert_eq!(p.anomaly, None);
         assert_eq!((p.tags, p.outer_pcp, p.ethertype), (2, Some(5), 0x86dd));
-        assert_eq!((p.l3, p.l3_off, p.l4_off, p.bth_off), (L3Kind::V6, 22, 62, 70));
+        assert_eq!(
+            (p.l3, p.l3_off, p.l4_off, p.bth_off),
+            (L3Kind::V6, 22, 62, 70)
+        );
         assert_eq!((p.proto, p.dscp, p.ttl, p.src_port), (17, 48, 64, 7));
         let o = ParseOptions {
             max_vlan_tags: 1,
@@ -421,7 +436,10 @@ mod tests {
         let f = hex(SYNACK);
         let p = parse(&f, &opts());
         assert_eq!(p.anomaly, None);
-        assert_eq!((p.proto, p.l4_off, p.src_port, p.dst_port), (6, 34, 80, 40000));
+        assert_eq!(
+            (p.proto, p.l4_off, p.src_port, p.dst_port),
+            (6, 34, 80, 40000)
+        );
         assert_eq!(p.tcp_flags, 0x12);
         assert_eq!(p.bth_off, 0);
         let mut g = f.clone();
@@ -508,7 +526,9 @@ mod tests {
         // First fragment: L4 parsed.
         let mut f = cnp_v4();
         f[14 + 6] |= 0x20;
-        ipv4::Ipv4Packet::new_checked(&mut f[14..]).unwrap().fill_checksum();
+        ipv4::Ipv4Packet::new_checked(&mut f[14..])
+            .unwrap()
+            .fill_checksum();
         let p = parse(&f, &opts());
         assert_eq!(p.anomaly, Some(DropReason::Ipv4Fragment));
         assert_eq!(p.l4_off, 34);
@@ -516,7 +536,9 @@ mod tests {
         let mut f = cnp_v4();
         f[14 + 6] = 0x00;
         f[14 + 7] = 0x03;
-        ipv4::Ipv4Packet::new_checked(&mut f[14..]).unwrap().fill_checksum();
+        ipv4::Ipv4Packet::new_checked(&mut f[14..])
+            .unwrap()
+            .fill_checksum();
         let p = parse(&f, &opts());
         assert_eq!(p.anomaly, Some(DropReason::Ipv4Fragment));
         assert_eq!((p.l4_off, p.bth_off, p.src_port, p.proto), (0, 0, 0, 17));
@@ -536,15 +558,44 @@ mod tests {
         let p = parse(&f, &opts());
         // Reverse direction with a different UDP source port: same hash (RoCE ignores ports).
         let mut b = [0u8; 128];
-        let n = roce::build_cnp_v4(&mut b, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], [10, 0, 17, 1], [10, 0, 18, 1], 999, 5, 0).unwrap();
+        let n = roce::build_cnp_v4(
+            &mut b,
+            [2, 0, 0, 0, 0, 2],
+            [2, 0, 0, 0, 0, 1],
+            [10, 0, 17, 1],
+            [10, 0, 18, 1],
+            999,
+            5,
+            0,
+        )
+        .unwrap();
         let q = parse(&b[..n], &opts());
-        assert_eq!(flow_hash_symmetric(&f, &p), flow_hash_symmetric(&b[..n], &q));
+        assert_eq!(
+            flow_hash_symmetric(&f, &p),
+            flow_hash_symmetric(&b[..n], &q)
+        );
         // A different pair differs.
-        let n2 = roce::build_cnp_v4(&mut b, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], [10, 0, 17, 2], [10, 0, 18, 1], 999, 5, 0).unwrap();
+        let n2 = roce::build_cnp_v4(
+            &mut b,
+            [2, 0, 0, 0, 0, 2],
+            [2, 0, 0, 0, 0, 1],
+            [10, 0, 17, 2],
+            [10, 0, 18, 1],
+            999,
+            5,
+            0,
+        )
+        .unwrap();
         let q2 = parse(&b[..n2], &opts());
-        assert_ne!(flow_hash_symmetric(&f, &p), flow_hash_symmetric(&b[..n2], &q2));
+        assert_ne!(
+            flow_hash_symmetric(&f, &p),
+            flow_hash_symmetric(&b[..n2], &q2)
+        );
         // Deterministic across runs: pinned value.
-        assert_eq!(flow_hash_symmetric(&f, &p), flow_hash_symmetric(&cnp_v4(), &p));
+        assert_eq!(
+            flow_hash_symmetric(&f, &p),
+            flow_hash_symmetric(&cnp_v4(), &p)
+        );
         let pinned = flow_hash_symmetric(&f, &p);
         assert_eq!(pinned, PINNED_CNP_HASH, "flow hash changed: {pinned:#x}");
         // TCP uses ports.
@@ -564,7 +615,10 @@ mod tests {
         let mut e2 = e.clone();
         e2[..6].copy_from_slice(&[2; 6]);
         e2[6..12].copy_from_slice(&[1; 6]);
-        assert_eq!(flow_hash_symmetric(&e, &ep), flow_hash_symmetric(&e2, &parse(&e2, &opts())));
+        assert_eq!(
+            flow_hash_symmetric(&e, &ep),
+            flow_hash_symmetric(&e2, &parse(&e2, &opts()))
+        );
         assert_ne!(flow_hash_symmetric(&[], &Parsed::default()), 0);
     }
 

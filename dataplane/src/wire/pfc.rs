@@ -124,8 +124,17 @@ mod tests {
         times[5] = 0x1234;
         assert_eq!(build_pfc(&mut b, SRC, 0x28, times), Ok(60));
         assert_eq!(&b[..60], &want[..]);
-        assert_eq!(parse(&want), Ok(MacControl::Pfc { enable: 0x28, times }));
-        assert_eq!(build_pfc(&mut b[..59], SRC, 0, times), Err(WireError::NoRoom));
+        assert_eq!(
+            parse(&want),
+            Ok(MacControl::Pfc {
+                enable: 0x28,
+                times
+            })
+        );
+        assert_eq!(
+            build_pfc(&mut b[..59], SRC, 0, times),
+            Err(WireError::NoRoom)
+        );
     }
 
     #[test]
@@ -159,6 +168,12 @@ mod tests {
         let mut q = [0u8; 60];
         build_pfc(&mut q, SRC, 0x01, [1, 0, 0, 0, 0, 0, 0, 0]).unwrap();
         q[16] = 0xff;
-        assert_eq!(parse(&q), Ok(MacControl::Pfc { enable: 1, times: [1, 0, 0, 0, 0, 0, 0, 0] }));
+        assert_eq!(
+            parse(&q),
+            Ok(MacControl::Pfc {
+                enable: 1,
+                times: [1, 0, 0, 0, 0, 0, 0, 0]
+            })
+        );
     }
 }

@@ -123,7 +123,8 @@ pub const fn opcode_has_reth(op: u8) -> bool {
 /// First/Last/Only, Acknowledge, Atomic Acknowledge).
 pub const fn opcode_has_aeth(op: u8) -> bool {
     let t = op & 0xe0;
-    (t == TRANSPORT_RC || t == TRANSPORT_XRC) && matches!(op & 0x1f, 0x0d | 0x0f | 0x10 | 0x11 | 0x12)
+    (t == TRANSPORT_RC || t == TRANSPORT_XRC)
+        && matches!(op & 0x1f, 0x0d | 0x0f | 0x10 | 0x11 | 0x12)
 }
 
 /// Whether this is an RC opcode (0x00..=0x1f).
@@ -547,8 +548,8 @@ pub const GENERATED_TTL: u8 = 64;
 
 /// Build a RoCEv2-over-IPv4 frame: Ethernet | IPv4 (20 B, ID 0, DF, TTL 64) | UDP (dport 4791,
 /// checksum 0) | BTH | `after_bth` (extension headers, payload, pad) | ICRC. Returns the frame
-/// length (no Ethernet padding is added; all frames built here are at least 60 bytes only if the
-/// content makes them so).
+/// length. No Ethernet padding is added (a CNP is 74 bytes and an ACK 62, both above the 60-byte
+/// minimum; shorter frames are padded by the NIC).
 pub fn build_roce_v4(
     buf: &mut [u8],
     a: &RoceAddrs<Ipv4Addr>,
@@ -733,8 +734,7 @@ fn ack_bth(s: &AckSpec) -> BthRepr {
     }
 }
 
-/// Build an RC ACK/NAK over IPv4 (BTH opcode 0x11 + AETH, ICRC); returns 62 (the caller pads to
-/// 60 if needed: it already exceeds the minimum).
+/// Build an RC ACK/NAK over IPv4 (BTH opcode 0x11 + AETH, ICRC); returns 62.
 pub fn build_ack_v4(
     buf: &mut [u8],
     a: &RoceAddrs<Ipv4Addr>,
@@ -776,7 +776,10 @@ mod tests {
         let mut out = [0u8; 12];
         write_bth(&mut out, &BthRepr::from(&v)).unwrap();
         assert_eq!(&out[..], &b[..]);
-        assert_eq!(Bth::new_checked(&b[..11]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Bth::new_checked(&b[..11]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut w = Bth::new_checked(&mut out[..]).unwrap();
         w.set_psn(0x1ffffff);
         w.set_dest_qp(0xabcdef12);
@@ -793,7 +796,10 @@ mod tests {
         // BTH from scapy BTH(opcode=0x04,pkey=0xffff,dqpn=0x11,ackreq=1,psn=0x100,padcount=1)
         let b = hex("0410ffff0000001180000100");
         let v = Bth::new_checked(&b[..]).unwrap();
-        assert_eq!((v.opcode(), v.pad_count(), v.dest_qp(), v.psn()), (4, 1, 0x11, 0x100));
+        assert_eq!(
+            (v.opcode(), v.pad_count(), v.dest_qp(), v.psn()),
+            (4, 1, 0x11, 0x100)
+        );
         assert!(v.ack_req() && !v.becn());
     }
 
@@ -822,8 +828,14 @@ mod tests {
     fn syndromes() {
         assert_eq!(Syndrome::decode(0x1f), Syndrome::Ack { credit: 0x1f });
         assert_eq!(Syndrome::decode(0x2e), Syndrome::RnrNak { timer: 0x0e });
-        assert_eq!(Syndrome::decode(0x61), Syndrome::Nak(NakCode::InvalidRequest));
-        assert_eq!(Syndrome::decode(0x63), Syndrome::Nak(NakCode::RemoteOperationalError));
+        assert_eq!(
+            Syndrome::decode(0x61),
+            Syndrome::Nak(NakCode::InvalidRequest)
+        );
+        assert_eq!(
+            Syndrome::decode(0x63),
+            Syndrome::Nak(NakCode::RemoteOperationalError)
+        );
         assert_eq!(Syndrome::decode(0x65), Syndrome::Reserved(0x65));
         assert_eq!(Syndrome::decode(0x40), Syndrome::Reserved(0x40));
         assert_eq!(Syndrome::decode(0x80), Syndrome::Reserved(0x80));
@@ -837,17 +849,44 @@ mod tests {
     #[test]
     fn opcode_ext_headers() {
         use opcode::*;
-        for op in [RC_RDMA_WRITE_FIRST, RC_RDMA_WRITE_ONLY, RC_RDMA_WRITE_ONLY_IMM, RC_RDMA_READ_REQUEST, UC_RDMA_WRITE_FIRST, UC_RDMA_WRITE_ONLY] {
+        for op in [
+            RC_RDMA_WRITE_FIRST,
+            RC_RDMA_WRITE_ONLY,
+            RC_RDMA_WRITE_ONLY_IMM,
+            RC_RDMA_READ_REQUEST,
+            UC_RDMA_WRITE_FIRST,
+            UC_RDMA_WRITE_ONLY,
+        ] {
             assert!(opcode_has_reth(op), "{op:#x}");
             assert!(!opcode_has_aeth(op));
         }
-        for op in [RC_SEND_ONLY, RC_RDMA_WRITE_MIDDLE, RC_RDMA_WRITE_LAST, RC_ACKNOWLEDGE, CNP, UD_SEND_ONLY, 0x2c] {
+        for op in [
+            RC_SEND_ONLY,
+            RC_RDMA_WRITE_MIDDLE,
+            RC_RDMA_WRITE_LAST,
+            RC_ACKNOWLEDGE,
+            CNP,
+            UD_SEND_ONLY,
+            0x2c,
+        ] {
             assert!(!opcode_has_reth(op), "{op:#x}");
         }
-        for op in [RC_RDMA_READ_RESPONSE_FIRST, RC_RDMA_READ_RESPONSE_LAST, RC_RDMA_READ_RESPONSE_ONLY, RC_ACKNOWLEDGE, RC_ATOMIC_ACKNOWLEDGE] {
+        for op in [
+            RC_RDMA_READ_RESPONSE_FIRST,
+            RC_RDMA_READ_RESPONSE_LAST,
+            RC_RDMA_READ_RESPONSE_ONLY,
+            RC_ACKNOWLEDGE,
+            RC_ATOMIC_ACKNOWLEDGE,
+        ] {
             assert!(opcode_has_aeth(op), "{op:#x}");
         }
-        for op in [RC_RDMA_READ_RESPONSE_MIDDLE, RC_SEND_ONLY, CNP, UD_SEND_ONLY, 0x31] {
+        for op in [
+            RC_RDMA_READ_RESPONSE_MIDDLE,
+            RC_SEND_ONLY,
+            CNP,
+            UD_SEND_ONLY,
+            0x31,
+        ] {
             assert!(!opcode_has_aeth(op), "{op:#x}");
         }
         assert!(opcode_is_rc(RC_ACKNOWLEDGE) && !opcode_is_rc(CNP));
@@ -876,12 +915,31 @@ mod tests {
         //  chksum=0)/BTH(opcode=CNP_OPCODE,becn=1,pkey=0xffff,dqpn=0x000118,psn=0)/CNPPadding()).hex())'
         let want = hex("020000000002020000000001080045c2003c00004000401102ee0a0012010a00110112b712b7002800008100ffff400001180000000000000000000000000000000000000000719e57e6");
         let mut buf = [0u8; 128];
-        let n = build_cnp_v4(&mut buf, M1, M2, [10, 0, 18, 1], [10, 0, 17, 1], 0x12b7, 0x118, 48).unwrap();
+        let n = build_cnp_v4(
+            &mut buf,
+            M1,
+            M2,
+            [10, 0, 18, 1],
+            [10, 0, 17, 1],
+            0x12b7,
+            0x118,
+            48,
+        )
+        .unwrap();
         assert_eq!(n, 74);
         assert_eq!(&buf[..n], &want[..]);
         assert_eq!(icrc::verify(&buf[..n], 14), Ok(true));
         assert_eq!(
-            build_cnp_v4(&mut buf[..73], M1, M2, [10, 0, 18, 1], [10, 0, 17, 1], 1, 1, 48),
+            build_cnp_v4(
+                &mut buf[..73],
+                M1,
+                M2,
+                [10, 0, 18, 1],
+                [10, 0, 17, 1],
+                1,
+                1,
+                48
+            ),
             Err(WireError::NoRoom)
         );
     }

@@ -419,12 +419,30 @@ mod tests {
         let n = build_frame_v4(&mut b, M2, M1, s, d, &r).unwrap();
         assert_eq!(&b[..n], &want[..]);
         let t = TcpPacket::new_checked(&b[34..n]).unwrap();
-        assert_eq!((t.src_port(), t.dst_port(), t.seq(), t.ack()), (80, 40000, 0x11223344, 0x55667788));
-        assert!(t.syn() && t.ack_flag() && !t.rst() && !t.fin() && !t.psh() && !t.urg() && !t.ece() && !t.cwr());
-        assert_eq!((t.window(), t.checksum(), t.mss(), t.header_len()), (65535, 0xd32b, Some(1460), 24));
+        assert_eq!(
+            (t.src_port(), t.dst_port(), t.seq(), t.ack()),
+            (80, 40000, 0x11223344, 0x55667788)
+        );
+        assert!(
+            t.syn()
+                && t.ack_flag()
+                && !t.rst()
+                && !t.fin()
+                && !t.psh()
+                && !t.urg()
+                && !t.ece()
+                && !t.cwr()
+        );
+        assert_eq!(
+            (t.window(), t.checksum(), t.mss(), t.header_len()),
+            (65535, 0xd32b, Some(1460), 24)
+        );
         assert!(t.verify_checksum_v4(s, d));
         assert!(!t.verify_checksum_v4(s, Ipv4Addr::new(10, 2, 2, 3)));
-        assert_eq!(build_frame_v4(&mut b[..57], M2, M1, s, d, &r), Err(WireError::NoRoom));
+        assert_eq!(
+            build_frame_v4(&mut b[..57], M2, M1, s, d, &r),
+            Err(WireError::NoRoom)
+        );
     }
 
     #[test]
@@ -440,7 +458,15 @@ mod tests {
             ..TcpRepr::default()
         };
         let mut b = [0u8; 100];
-        let n = build_frame_v4(&mut b, M2, M1, Ipv4Addr::new(10, 1, 1, 1), Ipv4Addr::new(10, 2, 2, 2), &r).unwrap();
+        let n = build_frame_v4(
+            &mut b,
+            M2,
+            M1,
+            Ipv4Addr::new(10, 1, 1, 1),
+            Ipv4Addr::new(10, 2, 2, 2),
+            &r,
+        )
+        .unwrap();
         assert_eq!(&b[..n], &want[..]);
         // ... IPv6(src="2001:db8::1",dst="2001:db8::2",hlim=64)/TCP(sport=443,dport=40001,seq=1,
         //  ack=2,flags="SA",window=29200,options=[("MSS",1440)])
@@ -454,10 +480,15 @@ mod tests {
             window: 29200,
             mss: Some(1440),
         };
-        let (s, d): (Ipv6Addr, Ipv6Addr) = ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap());
+        let (s, d): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
         let n = build_frame_v6(&mut b, M2, M1, s, d, &r6).unwrap();
         assert_eq!(&b[..n], &want6[..]);
-        assert!(TcpPacket::new_checked(&b[54..n]).unwrap().verify_checksum_v6(s, d));
+        assert!(TcpPacket::new_checked(&b[54..n])
+            .unwrap()
+            .verify_checksum_v6(s, d));
     }
 
     #[test]
@@ -468,29 +499,77 @@ mod tests {
         let p = hex("4500003c00010000400663b60a0101010a020202000100020000000000000000a0022000f3800000010303070402080a000000010000000202042328");
         let t = TcpPacket::new_checked(&p[20..]).unwrap();
         let opts: Vec<_> = t.option_iter().collect();
-        assert_eq!(opts, vec![TcpOption::WindowScale(7), TcpOption::SackPermitted, TcpOption::Timestamp(1, 2), TcpOption::Mss(9000)]);
+        assert_eq!(
+            opts,
+            vec![
+                TcpOption::WindowScale(7),
+                TcpOption::SackPermitted,
+                TcpOption::Timestamp(1, 2),
+                TcpOption::Mss(9000)
+            ]
+        );
         assert_eq!(t.mss(), Some(9000));
         assert!(t.verify_checksum_v4(Ipv4Addr::new(10, 1, 1, 1), Ipv4Addr::new(10, 2, 2, 2)));
         // Malformed options end the walk safely.
-        for bad in [&[2u8, 4, 5][..], &[2, 0, 1, 1], &[2, 1], &[3, 9, 0, 0], &[2], &[0, 2, 4, 1, 1]] {
+        for bad in [
+            &[2u8, 4, 5][..],
+            &[2, 0, 1, 1],
+            &[2, 1],
+            &[3, 9, 0, 0],
+            &[2],
+            &[0, 2, 4, 1, 1],
+        ] {
             let v: Vec<_> = TcpOptions { rest: bad }.collect();
             assert!(v.iter().all(|o| !matches!(o, TcpOption::Mss(_))), "{bad:?}");
         }
-        assert_eq!(TcpOptions { rest: &[1, 1, 2, 4, 5, 0xb4] }.next(), Some(TcpOption::Mss(1460)));
-        assert_eq!(TcpOptions { rest: &[254, 2, 2, 4, 0, 1] }.nth(1), Some(TcpOption::Mss(1)));
-        assert_eq!(TcpOptions { rest: &[30, 3, 9] }.next(), Some(TcpOption::Other(30, &[9])));
+        assert_eq!(
+            TcpOptions {
+                rest: &[1, 1, 2, 4, 5, 0xb4]
+            }
+            .next(),
+            Some(TcpOption::Mss(1460))
+        );
+        assert_eq!(
+            TcpOptions {
+                rest: &[254, 2, 2, 4, 0, 1]
+            }
+            .nth(1),
+            Some(TcpOption::Mss(1))
+        );
+        assert_eq!(
+            TcpOptions { rest: &[30, 3, 9] }.next(),
+            Some(TcpOption::Other(30, &[9]))
+        );
     }
 
     #[test]
     fn checked_errors() {
-        assert_eq!(TcpPacket::new_checked(&[0u8; 19][..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            TcpPacket::new_checked(&[0u8; 19][..]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut h = [0u8; 20];
         h[12] = 0x40;
-        assert_eq!(TcpPacket::new_checked(&h[..]).unwrap_err(), WireError::BadLength);
+        assert_eq!(
+            TcpPacket::new_checked(&h[..]).unwrap_err(),
+            WireError::BadLength
+        );
         h[12] = 0x60;
-        assert_eq!(TcpPacket::new_checked(&h[..]).unwrap_err(), WireError::BadLength);
+        assert_eq!(
+            TcpPacket::new_checked(&h[..]).unwrap_err(),
+            WireError::BadLength
+        );
         h[12] = 0x50;
         assert!(TcpPacket::new_checked(&h[..]).is_ok());
-        assert_eq!(write_segment(&mut [0u8; 23], &TcpRepr { mss: Some(1), ..TcpRepr::default() }), Err(WireError::NoRoom));
+        assert_eq!(
+            write_segment(
+                &mut [0u8; 23],
+                &TcpRepr {
+                    mss: Some(1),
+                    ..TcpRepr::default()
+                }
+            ),
+            Err(WireError::NoRoom)
+        );
     }
 }

@@ -174,11 +174,15 @@ mod tests {
     fn v4_checksum_known_answer() {
         // python3 -c 'from scapy.all import *; print(bytes(IP(src="10.0.0.1",dst="10.0.0.2",
         //   id=7,ttl=17)/UDP(sport=1234,dport=5678)/Raw(b"hello world")).hex())'
-        let p = hex("4500002700070000111195bd0a0000010a00000204d2162e00133ef768656c6c6f20776f726c64");
+        let p =
+            hex("4500002700070000111195bd0a0000010a00000204d2162e00133ef768656c6c6f20776f726c64");
         let (s, d) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
         let mut u = p[20..].to_vec();
         let v = UdpPacket::new_checked(&u[..]).unwrap();
-        assert_eq!((v.src_port(), v.dst_port(), v.len(), v.checksum()), (1234, 5678, 19, 0x3ef7));
+        assert_eq!(
+            (v.src_port(), v.dst_port(), v.len(), v.checksum()),
+            (1234, 5678, 19, 0x3ef7)
+        );
         assert!(v.check_len().is_ok());
         assert!(v.verify_checksum_v4(s, d));
         assert_eq!(v.compute_checksum_v4(s, d), 0x3ef7);
@@ -192,10 +196,14 @@ mod tests {
         assert_eq!(&out[..], &u[..]);
         // Corruption is detected; zero means none.
         u[10] ^= 1;
-        assert!(!UdpPacket::new_checked(&u[..]).unwrap().verify_checksum_v4(s, d));
+        assert!(!UdpPacket::new_checked(&u[..])
+            .unwrap()
+            .verify_checksum_v4(s, d));
         u[6] = 0;
         u[7] = 0;
-        assert!(UdpPacket::new_checked(&u[..]).unwrap().verify_checksum_v4(s, d));
+        assert!(UdpPacket::new_checked(&u[..])
+            .unwrap()
+            .verify_checksum_v4(s, d));
     }
 
     #[test]
@@ -215,10 +223,16 @@ mod tests {
 
     #[test]
     fn lengths() {
-        assert_eq!(UdpPacket::new_checked(&[0u8; 7][..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            UdpPacket::new_checked(&[0u8; 7][..]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut b = [0u8; 8];
         write_header(&mut b, 1, 2, 4).unwrap();
-        assert_eq!(UdpPacket::new_checked(&b[..]).unwrap().check_len(), Err(WireError::BadLength));
+        assert_eq!(
+            UdpPacket::new_checked(&b[..]).unwrap().check_len(),
+            Err(WireError::BadLength)
+        );
         assert_eq!(write_header(&mut b, 1, 2, 65530), Err(WireError::BadLength));
         assert_eq!(write_header(&mut b[..7], 1, 2, 0), Err(WireError::NoRoom));
     }
