@@ -78,7 +78,10 @@ fn check_config_accepts_good_and_names_the_key_of_bad() {
     let bad = d.join("bad.toml");
     let text = std::fs::read_to_string(root().join("configs/baseline.toml"))
         .unwrap()
-        .replace("port = \"wan0\"\nnext_hop_mac", "port = \"wan9\"\nnext_hop_mac");
+        .replace(
+            "port = \"wan0\"\nnext_hop_mac",
+            "port = \"wan9\"\nnext_hop_mac",
+        );
     std::fs::write(&bad, text).unwrap();
     let out = bin().arg("check-config").arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
