@@ -19,6 +19,7 @@
 
 use crate::asic::pfc::{ActionBuf, Admit, PfcAction, PfcGenerator, PfcParams};
 use crate::asic::recirc::{RecircConfig, RecircPort};
+use crate::control::{Channel, Command, ControlStats, Envelope, Punt, PuntHandler};
 use crate::counters::{DropCounters, DropReason};
 use crate::packet::{
     BufPool, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED, NUM_CLASSES, PORT_NONE,
@@ -42,6 +43,14 @@ pub enum Action {
 
 /// A pipeline: the programmable stages of the switch (PSA ingress and egress controls).
 pub trait Pipeline<P: BufPool> {
+    /// The pipeline's own control commands (table entries, registers, parameters).
+    type Command: Send + 'static;
+
+    /// Apply a control command. `Err` (with a reason for the log) counts as refused.
+    fn command(&mut self, _ctx: &mut Ctx<'_, P>, _cmd: Self::Command) -> Result<(), &'static str> {
+        Err("this pipeline takes no commands")
+    }
+
     /// Ingress stages for one packet. On `Forward`, `meta.egress_port` and `meta.class` say where
     /// it goes. Generated packets (CNPs, NACKs, ...) are handed to [`Ctx::emit`].
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action;
@@ -73,9 +82,34 @@ pub struct Ctx<'a, P: BufPool> {
     port_index: &'a [u16],
     emitted: &'a mut Vec<P::Buf>,
     emit_drops: &'a mut u64,
+    punts: Option<&'a crossbeam_queue::ArrayQueue<Punt>>,
+    ctl: &'a mut ControlStats,
 }
 
 impl<'a, P: BufPool> Ctx<'a, P> {
+    /// Send a punt up to the control thread. A full ring (or no control thread) is a counted
+    /// drop (`punt_drops`); the dataplane never waits.
+    #[inline]
+    pub fn punt(&mut self, p: Punt) -> bool {
+        match self.punts.map(|r| r.push(p)) {
+            Some(Ok(())) => {
+                self.ctl.punts += 1;
+                true
+            }
+            _ => {
+                self.ctl.punt_drops += 1;
+                false
+            }
+        }
+    }
+
+    /// Punt a truncated copy of `pkt` with `reason`.
+    #[inline]
+    pub fn punt_packet(&mut self, reason: u16, pkt: &P::Buf) -> bool {
+        let p = Punt::packet(reason, pkt.meta().ingress_port, self.now, pkt.data());
+        self.punt(p)
+    }
+
     /// Hand a generated packet to the traffic manager (after the current packet's own processing).
     /// `meta.egress_port` and `meta.class` must be set. When the per-burst list is full the packet
     /// is freed and counted (`emit_drops`).
@@ -126,6 +160,10 @@ pub struct SwitchSpec {
     pub recirc: Option<RecircConfig>,
     /// Most packets a stage may emit while one burst is processed.
     pub emit_capacity: usize,
+    /// Capacity of the command ring (control -> worker).
+    pub command_ring: usize,
+    /// Capacity of the punt ring (worker -> control).
+    pub punt_ring: usize,
 }
 
 /// Per-port counters.
@@ -178,7 +216,17 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     shared_limit: u64,
     emitted: Vec<P::Buf>,
     stats: SwitchStats,
+    channel: Channel<L::Command>,
+    /// A command taken off the ring whose `at` is still in the future (replay).
+    held: Option<Envelope<L::Command>>,
+    ctl: ControlStats,
+    /// Replay: the control thread's punt handler, run inline with a fixed control latency.
+    inline_control: Option<(Box<dyn PuntHandler<L::Command>>, Nanos)>,
+    next_seq: u64,
 }
+
+/// Commands applied per [`Switch::apply_commands`] call at most (bounded work per iteration).
+pub const COMMANDS_PER_POLL: usize = 64;
 
 const NO_INDEX: u16 = u16::MAX;
 
@@ -215,6 +263,152 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             emitted: Vec::with_capacity(spec.emit_capacity.max(1)),
             ports,
             stats: SwitchStats::default(),
+            channel: Channel::new(spec.command_ring, spec.punt_ring),
+            held: None,
+            ctl: ControlStats::default(),
+            inline_control: None,
+            next_seq: 0,
+        }
+    }
+
+    /// The switch's control channel (clone it for the control thread).
+    pub fn channel(&self) -> Channel<L::Command> {
+        self.channel.clone()
+    }
+
+    /// Control-channel counters (commands applied/refused, punts, latency histogram).
+    pub fn control_stats(&self) -> &ControlStats {
+        &self.ctl
+    }
+
+    /// Replay: handle punts inline with `handler`, each resulting command taking effect
+    /// `latency_ns` after the punt (DESIGN.md section 3: a command takes effect at punt time plus
+    /// the control latency). Live runs leave this unset and run the handler on the control thread.
+    pub fn set_inline_control(&mut self, handler: Box<dyn PuntHandler<L::Command>>, latency_ns: Nanos) {
+        self.inline_control = Some((handler, latency_ns));
+    }
+
+    /// Queue a command as the control plane would (tests, replay scripts): it takes effect at
+    /// `at` or on the next [`Switch::apply_commands`] after it. `Err` gives it back when the
+    /// ring is full.
+    pub fn enqueue_command(&mut self, at: Nanos, cmd: Command<L::Command>) -> Result<(), Command<L::Command>> {
+        let env = Envelope {
+            seq: self.next_seq,
+            at,
+            issued_ns: at,
+            cmd,
+        };
+        self.next_seq += 1;
+        self.channel.commands.push(env).map_err(|e| e.cmd)
+    }
+
+    /// Run the inline control handler over the punts waiting in the ring (replay only).
+    fn run_inline_control(&mut self) {
+        let Some((handler, latency)) = self.inline_control.as_mut() else {
+            return;
+        };
+        let latency = *latency;
+        let ring = self.channel.commands.clone();
+        let seq = &mut self.next_seq;
+        let refused = &mut self.ctl.refused;
+        while let Some(p) = self.channel.punts.pop() {
+            let at = p.ts.saturating_add(latency);
+            handler.on_punt(&p, &mut |cmd| {
+                let env = Envelope {
+                    seq: *seq,
+                    at,
+                    issued_ns: p.ts,
+                    cmd,
+                };
+                *seq += 1;
+                if ring.push(env).is_err() {
+                    *refused += 1;
+                }
+            });
+        }
+    }
+
+    /// Apply the commands that are due at `now` (at most [`COMMANDS_PER_POLL`]); `mono_now` is
+    /// the monotonic clock for the latency histogram (live: `control::mono_ns()`; replay: `now`).
+    /// Returns how many were applied or refused.
+    pub fn apply_commands(&mut self, now: Nanos, mono_now: u64) -> usize {
+        self.run_inline_control();
+        let mut n = 0;
+        while n < COMMANDS_PER_POLL {
+            let env = match self.held.take() {
+                Some(e) => e,
+                None => match self.channel.commands.pop() {
+                    Some(e) => e,
+                    None => break,
+                },
+            };
+            if env.at > now {
+                self.held = Some(env);
+                break;
+            }
+            n += 1;
+            self.ctl
+                .latency_hist
+                .record(mono_now.saturating_sub(env.issued_ns));
+            let ok = self.apply_one(now, env.cmd);
+            if ok {
+                self.ctl.applied += 1;
+            } else {
+                self.ctl.refused += 1;
+            }
+        }
+        n
+    }
+
+    fn apply_one(&mut self, now: Nanos, cmd: Command<L::Command>) -> bool {
+        match cmd {
+            Command::Pipeline(c) => {
+                let mut ctx = Ctx {
+                    now,
+                    pool: &mut self.pool,
+                    ports: &self.infos,
+                    port_index: &self.port_index,
+                    emitted: &mut self.emitted,
+                    emit_drops: &mut self.stats.emit_drops,
+                    punts: Some(&self.channel.punts),
+                    ctl: &mut self.ctl,
+                };
+                let r = self.pipeline.command(&mut ctx, c);
+                self.flush_emitted(now);
+                r.is_ok()
+            }
+            Command::Inject {
+                port,
+                recirculate,
+                frame,
+            } => {
+                let Some(idx) = self.port_idx(port) else {
+                    return false;
+                };
+                let Some(mut pkt) = self.pool.alloc_from(&frame) else {
+                    self.stats.drops.inc(DropReason::PoolEmpty);
+                    return false;
+                };
+                let m = pkt.meta_mut();
+                m.ingress_port = port;
+                m.rx_ts = now;
+                if recirculate {
+                    self.recirculate(now, pkt);
+                } else {
+                    self.receive_one(idx, now, pkt);
+                }
+                true
+            }
+            Command::SetPortRate { port, rate_bps } => match self.port_idx(port) {
+                Some(i) => {
+                    self.ports[i].tm.set_rate(rate_bps);
+                    self.ports[i].info.rate_bps = rate_bps;
+                    self.infos[i].rate_bps = rate_bps;
+                    true
+                }
+                None => false,
+            },
+            Command::Snapshot { .. } => true,
         }
     }
 
@@ -309,6 +503,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 port_index: &self.port_index,
                 emitted: &mut self.emitted,
                 emit_drops: &mut self.stats.emit_drops,
+                punts: Some(&self.channel.punts),
+                ctl: &mut self.ctl,
             };
             self.pipeline.ingress(&mut ctx, &mut pkt)
         };
@@ -511,6 +707,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 port_index: &self.port_index,
                 emitted: &mut self.emitted,
                 emit_drops: &mut self.stats.emit_drops,
+                punts: Some(&self.channel.punts),
+                ctl: &mut self.ctl,
             };
             self.pipeline.on_time(&mut ctx);
             self.flush_emitted(now);
@@ -545,6 +743,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     port_index: &self.port_index,
                     emitted: &mut self.emitted,
                     emit_drops: &mut self.stats.emit_drops,
+                    punts: Some(&self.channel.punts),
+                    ctl: &mut self.ctl,
                 };
                 let action = self.pipeline.egress(&mut ctx, &mut pkt);
                 if action != Action::Forward {
@@ -584,6 +784,12 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         take(self.recirc.as_ref().and_then(|r| r.next_ready()));
         take(self.pfc.as_ref().and_then(|p| p.next_deadline()));
         take(self.pipeline.next_deadline());
+        take(self.held.as_ref().map(|e| e.at));
+        if !self.channel.commands.is_empty()
+            || (self.inline_control.is_some() && !self.channel.punts.is_empty())
+        {
+            take(Some(now));
+        }
         t
     }
 

@@ -18,6 +18,7 @@ const GBPS: u64 = 1_000_000_000;
 struct Test;
 
 impl<P: BufPool> Pipeline<P> for Test {
+    type Command = ();
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let d = pkt.data();
         if d.len() < 14 {
@@ -89,6 +90,8 @@ fn switch(
         shared_buffer_bytes: 64 << 20,
         recirc,
         emit_capacity: 64,
+        command_ring: 16,
+        punt_ring: 16,
     };
     Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), Test))
 }

@@ -251,6 +251,57 @@ impl Forwarding {
     }
 }
 
+/// Control commands of the baseline's tables (from the control plane: API, reload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaselineCommand {
+    /// Insert or replace a static MAC entry.
+    L2Insert { mac: [u8; 6], port: u16 },
+    L2Delete { mac: [u8; 6] },
+    /// Insert or replace a route.
+    RouteInsert { prefix: IpPrefix, next_hop: NextHop },
+    RouteDelete { prefix: IpPrefix },
+}
+
+impl Forwarding {
+    /// Apply a table command. Refused: a table full, an unknown entry to delete, a prefix with
+    /// host bits set, a port that does not exist.
+    pub fn command(&mut self, now: u64, cmd: BaselineCommand) -> Result<(), &'static str> {
+        let port_ok = |port: u16| {
+            self.port_macs
+                .get(port as usize)
+                .is_some_and(|m| m.is_some())
+        };
+        match cmd {
+            BaselineCommand::L2Insert { mac, port } => {
+                if !port_ok(port) {
+                    return Err("no such port");
+                }
+                self.l2.insert(mac, port, now).map(|_| ()).map_err(|_| "l2 table full")
+            }
+            BaselineCommand::L2Delete { mac } => {
+                self.l2.remove(&mac).map(|_| ()).ok_or("no such l2 entry")
+            }
+            BaselineCommand::RouteInsert { prefix, next_hop } => {
+                if !port_ok(next_hop.port) {
+                    return Err("no such port");
+                }
+                let r = match prefix {
+                    IpPrefix::V4 { addr, len } => self.v4.insert(addr, len, next_hop),
+                    IpPrefix::V6 { addr, len } => self.v6.insert(addr, len, next_hop),
+                };
+                r.map(|_| ()).map_err(|_| "route refused (table full or bad prefix)")
+            }
+            BaselineCommand::RouteDelete { prefix } => {
+                let r = match prefix {
+                    IpPrefix::V4 { addr, len } => self.v4.remove(addr, len),
+                    IpPrefix::V6 { addr, len } => self.v6.remove(addr, len),
+                };
+                r.map(|_| ()).ok_or("no such route")
+            }
+        }
+    }
+}
+
 /// The baseline pipeline: [`Forwarding`] on ingress, nothing on egress.
 pub struct Baseline {
     pub fwd: Forwarding,
@@ -265,6 +316,12 @@ impl Baseline {
 }
 
 impl<P: BufPool> Pipeline<P> for Baseline {
+    type Command = BaselineCommand;
+
+    fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: BaselineCommand) -> Result<(), &'static str> {
+        self.fwd.command(ctx.now, cmd)
+    }
+
     #[inline]
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         self.fwd.ingress(ctx.now, pkt)

@@ -1,0 +1,240 @@
+//! The worker's end of the control channel (DESIGN.md section 3): bounded lock-free rings
+//! (crossbeam-queue `ArrayQueue`), commands down and punts up.
+//!
+//! - **Commands** ([`Envelope`]) are drained by the worker on every loop iteration
+//!   ([`crate::engine::Switch::apply_commands`]). A command carries the time it may take effect
+//!   (`at`): live, that is "now"; in replay it is the punt's virtual time plus the configured
+//!   control latency, so the same input gives the same result on every run.
+//! - **Punts** ([`Punt`]) carry a truncated copy of a packet (or an event with no packet) and a
+//!   reason up to the control thread. A full punt ring is a counted drop, never a stall.
+//!
+//! Nothing here allocates on the worker: punts are fixed-size values, and commands are moved
+//! through the ring (a command that owns heap memory, like an injected frame, was allocated by
+//! the control thread).
+
+use crate::time::Nanos;
+use crossbeam_queue::ArrayQueue;
+use std::sync::Arc;
+
+/// Bytes of a punted packet that are kept (enough for every header a control handler parses:
+/// Ethernet + VLANs + IPv6 + UDP + BTH + extension headers + a daemon message).
+pub const PUNT_BYTES: usize = 192;
+
+/// A packet (or event) sent up to the control thread.
+#[derive(Clone, Copy, Debug)]
+pub struct Punt {
+    /// Why (pipeline-defined; see the pipeline's `PuntReason`).
+    pub reason: u16,
+    /// Ingress port id of the packet.
+    pub port: u16,
+    /// Engine time of the punt.
+    pub ts: Nanos,
+    /// Original frame length.
+    pub frame_len: u16,
+    /// Bytes kept in `data` (min(frame_len, PUNT_BYTES)).
+    pub len: u16,
+    /// An event's argument when there is no packet (pipeline-defined).
+    pub arg: u64,
+    pub data: [u8; PUNT_BYTES],
+}
+
+impl Punt {
+    /// A punt of `frame` (truncated to [`PUNT_BYTES`]).
+    pub fn packet(reason: u16, port: u16, ts: Nanos, frame: &[u8]) -> Self {
+        let n = frame.len().min(PUNT_BYTES);
+        let mut data = [0u8; PUNT_BYTES];
+        data[..n].copy_from_slice(&frame[..n]);
+        Punt {
+            reason,
+            port,
+            ts,
+            frame_len: frame.len().min(u16::MAX as usize) as u16,
+            len: n as u16,
+            arg: 0,
+            data,
+        }
+    }
+
+    /// An event with no packet.
+    pub fn event(reason: u16, port: u16, ts: Nanos, arg: u64) -> Self {
+        Punt {
+            reason,
+            port,
+            ts,
+            frame_len: 0,
+            len: 0,
+            arg,
+            data: [0; PUNT_BYTES],
+        }
+    }
+
+    /// The kept bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[..self.len as usize]
+    }
+}
+
+/// Commands every switch understands, plus the pipeline's own (`C`).
+#[derive(Debug)]
+pub enum Command<C> {
+    /// A pipeline command (table insert/delete, register reset, parameter).
+    Pipeline(C),
+    /// Put a frame on ingress of `port` (as if received), or straight on the recirculation loop.
+    Inject {
+        port: u16,
+        recirculate: bool,
+        frame: Box<[u8]>,
+    },
+    /// Change an egress port's rate (bps).
+    SetPortRate { port: u16, rate_bps: u64 },
+    /// Ask the worker to publish a counter snapshot now (tagged `id`).
+    Snapshot { id: u64 },
+}
+
+/// A command on its way to a worker.
+#[derive(Debug)]
+pub struct Envelope<C> {
+    /// Sequence number (per channel), for tracing.
+    pub seq: u64,
+    /// Earliest engine time at which it may be applied (0 = at once).
+    pub at: Nanos,
+    /// Monotonic ns at which the control plane enqueued it (for the latency histogram; live
+    /// runs use [`mono_ns`], replay uses virtual time).
+    pub issued_ns: u64,
+    pub cmd: Command<C>,
+}
+
+/// Both rings of one worker. Cloning shares the rings.
+pub struct Channel<C> {
+    pub commands: Arc<ArrayQueue<Envelope<C>>>,
+    pub punts: Arc<ArrayQueue<Punt>>,
+}
+
+impl<C> Clone for Channel<C> {
+    fn clone(&self) -> Self {
+        Channel {
+            commands: self.commands.clone(),
+            punts: self.punts.clone(),
+        }
+    }
+}
+
+impl<C> Channel<C> {
+    /// Rings of the given capacities (each at least 1).
+    pub fn new(commands: usize, punts: usize) -> Self {
+        Channel {
+            commands: Arc::new(ArrayQueue::new(commands.max(1))),
+            punts: Arc::new(ArrayQueue::new(punts.max(1))),
+        }
+    }
+}
+
+/// Counters of the control channel on the worker side.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlStats {
+    /// Commands applied.
+    pub applied: u64,
+    /// Commands the pipeline refused (bad table, bad key, table full).
+    pub refused: u64,
+    /// Punts sent up.
+    pub punts: u64,
+    /// Punts dropped because the ring was full.
+    pub punt_drops: u64,
+    /// Latency from enqueue to applied: histogram in powers of two of ns, up to 2^32 ns (bucket i counts
+    /// latencies in [2^i, 2^(i+1)) ns; bucket 0 also counts 0).
+    pub latency_hist: LatencyHist,
+}
+
+/// A fixed log2 histogram of latencies in ns (no allocation).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LatencyHist {
+    pub buckets: [u64; 32],
+    pub count: u64,
+    pub max_ns: u64,
+}
+
+impl LatencyHist {
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        let b = (63 - ns.max(1).leading_zeros() as usize).min(self.buckets.len() - 1);
+        self.buckets[b] += 1;
+        self.count += 1;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Upper bound (ns) of the bucket holding quantile `q` (0..=1), or 0 when empty.
+    pub fn quantile_upper_ns(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let target = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= target {
+                return (1u64 << (i + 1)).min(self.max_ns.max(1));
+            }
+        }
+        self.max_ns
+    }
+}
+
+/// The control thread's reaction to punts, shared by live runs (called on the control thread) and
+/// replay (called inline by the switch, with the configured control latency, so replay stays
+/// deterministic).
+pub trait PuntHandler<C>: Send {
+    /// Handle one punt; issue commands through `issue` (they take effect in order).
+    fn on_punt(&mut self, punt: &Punt, issue: &mut dyn FnMut(Command<C>));
+}
+
+/// Monotonic nanoseconds since the first call in this process (live command latency).
+pub fn mono_ns() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn punt_truncates_and_keeps_length() {
+        let f = [7u8; 500];
+        let p = Punt::packet(3, 1, 99, &f);
+        assert_eq!(p.frame_len, 500);
+        assert_eq!(p.bytes().len(), PUNT_BYTES);
+        let e = Punt::event(4, 2, 5, 42);
+        assert!(e.bytes().is_empty());
+        assert_eq!(e.arg, 42);
+    }
+
+    #[test]
+    fn histogram_quantiles() {
+        let mut h = LatencyHist::default();
+        for ns in [100u64, 200, 300, 400, 5000] {
+            h.record(ns);
+        }
+        assert_eq!(h.count, 5);
+        assert_eq!(h.quantile_upper_ns(0.5), 512);
+        assert_eq!(h.quantile_upper_ns(1.0), 5000);
+        h.record(0);
+        assert_eq!(h.buckets[0], 1);
+    }
+
+    #[test]
+    fn full_rings_refuse() {
+        let ch: Channel<u8> = Channel::new(1, 1);
+        assert!(ch.punts.push(Punt::event(0, 0, 0, 0)).is_ok());
+        assert!(ch.punts.push(Punt::event(0, 0, 0, 0)).is_err());
+        let env = |seq| Envelope {
+            seq,
+            at: 0,
+            issued_ns: 0,
+            cmd: Command::Pipeline(1u8),
+        };
+        assert!(ch.commands.push(env(0)).is_ok());
+        assert!(ch.commands.push(env(1)).is_err());
+    }
+}
