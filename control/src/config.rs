@@ -12,6 +12,7 @@
 //! docs/config.md for the reference; keep it in step with the defaults in `validate.rs`.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod raw;
@@ -169,6 +170,8 @@ pub struct Config {
     pub parser: ParserConfig,
     pub l2: Vec<L2Entry>,
     pub routes: Vec<Route>,
+    /// `[control]`: control thread, management API, metrics.
+    pub control: ControlConfig,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -196,6 +199,74 @@ pub struct PortConfig {
     pub mtu: u16,
     /// Wire bytes per frame not in the buffer: preamble + SFD (8) + IFG (12) + FCS (4) = 24.
     pub frame_overhead: u16,
+    /// Where a live run (`longhaul run`) takes the port's packets from and sends them to.
+    pub io: PortIo,
+}
+
+/// A port's live I/O (`ports[].io`). Replay ignores it (its inputs come from the command line).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PortIo {
+    /// No `io` key: the port has no live I/O (it receives nothing; what it sends is counted and
+    /// dropped).
+    #[default]
+    None,
+    /// Read frames from a pcap file and/or write sent frames to one. Relative paths in the file
+    /// are resolved against the directory of the config file.
+    Pcap {
+        rx: Option<PathBuf>,
+        tx: Option<PathBuf>,
+        /// Start `rx` again from the beginning at its end (otherwise the port goes quiet).
+        rx_loop: bool,
+        /// Send `rx` frames at their pcap timestamps' spacing (otherwise as fast as possible).
+        pace: bool,
+    },
+    /// In-process rings (tests, benchmarks): frames are pushed and pulled through the API.
+    Memory,
+    /// A DPDK ethdev (a PCI address or a vdev name such as `net_null0`); later issue.
+    Dpdk { device: String },
+}
+
+/// `[control]`: the control thread, the management API and the Prometheus exporter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// Management API (HTTP/JSON) address.
+    pub api_listen: SocketAddr,
+    /// Bearer token of the management API from the file (`LONGHAUL_API_TOKEN` in the
+    /// environment overrides it; see `longhaul_control::api::resolve_token`). Never empty.
+    pub api_token: Option<String>,
+    /// Prometheus `/metrics` address; `None` when `metrics_listen = "off"`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// How often counters are collected from the workers and published, ms.
+    pub stats_interval_ms: u64,
+    /// Replay only: virtual delay from a punt to its commands taking effect, ns.
+    pub control_latency_ns: u64,
+    /// Capacity of each worker's command ring (control -> worker), entries.
+    pub command_ring: usize,
+    /// Capacity of each worker's punt ring (worker -> control), entries.
+    pub punt_ring: usize,
+}
+
+impl ControlConfig {
+    /// True when `api_listen` is not a loopback address: the API then needs a token (from the
+    /// file or the environment), and refuses to start without one.
+    pub fn api_needs_token(&self) -> bool {
+        !self.api_listen.ip().is_loopback()
+    }
+}
+
+impl Default for ControlConfig {
+    /// The defaults documented in docs/config.md (what a config without `[control]` gets).
+    fn default() -> Self {
+        ControlConfig {
+            api_listen: SocketAddr::from(([127, 0, 0, 1], 9410)),
+            api_token: None,
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9411))),
+            stats_interval_ms: 1000,
+            control_latency_ns: 0,
+            command_ring: 4096,
+            punt_ring: 4096,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -284,14 +284,22 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Replay: handle punts inline with `handler`, each resulting command taking effect
     /// `latency_ns` after the punt (DESIGN.md section 3: a command takes effect at punt time plus
     /// the control latency). Live runs leave this unset and run the handler on the control thread.
-    pub fn set_inline_control(&mut self, handler: Box<dyn PuntHandler<L::Command>>, latency_ns: Nanos) {
+    pub fn set_inline_control(
+        &mut self,
+        handler: Box<dyn PuntHandler<L::Command>>,
+        latency_ns: Nanos,
+    ) {
         self.inline_control = Some((handler, latency_ns));
     }
 
     /// Queue a command as the control plane would (tests, replay scripts): it takes effect at
     /// `at` or on the next [`Switch::apply_commands`] after it. `Err` gives it back when the
     /// ring is full.
-    pub fn enqueue_command(&mut self, at: Nanos, cmd: Command<L::Command>) -> Result<(), Command<L::Command>> {
+    pub fn enqueue_command(
+        &mut self,
+        at: Nanos,
+        cmd: Command<L::Command>,
+    ) -> Result<(), Command<L::Command>> {
         let env = Envelope {
             seq: self.next_seq,
             at,
@@ -784,10 +792,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         take(self.recirc.as_ref().and_then(|r| r.next_ready()));
         take(self.pfc.as_ref().and_then(|p| p.next_deadline()));
         take(self.pipeline.next_deadline());
-        take(self.held.as_ref().map(|e| e.at));
-        if !self.channel.commands.is_empty()
-            || (self.inline_control.is_some() && !self.channel.punts.is_empty())
-        {
+        // A held command blocks the ring behind it (commands apply in order), so only its time
+        // counts; otherwise queued commands (and punts for the inline control) are due now.
+        match &self.held {
+            Some(e) => take(Some(e.at)),
+            None if !self.channel.commands.is_empty() => take(Some(now)),
+            None => {}
+        }
+        if self.inline_control.is_some() && !self.channel.punts.is_empty() {
             take(Some(now));
         }
         t

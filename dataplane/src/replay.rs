@@ -325,6 +325,10 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             Some(t),
             &mut sink,
         );
+        assert!(
+            !self.driver.summary.stalled,
+            "the switch stalled (a next_event bug)"
+        );
         self.driver.now = self.driver.now.max(t);
     }
 
@@ -345,6 +349,10 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             &mut self.script,
             None,
             &mut sink,
+        );
+        assert!(
+            !self.driver.summary.stalled,
+            "the switch stalled (a next_event bug)"
         );
     }
 

@@ -4,6 +4,7 @@
 
 use longhaul_dataplane::asic::pfc::PfcParams;
 use longhaul_dataplane::asic::recirc::RecircConfig;
+use longhaul_dataplane::control::{Command, Punt, PuntHandler};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, PortInfo, PortSpec, Switch, SwitchSpec};
 use longhaul_dataplane::packet::{BufPool, HeapPool, PacketBuf, FLAG_CONTROL};
 use longhaul_dataplane::replay::{Emitted, Harness};
@@ -15,16 +16,29 @@ const GBPS: u64 = 1_000_000_000;
 
 /// Frame byte 0 = egress port id, byte 1 = class, byte 2 = loops wanted; the rest is padding.
 /// Byte 3 != 0 asks the pipeline to emit a 64-byte copy to port byte 3 - 1.
-struct Test;
+/// Byte 4 != 0 punts the packet. The command `port` redirects every later packet to `port`.
+#[derive(Default)]
+struct Test {
+    redirect: Option<u8>,
+}
 
 impl<P: BufPool> Pipeline<P> for Test {
-    type Command = ();
+    type Command = u8;
+
+    fn command(&mut self, _ctx: &mut Ctx<'_, P>, port: u8) -> Result<(), &'static str> {
+        self.redirect = Some(port);
+        Ok(())
+    }
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let d = pkt.data();
         if d.len() < 14 {
             return Action::Drop(longhaul_dataplane::counters::DropReason::Truncated);
         }
-        let (port, class, loops, gen) = (d[0], d[1], d[2], d[3]);
+        let (port, class, loops, gen, punt) = (d[0], d[1], d[2], d[3], d[4]);
+        let port = self.redirect.unwrap_or(port);
+        if punt != 0 {
+            ctx.punt_packet(7, pkt);
+        }
         if pkt.meta().loop_count < loops {
             return Action::Recirculate;
         }
@@ -93,7 +107,11 @@ fn switch(
         command_ring: 16,
         punt_ring: 16,
     };
-    Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), Test))
+    Harness::new(Switch::new(
+        spec,
+        HeapPool::new(8192, 2048),
+        Test::default(),
+    ))
 }
 
 fn on(out: &[Emitted], idx: usize) -> Vec<&Emitted> {
@@ -334,4 +352,70 @@ fn same_input_same_output() {
         "the run exercises PFC: {pfc_frames} frames"
     );
     assert_eq!(a, b);
+}
+
+#[test]
+fn full_punt_ring_is_counted_and_never_stalls() {
+    let mut h = switch(
+        vec![port(0, 10 * GBPS, 0), port(1, 10 * GBPS, 0)],
+        None,
+        None,
+    );
+    let mut f = frame(1, 0, 0, 100);
+    f[4] = 1;
+    for k in 0..40 {
+        h.put(0, k * 100, &f);
+    }
+    h.run_to_idle();
+    assert_eq!(h.take().len(), 40, "every packet forwarded");
+    let c = h.sw.control_stats();
+    assert_eq!(
+        (c.punts, c.punt_drops),
+        (16, 24),
+        "ring of 16, nobody draining"
+    );
+    assert_eq!(h.sw.channel().punts.len(), 16);
+}
+
+/// Replay's inline control: a punt at t makes the handler's command take effect at t + latency.
+struct RedirectOnPunt;
+
+impl PuntHandler<u8> for RedirectOnPunt {
+    fn on_punt(&mut self, p: &Punt, issue: &mut dyn FnMut(Command<u8>)) {
+        assert_eq!(p.reason, 7);
+        issue(Command::Pipeline(p.bytes()[4] - 1));
+    }
+}
+
+#[test]
+fn inline_control_applies_commands_after_the_control_latency() {
+    let mut h = switch(
+        vec![
+            port(0, 100 * GBPS, 0),
+            port(1, 100 * GBPS, 0),
+            port(2, 100 * GBPS, 0),
+        ],
+        None,
+        None,
+    );
+    h.sw.set_inline_control(Box::new(RedirectOnPunt), 1_000);
+    let mut trigger = frame(1, 0, 0, 100);
+    trigger[4] = 3; // punt; the handler redirects everything to port 2
+    h.put(0, 5_000, &trigger);
+    for k in 1..=20u64 {
+        h.put(0, 5_000 + k * 100, &frame(1, 0, 0, 100));
+    }
+    h.run_to_idle();
+    let out = h.take();
+    let to1: Vec<u64> = on(&out, 1).iter().map(|e| e.ts).collect();
+    let to2: Vec<u64> = on(&out, 2).iter().map(|e| e.ts).collect();
+    // Up to and excluding t = 6000 the old behaviour, from t = 6000 on the new one.
+    assert_eq!(to1, (0..10u64).map(|k| 5_000 + k * 100).collect::<Vec<_>>());
+    assert_eq!(
+        to2,
+        (10..=20u64).map(|k| 5_000 + k * 100).collect::<Vec<_>>()
+    );
+    let c = h.sw.control_stats();
+    assert_eq!((c.applied, c.punts), (1, 1));
+    assert_eq!(c.latency_hist.max_ns, 1_000);
 }

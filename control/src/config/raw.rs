@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub parser: Option<RawParser>,
     pub l2: Option<Vec<S<RawL2>>>,
     pub routes: Option<Vec<S<RawRoute>>>,
+    pub control: Option<RawControl>,
 }
 
 #[derive(Deserialize, Default)]
@@ -57,6 +58,41 @@ pub(super) struct RawPort {
     pub rate_gbps: Option<S<f64>>,
     pub mtu: Option<S<i64>>,
     pub frame_overhead: Option<S<i64>>,
+    // Not `Spanned` (see `RawClass::ecn`): `io.kind = "memory"` must work too.
+    pub io: Option<RawPortIo>,
+}
+
+/// `ports[].io`: how a live run moves the port's packets.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPortIo {
+    pub kind: Option<S<RawIoKind>>,
+    pub rx: Option<S<String>>,
+    pub tx: Option<S<String>>,
+    pub rx_loop: Option<S<bool>>,
+    pub pace: Option<S<bool>>,
+    pub device: Option<S<String>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawIoKind {
+    Pcap,
+    Memory,
+    Dpdk,
+}
+
+/// `[control]`: control thread, management API, metrics.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControl {
+    pub api_listen: Option<S<String>>,
+    pub api_token: Option<S<String>>,
+    pub metrics_listen: Option<S<String>>,
+    pub stats_interval_ms: Option<S<i64>>,
+    pub control_latency_ns: Option<S<i64>>,
+    pub command_ring: Option<S<i64>>,
+    pub punt_ring: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -255,11 +255,21 @@ impl Forwarding {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BaselineCommand {
     /// Insert or replace a static MAC entry.
-    L2Insert { mac: [u8; 6], port: u16 },
-    L2Delete { mac: [u8; 6] },
+    L2Insert {
+        mac: [u8; 6],
+        port: u16,
+    },
+    L2Delete {
+        mac: [u8; 6],
+    },
     /// Insert or replace a route.
-    RouteInsert { prefix: IpPrefix, next_hop: NextHop },
-    RouteDelete { prefix: IpPrefix },
+    RouteInsert {
+        prefix: IpPrefix,
+        next_hop: NextHop,
+    },
+    RouteDelete {
+        prefix: IpPrefix,
+    },
 }
 
 impl Forwarding {
@@ -276,7 +286,10 @@ impl Forwarding {
                 if !port_ok(port) {
                     return Err("no such port");
                 }
-                self.l2.insert(mac, port, now).map(|_| ()).map_err(|_| "l2 table full")
+                self.l2
+                    .insert(mac, port, now)
+                    .map(|_| ())
+                    .map_err(|_| "l2 table full")
             }
             BaselineCommand::L2Delete { mac } => {
                 self.l2.remove(&mac).map(|_| ()).ok_or("no such l2 entry")
@@ -289,7 +302,8 @@ impl Forwarding {
                     IpPrefix::V4 { addr, len } => self.v4.insert(addr, len, next_hop),
                     IpPrefix::V6 { addr, len } => self.v6.insert(addr, len, next_hop),
                 };
-                r.map(|_| ()).map_err(|_| "route refused (table full or bad prefix)")
+                r.map(|_| ())
+                    .map_err(|_| "route refused (table full or bad prefix)")
             }
             BaselineCommand::RouteDelete { prefix } => {
                 let r = match prefix {
