@@ -54,6 +54,26 @@ enum Cmd {
         /// The file.
         file: PathBuf,
     },
+    /// Run the appliance live on the configured ports, with the management API and metrics,
+    /// until SIGINT/SIGTERM; prints the final counters.
+    Run {
+        /// Switch configuration (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Stop by itself once every pcap input is used up and the switch is empty.
+        #[arg(long)]
+        until_idle: bool,
+        /// Print only non-zero counters at the end.
+        #[arg(long)]
+        nonzero: bool,
+    },
+    /// Talk to a running longhaul's management API: `longhaul ctl [--addr A] [--token T]
+    /// health|stats|tables|table list NAME|table insert NAME JSON|table delete NAME JSON|reload [PATH]`.
+    Ctl {
+        /// Arguments for the client (see `longhaul ctl help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -67,6 +87,15 @@ fn main() -> ExitCode {
             nonzero,
         } => cmd_replay(config, inputs, outputs, out_dir, nonzero),
         Cmd::CheckConfig { file } => cmd_check_config(&file),
+        Cmd::Run {
+            config,
+            until_idle,
+            nonzero,
+        } => cmd_run(&config, until_idle, nonzero),
+        Cmd::Ctl { args } => Ok(match longhaul_control::client::ctl_main(&args) {
+            0 => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        }),
     };
     match r {
         Ok(code) => code,
@@ -75,6 +104,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
+        .context("installing the SIGINT/SIGTERM handler")?;
+    let mut opts = longhaul_pipelines::run::RunOptions::new(stop);
+    opts.until_idle = until_idle;
+    opts.on_ready = Some(Arc::new(|api, metrics| {
+        eprintln!("longhaul: management API on http://{api}");
+        if let Some(m) = metrics {
+            eprintln!("longhaul: metrics on http://{m}/metrics");
+        }
+        eprintln!("longhaul: running; Ctrl-C (SIGINT) or SIGTERM stops");
+    }));
+    let report = longhaul_pipelines::run::run(config, opts).map_err(|e| anyhow!(e))?;
+    let w = &report.worker;
+    println!(
+        "run: {} frames in, {} out, {} loop iterations",
+        w.rx, w.tx, w.iterations
+    );
+    for (name, v) in longhaul_pipelines::replay::snapshot_counters(&report.snapshot) {
+        if !nonzero || v != 0 {
+            println!("{name} {v}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn cmd_check_config(file: &Path) -> Result<ExitCode> {

@@ -43,9 +43,10 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
-    /// Parses and validates `text`; `file` is only used to name the file in errors. Returns the
-    /// first error (in file order for syntax and type errors, then in validation order: switch,
-    /// ports, qos, pfc, parser, l2, routes); see [`Config::parse_all`] for every error.
+    /// Parses and validates `text`; `file` names the file in errors, and relative paths in the
+    /// config (`ports[].io.rx`/`tx`) are resolved against its directory. Returns the first error
+    /// (in file order for syntax and type errors, then in validation order: switch, ports, qos,
+    /// pfc, parser, l2, routes, control); see [`Config::parse_all`] for every error.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         Self::parse_all(text, file).map_err(|mut errors| errors.swap_remove(0))
     }

@@ -1,2 +1,9 @@
-//! longhaul control plane.
+//! longhaul control plane: configuration (`config`), the control thread (`plane`), the
+//! management API (`api`) and its CLI client (`client`), Prometheus metrics (`metrics`), and the
+//! small bounded HTTP/1.1 server both endpoints use (`http`).
+pub mod api;
+pub mod client;
 pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod plane;

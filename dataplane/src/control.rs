@@ -75,7 +75,7 @@ impl Punt {
 }
 
 /// Commands every switch understands, plus the pipeline's own (`C`).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Command<C> {
     /// A pipeline command (table insert/delete, register reset, parameter).
     Pipeline(C),
@@ -140,29 +140,66 @@ pub struct ControlStats {
     pub punts: u64,
     /// Punts dropped because the ring was full.
     pub punt_drops: u64,
-    /// Latency from enqueue to applied: histogram in powers of two of ns, up to 2^32 ns (bucket i counts
-    /// latencies in [2^i, 2^(i+1)) ns; bucket 0 also counts 0).
+    /// Latency from enqueue to applied, ns.
     pub latency_hist: LatencyHist,
 }
 
-/// A fixed log2 histogram of latencies in ns (no allocation).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Buckets of a [`LatencyHist`]: 4 per power of two up to 2^40 ns (about 18 minutes).
+pub const LATENCY_BUCKETS: usize = 160;
+
+/// A fixed histogram of latencies in ns with four sub-buckets per power of two (relative error
+/// under 25%), allocation-free: bucket `i` holds `[lower(i), lower(i+1))`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LatencyHist {
-    pub buckets: [u64; 32],
+    pub buckets: [u64; LATENCY_BUCKETS],
     pub count: u64,
+    pub sum_ns: u64,
     pub max_ns: u64,
 }
 
+impl Default for LatencyHist {
+    fn default() -> Self {
+        LatencyHist {
+            buckets: [0; LATENCY_BUCKETS],
+            count: 0,
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+}
+
 impl LatencyHist {
+    /// The bucket of `ns`.
+    #[inline]
+    pub fn index(ns: u64) -> usize {
+        if ns < 4 {
+            return ns as usize;
+        }
+        let e = 63 - ns.leading_zeros() as usize;
+        let sub = ((ns >> (e - 2)) & 3) as usize;
+        (4 + (e - 2) * 4 + sub).min(LATENCY_BUCKETS - 1)
+    }
+
+    /// The smallest latency in bucket `i`.
+    pub fn lower(i: usize) -> u64 {
+        if i < 4 {
+            return i as u64;
+        }
+        let e = (i - 4) / 4 + 2;
+        let sub = ((i - 4) % 4) as u64;
+        (4 + sub) << (e - 2)
+    }
+
     #[inline]
     pub fn record(&mut self, ns: u64) {
-        let b = (63 - ns.max(1).leading_zeros() as usize).min(self.buckets.len() - 1);
-        self.buckets[b] += 1;
+        self.buckets[Self::index(ns)] += 1;
         self.count += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
         self.max_ns = self.max_ns.max(ns);
     }
 
-    /// Upper bound (ns) of the bucket holding quantile `q` (0..=1), or 0 when empty.
+    /// An upper bound (ns) of quantile `q` (0..=1): the end of the bucket holding it, capped at
+    /// the largest latency seen; 0 when empty.
     pub fn quantile_upper_ns(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
@@ -172,10 +209,19 @@ impl LatencyHist {
         for (i, &c) in self.buckets.iter().enumerate() {
             seen += c;
             if seen >= target {
-                return (1u64 << (i + 1)).min(self.max_ns.max(1));
+                return Self::lower(i + 1).saturating_sub(1).min(self.max_ns);
             }
         }
         self.max_ns
+    }
+
+    /// Non-empty buckets as (exclusive upper bound ns, count).
+    pub fn nonempty(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != 0)
+            .map(|(i, c)| (Self::lower(i + 1), *c))
     }
 }
 
@@ -217,10 +263,21 @@ mod tests {
             h.record(ns);
         }
         assert_eq!(h.count, 5);
-        assert_eq!(h.quantile_upper_ns(0.5), 512);
+        // 300 lies in [256, 320): the median's bound is 319.
+        assert_eq!(h.quantile_upper_ns(0.5), 319);
         assert_eq!(h.quantile_upper_ns(1.0), 5000);
         h.record(0);
         assert_eq!(h.buckets[0], 1);
+        // Buckets tile the line: every value falls in [lower(i), lower(i+1)).
+        for ns in (0..5000u64).chain([1 << 20, (1 << 20) + 12345, u64::MAX / 4]) {
+            let i = LatencyHist::index(ns);
+            if i + 1 < LATENCY_BUCKETS {
+                assert!(
+                    LatencyHist::lower(i) <= ns && ns < LatencyHist::lower(i + 1),
+                    "{ns}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -69,6 +69,50 @@ pub trait Pipeline<P: BufPool> {
     fn next_deadline(&self) -> Option<Nanos> {
         None
     }
+
+    /// The pipeline's own counters, by stable name (`baseline.routed`, ...), for metrics.
+    fn counters(&self, _out: &mut dyn FnMut(&'static str, u64)) {}
+
+    /// The pipeline's match-action tables, by name, for metrics.
+    fn tables(&self, _out: &mut dyn FnMut(&'static str, TableCounters)) {}
+}
+
+/// What metrics show of one match-action table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableCounters {
+    pub hits: u64,
+    pub misses: u64,
+    pub entries: u64,
+    pub capacity: u64,
+    pub full_events: u64,
+}
+
+/// One port in a [`SwitchSnapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortSnapshot {
+    pub id: u16,
+    pub name: String,
+    pub stats: PortStats,
+    /// Per class: the traffic manager's counters (depth, marks, drops).
+    pub classes: [crate::tm::ClassStats; NUM_CLASSES],
+}
+
+/// A copy of every counter of a switch, taken by its worker and read by the control thread
+/// (DESIGN.md section 7: per-lcore counters published periodically). `Switch::snapshot_into`
+/// reuses the snapshot's memory, so publishing does not allocate after the first time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchSnapshot {
+    /// Engine time of the snapshot.
+    pub taken_at: Nanos,
+    pub ports: Vec<PortSnapshot>,
+    pub stats: SwitchStats,
+    pub control: ControlStats,
+    pub pfc: Option<crate::asic::pfc::PfcGenStats>,
+    pub pipeline: Vec<(&'static str, u64)>,
+    pub tables: Vec<(&'static str, TableCounters)>,
+    /// (occupancy, capacity) of the command ring and the punt ring.
+    pub command_ring: (usize, usize),
+    pub punt_ring: (usize, usize),
 }
 
 /// What a stage sees of the switch: the clock, the buffer pool, the ports, and a way to emit
@@ -91,8 +135,8 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     /// drop (`punt_drops`); the dataplane never waits.
     #[inline]
     pub fn punt(&mut self, p: Punt) -> bool {
-        match self.punts.map(|r| r.push(p)) {
-            Some(Ok(())) => {
+        match self.punts.map(|r| r.push(p).is_ok()) {
+            Some(true) => {
                 self.ctl.punts += 1;
                 true
             }
@@ -221,9 +265,12 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     held: Option<Envelope<L::Command>>,
     ctl: ControlStats,
     /// Replay: the control thread's punt handler, run inline with a fixed control latency.
-    inline_control: Option<(Box<dyn PuntHandler<L::Command>>, Nanos)>,
+    inline_control: Option<InlineControl<L::Command>>,
     next_seq: u64,
 }
+
+/// A punt handler run inline (replay) and the control latency it simulates.
+type InlineControl<C> = (Box<dyn PuntHandler<C>>, Nanos);
 
 /// Commands applied per [`Switch::apply_commands`] call at most (bounded work per iteration).
 pub const COMMANDS_PER_POLL: usize = 64;
@@ -294,7 +341,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// Queue a command as the control plane would (tests, replay scripts): it takes effect at
     /// `at` or on the next [`Switch::apply_commands`] after it. `Err` gives it back when the
-    /// ring is full.
+    /// ring is full (returned by value: boxing it would allocate).
+    #[allow(clippy::result_large_err)]
     pub fn enqueue_command(
         &mut self,
         at: Nanos,
@@ -776,6 +824,41 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             self.flush_emitted(now);
         }
         n
+    }
+
+    /// Copy every counter into `snap` (reusing its memory).
+    pub fn snapshot_into(&self, now: Nanos, snap: &mut SwitchSnapshot) {
+        snap.taken_at = now;
+        if snap.ports.len() != self.ports.len() {
+            snap.ports = self
+                .ports
+                .iter()
+                .map(|p| PortSnapshot {
+                    id: p.info.id,
+                    name: p.info.name.clone(),
+                    ..PortSnapshot::default()
+                })
+                .collect();
+        }
+        for (s, p) in snap.ports.iter_mut().zip(self.ports.iter()) {
+            s.stats = p.stats;
+            for (c, cs) in s.classes.iter_mut().enumerate() {
+                *cs = p.tm.class_stats(c as u8);
+            }
+        }
+        snap.stats.clone_from(&self.stats);
+        snap.control.clone_from(&self.ctl);
+        snap.pfc = self.pfc.as_ref().map(|p| *p.stats());
+        snap.pipeline.clear();
+        self.pipeline
+            .counters(&mut |n, v| snap.pipeline.push((n, v)));
+        snap.tables.clear();
+        self.pipeline.tables(&mut |n, t| snap.tables.push((n, t)));
+        snap.command_ring = (
+            self.channel.commands.len(),
+            self.channel.commands.capacity(),
+        );
+        snap.punt_ring = (self.channel.punts.len(), self.channel.punts.capacity());
     }
 
     /// The earliest time after which `poll` or `transmit` has work without new input.

@@ -12,6 +12,7 @@ pub mod counters;
 pub mod engine;
 pub mod packet;
 pub mod pcap;
+pub mod port;
 pub mod replay;
 pub mod time;
 pub mod tm;

@@ -2,4 +2,6 @@
 //! primitives. `build` turns a validated config into the switch spec; `replay` runs pcaps through.
 pub mod baseline;
 pub mod build;
+pub mod live;
 pub mod replay;
+pub mod run;

@@ -5,7 +5,7 @@ use crate::baseline::Baseline;
 use crate::build::{heap_pool, switch_spec};
 use longhaul_control::config::{Config, PipelineKind};
 use longhaul_dataplane::counters::DropReason;
-use longhaul_dataplane::engine::Switch;
+use longhaul_dataplane::engine::{Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::replay::{run, ReplayOptions, ReplaySummary};
@@ -34,17 +34,9 @@ pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, St
         PipelineKind::Baseline => {
             let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
             let res = drive(&mut sw, &inputs)?;
-            let mut counters = res.1;
-            let b = &sw.pipeline().fwd.stats;
-            counters.push(("baseline.routed".into(), b.routed));
-            counters.push(("baseline.bridged".into(), b.bridged));
-            counters.push(("baseline.anomalies_forwarded".into(), b.anomalies_forwarded));
-            for (name, v) in b.anomalies.iter() {
-                counters.push((format!("baseline.anomaly.{name}"), v));
-            }
             Ok(ReplayResult {
                 outputs: res.0,
-                counters,
+                counters: res.1,
                 summary: res.2,
             })
         }
@@ -91,60 +83,71 @@ pub fn counters<L>(sw: &Switch<HeapPool, L>) -> Vec<(String, u64)>
 where
     L: longhaul_dataplane::engine::Pipeline<HeapPool>,
 {
+    let mut snap = SwitchSnapshot::default();
+    sw.snapshot_into(0, &mut snap);
+    snapshot_counters(&snap)
+}
+
+/// A counter snapshot as (name, value) pairs in a stable order: per port rx/tx/PFC, per queue
+/// (classes that saw traffic), drops by reason (non-zero), pipeline counters, switch totals,
+/// PFC generation, control channel.
+pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
     let mut c = Vec::new();
-    for (idx, p) in sw.ports().iter().enumerate() {
+    for p in &s.ports {
         let n = &p.name;
-        if let Some(s) = sw.port_stats(idx) {
-            c.push((format!("port.{n}.rx_pkts"), s.rx_pkts));
-            c.push((format!("port.{n}.rx_bytes"), s.rx_bytes));
-            c.push((format!("port.{n}.tx_pkts"), s.tx_pkts));
-            c.push((format!("port.{n}.tx_bytes"), s.tx_bytes));
-            c.push((format!("port.{n}.pfc_tx"), s.pfc_tx));
-            for (prio, v) in s.pfc_rx.iter().enumerate() {
-                if *v != 0 {
-                    c.push((format!("port.{n}.pfc_rx.prio{prio}"), *v));
-                }
+        let st = &p.stats;
+        c.push((format!("port.{n}.rx_pkts"), st.rx_pkts));
+        c.push((format!("port.{n}.rx_bytes"), st.rx_bytes));
+        c.push((format!("port.{n}.tx_pkts"), st.tx_pkts));
+        c.push((format!("port.{n}.tx_bytes"), st.tx_bytes));
+        c.push((format!("port.{n}.pfc_tx"), st.pfc_tx));
+        for (prio, v) in st.pfc_rx.iter().enumerate() {
+            if *v != 0 {
+                c.push((format!("port.{n}.pfc_rx.prio{prio}"), *v));
             }
         }
-        if let Some(tm) = sw.tm(idx) {
-            for class in 0..NUM_CLASSES as u8 {
-                let s = tm.class_stats(class);
-                if s.enq_pkts == 0 && s.drops == 0 {
-                    continue;
-                }
-                let q = format!("queue.{n}.{class}");
-                c.push((format!("{q}.enq_pkts"), s.enq_pkts));
-                c.push((format!("{q}.deq_pkts"), s.deq_pkts));
-                c.push((format!("{q}.drops"), s.drops));
-                c.push((format!("{q}.ecn_marks"), s.ecn_marks));
-                c.push((format!("{q}.max_depth_bytes"), s.max_depth_bytes));
+        for (class, q) in p.classes.iter().enumerate() {
+            if q.enq_pkts == 0 && q.drops == 0 {
+                continue;
             }
+            let q_ = format!("queue.{n}.{class}");
+            c.push((format!("{q_}.enq_pkts"), q.enq_pkts));
+            c.push((format!("{q_}.deq_pkts"), q.deq_pkts));
+            c.push((format!("{q_}.drops"), q.drops));
+            c.push((format!("{q_}.ecn_marks"), q.ecn_marks));
+            c.push((format!("{q_}.max_depth_bytes"), q.max_depth_bytes));
         }
     }
-    let st = sw.stats();
     for r in DropReason::ALL {
-        let v = st.drops.get(r);
+        let v = s.stats.drops.get(r);
         if v != 0 {
             c.push((format!("drop.{}", r.name()), v));
         }
     }
-    c.push(("switch.generated".into(), st.generated));
-    c.push(("switch.emit_drops".into(), st.emit_drops));
-    c.push(("switch.buffer_max_bytes".into(), st.buffer_max_bytes));
-    if let Some(pfc) = sw.pfc() {
-        let s = pfc.stats();
+    for (name, v) in &s.pipeline {
+        c.push((name.to_string(), *v));
+    }
+    c.push(("switch.generated".into(), s.stats.generated));
+    c.push(("switch.emit_drops".into(), s.stats.emit_drops));
+    c.push(("switch.buffer_max_bytes".into(), s.stats.buffer_max_bytes));
+    if let Some(pfc) = &s.pfc {
         for prio in 0..NUM_CLASSES {
-            if s.xoff_sent[prio] != 0 || s.xon_sent[prio] != 0 {
-                c.push((format!("pfc.prio{prio}.xoff_sent"), s.xoff_sent[prio]));
-                c.push((format!("pfc.prio{prio}.xon_sent"), s.xon_sent[prio]));
+            if pfc.xoff_sent[prio] != 0 || pfc.xon_sent[prio] != 0 {
+                c.push((format!("pfc.prio{prio}.xoff_sent"), pfc.xoff_sent[prio]));
+                c.push((format!("pfc.prio{prio}.xon_sent"), pfc.xon_sent[prio]));
             }
-            if s.headroom_drops[prio] != 0 {
+            if pfc.headroom_drops[prio] != 0 {
                 c.push((
                     format!("pfc.prio{prio}.headroom_drops"),
-                    s.headroom_drops[prio],
+                    pfc.headroom_drops[prio],
                 ));
             }
         }
     }
+    let ctl = &s.control;
+    c.push(("control.commands_applied".into(), ctl.applied));
+    c.push(("control.commands_refused".into(), ctl.refused));
+    c.push(("control.punts".into(), ctl.punts));
+    c.push(("control.punt_drops".into(), ctl.punt_drops));
     c
 }

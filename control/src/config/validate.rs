@@ -6,17 +6,18 @@
 //! earlier error (a reference to a port whose own entry is broken) are skipped.
 
 use super::raw::{
-    OrderedTable, PortRef, RawClass, RawConfig, RawEcn, RawPfc, RawPipeline, RawPort, RawQos,
-    RawSwitch, S,
+    OrderedTable, PortRef, RawClass, RawConfig, RawControl, RawEcn, RawIoKind, RawPfc, RawPipeline,
+    RawPort, RawPortIo, RawQos, RawSwitch, S,
 };
 use super::{
-    ClassConfig, Config, ConfigError, EcnConfig, IpPrefix, L2Entry, ParserConfig, PfcConfig,
-    PipelineKind, Policy, PortConfig, QosConfig, Route, SchedulerKind, SwitchConfig, Trust,
+    ClassConfig, Config, ConfigError, ControlConfig, EcnConfig, IpPrefix, L2Entry, ParserConfig,
+    PfcConfig, PipelineKind, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind,
+    SwitchConfig, Trust,
 };
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 // Defaults and limits (documented in docs/config.md; keep the two in step).
 pub(super) const DEFAULT_POOL_BUFFERS: i64 = 65_536;
@@ -37,6 +38,14 @@ pub(super) const MAX_FRAME_OVERHEAD: i64 = 128;
 pub(super) const DEFAULT_QUEUE_LIMIT_BYTES: i64 = 1024 * 1024;
 pub(super) const MAX_DRR_QUANTUM: i64 = 16 * 1024 * 1024;
 pub(super) const DEFAULT_PAUSE_QUANTA: i64 = 65_535;
+pub(super) const DEFAULT_STATS_INTERVAL_MS: i64 = 1000;
+pub(super) const MIN_STATS_INTERVAL_MS: i64 = 10;
+pub(super) const MAX_STATS_INTERVAL_MS: i64 = 60_000;
+pub(super) const MAX_CONTROL_LATENCY_NS: i64 = 10_000_000_000;
+pub(super) const DEFAULT_RING: i64 = 4096;
+pub(super) const MIN_RING: i64 = 16;
+pub(super) const MAX_RING: i64 = 1 << 20;
+pub(super) const MAX_API_TOKEN_LEN: usize = 4096;
 
 type Span = Option<Range<usize>>;
 
@@ -291,6 +300,8 @@ impl<'a> Validator<'a> {
             }
         }
 
+        let control = self.control(raw.control.as_ref());
+
         Config {
             switch,
             ports,
@@ -299,6 +310,230 @@ impl<'a> Validator<'a> {
             parser,
             l2,
             routes,
+            control,
+        }
+    }
+
+    fn control(&mut self, c: Option<&RawControl>) -> ControlConfig {
+        let d = ControlConfig::default();
+        let Some(c) = c else { return d };
+        let api_listen = match &c.api_listen {
+            Some(v) => self
+                .socket_addr("control.api_listen", v)
+                .unwrap_or(d.api_listen),
+            None => d.api_listen,
+        };
+        let api_token = c.api_token.as_ref().and_then(|v| {
+            let t = v.get_ref();
+            let bad = if t.is_empty() {
+                Some("must not be empty (leave the key out for no token)".to_owned())
+            } else if t.len() > MAX_API_TOKEN_LEN {
+                Some(format!("is too long: at most {MAX_API_TOKEN_LEN} bytes"))
+            } else if !t.bytes().all(|b| b.is_ascii_graphic()) {
+                Some(
+                    "must be printable ASCII without spaces (it is sent in an HTTP header)"
+                        .to_owned(),
+                )
+            } else {
+                None
+            };
+            match bad {
+                Some(msg) => {
+                    self.err("control.api_token", span(v), msg);
+                    None
+                }
+                None => Some(t.clone()),
+            }
+        });
+        let metrics_listen = match &c.metrics_listen {
+            Some(v) if v.get_ref().trim().eq_ignore_ascii_case("off") => None,
+            Some(v) => {
+                let a = self.socket_addr("control.metrics_listen", v);
+                if let Some(a) = a {
+                    if a == api_listen && a.port() != 0 {
+                        self.err(
+                            "control.metrics_listen",
+                            span(v),
+                            format!("{a} is also control.api_listen: they need different ports"),
+                        );
+                    }
+                }
+                a.or(d.metrics_listen)
+            }
+            None => d.metrics_listen,
+        };
+        let stats_interval_ms = self.int_or(
+            "control.stats_interval_ms",
+            &c.stats_interval_ms,
+            DEFAULT_STATS_INTERVAL_MS,
+            MIN_STATS_INTERVAL_MS,
+            MAX_STATS_INTERVAL_MS,
+        ) as u64;
+        let control_latency_ns = self.int_or(
+            "control.control_latency_ns",
+            &c.control_latency_ns,
+            0,
+            0,
+            MAX_CONTROL_LATENCY_NS,
+        ) as u64;
+        let command_ring = self.int_or(
+            "control.command_ring",
+            &c.command_ring,
+            DEFAULT_RING,
+            MIN_RING,
+            MAX_RING,
+        ) as usize;
+        let punt_ring = self.int_or(
+            "control.punt_ring",
+            &c.punt_ring,
+            DEFAULT_RING,
+            MIN_RING,
+            MAX_RING,
+        ) as usize;
+        ControlConfig {
+            api_listen,
+            api_token,
+            metrics_listen,
+            stats_interval_ms,
+            control_latency_ns,
+            command_ring,
+            punt_ring,
+        }
+    }
+
+    /// `HOST:PORT` with a literal IP address (`127.0.0.1:9410`, `[::1]:9410`).
+    fn socket_addr(&mut self, key: &str, v: &S<String>) -> Option<SocketAddr> {
+        match v.get_ref().trim().parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                let msg = format!(
+                    "'{}' is not an address:port: expected an IP address and a port, e.g. 127.0.0.1:9410 or [::1]:9410",
+                    v.get_ref()
+                );
+                self.err(key, span(v), msg);
+                None
+            }
+        }
+    }
+
+    /// `ports[i].io`. `table`: the port's span, where missing keys are reported.
+    fn port_io(&mut self, key: &str, io: Option<&RawPortIo>, table: &Span) -> PortIo {
+        let Some(io) = io else {
+            return PortIo::None;
+        };
+        let kind_key = format!("{key}.kind");
+        let Some(kind) = self.required(&kind_key, &io.kind, table) else {
+            return PortIo::None;
+        };
+        let kind = *kind.get_ref();
+        let kind_name = match kind {
+            RawIoKind::Pcap => "pcap",
+            RawIoKind::Memory => "memory",
+            RawIoKind::Dpdk => "dpdk",
+        };
+        // Keys that only some kinds take.
+        let only = |k: &'static str, kinds: &'static str, v: Option<Span>| (k, kinds, v);
+        let pcap_keys = [
+            only("rx", "pcap", io.rx.as_ref().map(span)),
+            only("tx", "pcap", io.tx.as_ref().map(span)),
+            only("rx_loop", "pcap", io.rx_loop.as_ref().map(span)),
+            only("pace", "pcap", io.pace.as_ref().map(span)),
+        ];
+        let dpdk_keys = [only("device", "dpdk", io.device.as_ref().map(span))];
+        let misplaced: Vec<_> = match kind {
+            RawIoKind::Pcap => dpdk_keys.to_vec(),
+            RawIoKind::Memory => pcap_keys.iter().chain(&dpdk_keys).cloned().collect(),
+            RawIoKind::Dpdk => pcap_keys.to_vec(),
+        };
+        for (k, kinds, s) in misplaced {
+            if let Some(s) = s {
+                self.err(
+                    format!("{key}.{k}"),
+                    s,
+                    format!("only kind = \"{kinds}\" takes this key, not kind = \"{kind_name}\""),
+                );
+            }
+        }
+        match kind {
+            RawIoKind::Memory => PortIo::Memory,
+            RawIoKind::Dpdk => {
+                let dkey = format!("{key}.device");
+                let device = match self.required(&dkey, &io.device, table) {
+                    Some(d) if d.get_ref().trim().is_empty() => {
+                        self.err(
+                            dkey,
+                            span(d),
+                            "must not be empty: a PCI address (0000:3b:00.0) or a vdev name (net_null0)",
+                        );
+                        String::new()
+                    }
+                    Some(d) => d.get_ref().trim().to_owned(),
+                    None => String::new(),
+                };
+                PortIo::Dpdk { device }
+            }
+            RawIoKind::Pcap => {
+                let path = |v: &mut Self, k: &str, p: &Option<S<String>>| -> Option<PathBuf> {
+                    let p = p.as_ref()?;
+                    if p.get_ref().is_empty() {
+                        v.err(
+                            format!("{key}.{k}"),
+                            span(p),
+                            "must not be empty: a file path",
+                        );
+                        return None;
+                    }
+                    Some(v.resolve(p.get_ref()))
+                };
+                let rx = path(self, "rx", &io.rx);
+                let tx = path(self, "tx", &io.tx);
+                if io.rx.is_none() && io.tx.is_none() {
+                    self.err(
+                        format!("{key}.rx"),
+                        table.clone(),
+                        "a pcap port needs rx (a file to read), tx (a file to write), or both",
+                    );
+                }
+                let rx_loop = io.rx_loop.as_ref().is_some_and(|v| *v.get_ref());
+                if let (true, None, Some(v)) = (rx_loop, &io.rx, &io.rx_loop) {
+                    self.err(
+                        format!("{key}.rx_loop"),
+                        span(v),
+                        "rx_loop = true needs rx (a file to read)",
+                    );
+                }
+                if let (Some(r), Some(t)) = (&rx, &tx) {
+                    if r == t {
+                        let s = io.tx.as_ref().and_then(span);
+                        self.err(
+                            format!("{key}.tx"),
+                            s,
+                            format!(
+                                "{} is also rx: the port would overwrite its own input",
+                                t.display()
+                            ),
+                        );
+                    }
+                }
+                PortIo::Pcap {
+                    rx,
+                    tx,
+                    rx_loop,
+                    pace: io.pace.as_ref().map(|v| *v.get_ref()).unwrap_or(true),
+                }
+            }
+        }
+    }
+
+    /// A path from the file: relative paths are relative to the config file's directory.
+    fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            return p.to_path_buf();
+        }
+        match self.file.parent() {
+            Some(dir) => dir.join(p),
+            None => p.to_path_buf(),
         }
     }
 
@@ -426,6 +661,40 @@ impl<'a> Validator<'a> {
                 MAX_FRAME_OVERHEAD,
             );
 
+            let io = self.port_io(&key("io"), p.io.as_ref(), &table);
+            // Two ports writing one file, or a port writing another's input, would corrupt both.
+            if let (PortIo::Pcap { tx: Some(t), .. }, Some(tio)) = (&io, &p.io) {
+                let clash = ports
+                    .iter()
+                    .enumerate()
+                    .find_map(|(j, o): (usize, &PortConfig)| match &o.io {
+                        PortIo::Pcap { tx: Some(ot), .. } if ot == t => Some((j, "tx")),
+                        PortIo::Pcap { rx: Some(or), .. } if or == t => Some((j, "rx")),
+                        _ => None,
+                    });
+                if let Some((j, what)) = clash {
+                    let s = tio.tx.as_ref().and_then(span);
+                    self.err(
+                        key("io.tx"),
+                        s,
+                        format!("{} is already ports[{j}].io.{what}", t.display()),
+                    );
+                }
+            }
+            if let (PortIo::Pcap { rx: Some(r), .. }, Some(rio)) = (&io, &p.io) {
+                let clash = ports
+                    .iter()
+                    .position(|o| matches!(&o.io, PortIo::Pcap { tx: Some(ot), .. } if ot == r));
+                if let Some(j) = clash {
+                    let s = rio.rx.as_ref().and_then(span);
+                    self.err(
+                        key("io.rx"),
+                        s,
+                        format!("{} is already ports[{j}].io.tx: that port would overwrite this port's input", r.display()),
+                    );
+                }
+            }
+
             infos.push(PortInfo {
                 id,
                 name: name.clone(),
@@ -437,6 +706,7 @@ impl<'a> Validator<'a> {
                 rate_bps: rate_bps.unwrap_or(0),
                 mtu: mtu as u16,
                 frame_overhead: frame_overhead as u16,
+                io,
             });
         }
         (ports, infos)

@@ -21,11 +21,13 @@
 //! The traffic manager behind it does the rest: DSCP class queues, RED/ECN, PFC for the lossless
 //! classes, shaping at port rate.
 
+pub mod control;
+
 use longhaul_control::config::{Config, IpPrefix, ParserConfig, Policy, Trust};
 use longhaul_dataplane::asic::lpm::Lpm;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
 use longhaul_dataplane::counters::{DropCounters, DropReason};
-use longhaul_dataplane::engine::{Action, Ctx, Pipeline};
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::wire::ipv4::Ipv4Packet;
 use longhaul_dataplane::wire::ipv6::Ipv6Packet;
@@ -245,9 +247,75 @@ impl Forwarding {
         }
     }
 
+    /// The baseline's counters by name (metrics, replay summary).
+    pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("baseline.routed", s.routed);
+        out("baseline.bridged", s.bridged);
+        out("baseline.anomalies_forwarded", s.anomalies_forwarded);
+        for r in DropReason::ALL {
+            let v = s.anomalies.get(r);
+            if v != 0 {
+                out(anomaly_name(r), v);
+            }
+        }
+    }
+
+    /// Table counters by name: `l2`, `routes_v4`, `routes_v6`.
+    pub fn tables(&self, out: &mut dyn FnMut(&'static str, TableCounters)) {
+        let l2 = self.l2.stats();
+        out(
+            "l2",
+            TableCounters {
+                hits: l2.hits,
+                misses: l2.misses,
+                entries: self.l2.len() as u64,
+                capacity: self.l2.capacity() as u64,
+                full_events: l2.full_events,
+            },
+        );
+        let v4 = self.v4.stats();
+        out(
+            "routes_v4",
+            TableCounters {
+                hits: v4.hits,
+                misses: v4.misses,
+                entries: self.v4.len() as u64,
+                capacity: self.v4.capacity() as u64,
+                full_events: v4.full_events,
+            },
+        );
+        let v6 = self.v6.stats();
+        out(
+            "routes_v6",
+            TableCounters {
+                hits: v6.hits,
+                misses: v6.misses,
+                entries: self.v6.len() as u64,
+                capacity: self.v6.capacity() as u64,
+                full_events: v6.full_events,
+            },
+        );
+    }
+
     /// Static L2 entries (for listing).
     pub fn l2(&self) -> &ExactTable<[u8; 6], u16> {
         &self.l2
+    }
+}
+
+/// `baseline.anomaly.<reason>`: a static name per reason, so counters never allocate.
+fn anomaly_name(r: DropReason) -> &'static str {
+    match r {
+        DropReason::Truncated => "baseline.anomaly.truncated",
+        DropReason::BadLength => "baseline.anomaly.bad_length",
+        DropReason::UnknownEtherType => "baseline.anomaly.unknown_ethertype",
+        DropReason::VlanStack => "baseline.anomaly.vlan_stack",
+        DropReason::Ipv4Options => "baseline.anomaly.ipv4_options",
+        DropReason::Ipv4Fragment => "baseline.anomaly.ipv4_fragment",
+        DropReason::BadIpChecksum => "baseline.anomaly.bad_ip_checksum",
+        DropReason::BadIpHeader => "baseline.anomaly.bad_ip_header",
+        _ => "baseline.anomaly.other",
     }
 }
 
@@ -334,6 +402,14 @@ impl<P: BufPool> Pipeline<P> for Baseline {
 
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: BaselineCommand) -> Result<(), &'static str> {
         self.fwd.command(ctx.now, cmd)
+    }
+
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.fwd.counters(out);
+    }
+
+    fn tables(&self, out: &mut dyn FnMut(&'static str, TableCounters)) {
+        self.fwd.tables(out);
     }
 
     #[inline]

@@ -1,0 +1,413 @@
+//! The management API: HTTP/1.1 + JSON on its own threads, independent of the control
+//! thread through [`ManagementBackend`].
+//!
+//! | method | path | body | answer |
+//! |---|---|---|---|
+//! | GET | `/health` | | `backend.health()` |
+//! | GET | `/stats` | | `backend.stats()` |
+//! | GET | `/tables` | | `{"tables": [names]}` |
+//! | GET | `/tables/{name}?offset=N&limit=N` | | `backend.list_table(...)` (limit default 100, at most 10000) |
+//! | POST | `/tables/{name}` | entry (JSON) | `backend.insert(...)` |
+//! | DELETE | `/tables/{name}` | key (JSON) | `backend.delete(...)` |
+//! | POST | `/reload` | none, or `{"path": "..."}` | `backend.reload(...)` |
+//!
+//! Errors are `{"error": "..."}` with 400 (bad request, bad JSON, bad config), 401 (token), 404,
+//! 405 (wrong method, with `Allow`), 409, 413 (body over [`MAX_BODY`]), 503. When a token is set,
+//! every request needs `Authorization: Bearer <token>` (compared in constant time); the token is
+//! checked before the body is read. A non-loopback listen address without a token is refused.
+//!
+//! Nothing from the network can panic a handler: requests are bounded by the HTTP layer
+//! ([`crate::http`]: head size, body size, deadline, connection count), and every parse is
+//! checked. Each connection carries one request (`Connection: close`).
+
+use crate::http::{Head, HttpServer, Response, Service};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Largest request body accepted, bytes (more is 413).
+pub const MAX_BODY: usize = 1 << 20;
+/// `limit` of a table listing when the request gives none.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Largest `limit` of a table listing (larger values are clamped to it).
+pub const MAX_LIMIT: usize = 10_000;
+/// Environment variable that supplies the API token (it overrides `control.api_token`).
+pub const TOKEN_ENV: &str = "LONGHAUL_API_TOKEN";
+
+/// What the API serves; implemented by the control thread's owner. Every method is called from an
+/// API thread, never from a worker.
+pub trait ManagementBackend: Send + Sync + 'static {
+    /// `{"status":"ok", "pipeline":..., "uptime_s":..., "config": path}`.
+    fn health(&self) -> Value;
+    /// Counters snapshot as JSON.
+    fn stats(&self) -> Value;
+    /// Table names.
+    fn tables(&self) -> Vec<String>;
+    /// `{"table":..,"total":N,"offset":..,"entries":[...]}`.
+    fn list_table(&self, table: &str, offset: usize, limit: usize) -> Result<Value, ApiError>;
+    fn insert(&self, table: &str, entry: &Value) -> Result<Value, ApiError>;
+    fn delete(&self, table: &str, key: &Value) -> Result<Value, ApiError>;
+    /// Validates the config at `path` (`None`: the file the switch was started with) and swaps
+    /// it in without stopping forwarding; a bad config is `BadRequest` with the key-path errors
+    /// (as `check-config` prints them), and the old config keeps running.
+    fn reload(&self, path: Option<&Path>) -> Result<Value, ApiError>;
+}
+
+/// A refused request: 404, 400, 409, 503.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiError {
+    NotFound(String),
+    BadRequest(String),
+    Conflict(String),
+    Unavailable(String),
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::NotFound(_) => 404,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Conflict(_) => 409,
+            ApiError::Unavailable(_) => 503,
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            ApiError::NotFound(m)
+            | ApiError::BadRequest(m)
+            | ApiError::Conflict(m)
+            | ApiError::Unavailable(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message(), self.status())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The API token: `LONGHAUL_API_TOKEN` when set and not empty, else `cfg_token` (from
+/// `control.api_token`) when not empty, else none.
+pub fn resolve_token(cfg_token: Option<&str>) -> Option<String> {
+    let env = std::env::var(TOKEN_ENV).ok();
+    env.as_deref()
+        .filter(|t| !t.is_empty())
+        .or(cfg_token.filter(|t| !t.is_empty()))
+        .map(str::to_owned)
+}
+
+/// Equality of two byte strings in time that depends only on their lengths.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().max(b.len());
+    let mut diff = (a.len() ^ b.len()) as u64;
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// The running API server (its own threads). Stops and joins them on [`ApiServer::shutdown`] or
+/// drop.
+pub struct ApiServer {
+    http: HttpServer,
+}
+
+impl ApiServer {
+    /// Listens on `listen` (port 0: any free port, see [`ApiServer::local_addr`]) and serves
+    /// `backend`. Refuses a non-loopback address without a token, and an empty token.
+    pub fn start(
+        listen: SocketAddr,
+        token: Option<String>,
+        backend: Arc<dyn ManagementBackend>,
+    ) -> Result<ApiServer, String> {
+        if token.as_deref() == Some("") {
+            return Err("the management API token is empty".to_owned());
+        }
+        if token.is_none() && !listen.ip().is_loopback() {
+            return Err(format!(
+                "refusing to start the management API on {listen}: it is not a loopback address \
+                 and no token is set (set control.api_token or {TOKEN_ENV}, or listen on 127.0.0.1)"
+            ));
+        }
+        let service = Arc::new(Handler {
+            token: token.map(String::into_bytes),
+            backend,
+        });
+        let http = HttpServer::start(listen, "longhaul-api", MAX_BODY, service)
+            .map_err(|e| format!("management API: {e}"))?;
+        Ok(ApiServer { http })
+    }
+
+    /// The address it listens on (the real port when started on port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.http.local_addr()
+    }
+
+    /// Stops serving and joins the threads (requests in progress finish first). Idempotent.
+    pub fn shutdown(&mut self) {
+        self.http.shutdown();
+    }
+}
+
+struct Handler {
+    token: Option<Vec<u8>>,
+    backend: Arc<dyn ManagementBackend>,
+}
+
+/// Which resource a path names.
+enum Route {
+    Health,
+    Stats,
+    Tables,
+    Table(String),
+    Reload,
+}
+
+fn json_reply(status: u16, v: &Value) -> Response {
+    let body = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"{}".to_vec());
+    Response::new(status, "application/json", body)
+}
+
+fn from_result(r: Result<Value, ApiError>) -> Response {
+    match r {
+        Ok(v) => json_reply(200, &v),
+        Err(e) => Response::json_error(e.status(), e.message()),
+    }
+}
+
+impl Service for Handler {
+    fn check(&self, head: &Head) -> Option<Response> {
+        let token = self.token.as_ref()?;
+        if authorized(head, token) {
+            return None;
+        }
+        Some(
+            Response::json_error(
+                401,
+                "missing or wrong token: send Authorization: Bearer <token>",
+            )
+            .with_header("WWW-Authenticate", "Bearer"),
+        )
+    }
+
+    fn call(&self, head: &Head, body: &[u8]) -> Response {
+        let (path, query) = head.path_and_query();
+        let route = match route(path) {
+            Ok(r) => r,
+            Err(resp) => return resp,
+        };
+        let method = head.method.as_str();
+        let not_allowed = |allow: &'static str| {
+            Response::json_error(
+                405,
+                &format!("{method} is not allowed on {path}: use {allow}"),
+            )
+            .with_header("Allow", allow)
+        };
+        match (&route, method) {
+            (Route::Health, "GET") => json_reply(200, &self.backend.health()),
+            (Route::Stats, "GET") => json_reply(200, &self.backend.stats()),
+            (Route::Tables, "GET") => json_reply(200, &json!({ "tables": self.backend.tables() })),
+            (Route::Table(name), "GET") => match paging(query) {
+                Ok((offset, limit)) => from_result(self.backend.list_table(name, offset, limit)),
+                Err(msg) => Response::json_error(400, &msg),
+            },
+            (Route::Table(name), "POST") => match json_body(body) {
+                Ok(Some(entry)) => from_result(self.backend.insert(name, &entry)),
+                Ok(None) => Response::json_error(400, "the request needs a JSON body (the entry)"),
+                Err(r) => r,
+            },
+            (Route::Table(name), "DELETE") => match json_body(body) {
+                Ok(Some(key)) => from_result(self.backend.delete(name, &key)),
+                Ok(None) => Response::json_error(400, "the request needs a JSON body (the key)"),
+                Err(r) => r,
+            },
+            (Route::Reload, "POST") => match json_body(body) {
+                Ok(None) => from_result(self.backend.reload(None)),
+                Ok(Some(v)) => match reload_path(&v) {
+                    Ok(p) => from_result(self.backend.reload(p.as_deref())),
+                    Err(msg) => Response::json_error(400, &msg),
+                },
+                Err(r) => r,
+            },
+            (Route::Health | Route::Stats | Route::Tables, _) => not_allowed("GET"),
+            (Route::Table(_), _) => not_allowed("GET, POST, DELETE"),
+            (Route::Reload, _) => not_allowed("POST"),
+        }
+    }
+}
+
+fn authorized(head: &Head, token: &[u8]) -> bool {
+    let Some(v) = head.header("Authorization") else {
+        return false;
+    };
+    let v = v.trim();
+    let Some((scheme, given)) = v.split_once(' ') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("bearer") && ct_eq(given.trim().as_bytes(), token)
+}
+
+fn route(path: &str) -> Result<Route, Response> {
+    let not_found = || Response::json_error(404, &format!("no such resource: {path}"));
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
+    Ok(match path {
+        "/health" => Route::Health,
+        "/stats" => Route::Stats,
+        "/tables" => Route::Tables,
+        "/reload" => Route::Reload,
+        p => {
+            let Some(name) = p.strip_prefix("/tables/") else {
+                return Err(not_found());
+            };
+            if name.is_empty() || name.contains('/') {
+                return Err(not_found());
+            }
+            match percent_decode(name) {
+                Some(n) if !n.is_empty() => Route::Table(n),
+                _ => {
+                    return Err(Response::json_error(
+                        400,
+                        &format!("bad table name in {path}"),
+                    ))
+                }
+            }
+        }
+    })
+}
+
+/// `offset` and `limit` from a query string (unknown parameters are refused, to catch typos).
+fn paging(query: &str) -> Result<(usize, usize), String> {
+    let (mut offset, mut limit) = (0usize, DEFAULT_LIMIT);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let num = || {
+            v.parse::<usize>()
+                .map_err(|_| format!("{k}={v}: expected a non-negative integer"))
+        };
+        match k {
+            "offset" => offset = num()?,
+            "limit" => limit = num()?.min(MAX_LIMIT),
+            _ => {
+                return Err(format!(
+                    "unknown query parameter '{k}': expected offset and/or limit"
+                ))
+            }
+        }
+    }
+    Ok((offset, limit))
+}
+
+/// The request body as JSON: `Ok(None)` when empty, 400 when not JSON (the size was bounded by
+/// the HTTP layer).
+fn json_body(body: &[u8]) -> Result<Option<Value>, Response> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| Response::json_error(400, &format!("the request body is not valid JSON: {e}")))
+}
+
+/// `{"path": "..."}` (or `{}`) of `POST /reload`.
+fn reload_path(v: &Value) -> Result<Option<PathBuf>, String> {
+    let Some(obj) = v.as_object() else {
+        return Err("expected a JSON object: {} or {\"path\": \"...\"}".to_owned());
+    };
+    if let Some(k) = obj.keys().find(|k| k.as_str() != "path") {
+        return Err(format!("unknown field '{k}': expected only \"path\""));
+    }
+    match obj.get("path") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(PathBuf::from(s))),
+        Some(_) => Err("\"path\" must be a non-empty string".to_owned()),
+    }
+}
+
+/// `%XX` decoding (and nothing else: `+` stays `+`); `None` on a bad escape or non-UTF-8.
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Escapes everything but `A-Z a-z 0-9 - . _ ~` as `%XX` (for a table name in a path).
+pub(crate) fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_compare() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"abcd"));
+        assert!(!ct_eq(b"", b"a"));
+        assert!(ct_eq(b"", b""));
+    }
+
+    #[test]
+    fn percent_round_trip() {
+        for s in ["l3_routes", "a b/c%d", "é"] {
+            assert_eq!(percent_decode(&percent_encode(s)).as_deref(), Some(s));
+        }
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%ff"), None);
+    }
+
+    #[test]
+    fn paging_parses_and_clamps() {
+        assert_eq!(paging(""), Ok((0, DEFAULT_LIMIT)));
+        assert_eq!(paging("offset=5&limit=7"), Ok((5, 7)));
+        assert_eq!(paging("limit=99999999"), Ok((0, MAX_LIMIT)));
+        assert!(paging("limit=-1").is_err());
+        assert!(paging("offest=1").is_err());
+    }
+
+    #[test]
+    fn reload_body() {
+        assert_eq!(reload_path(&json!({})), Ok(None));
+        assert_eq!(
+            reload_path(&json!({"path": "/x.toml"})),
+            Ok(Some(PathBuf::from("/x.toml")))
+        );
+        assert!(reload_path(&json!({"path": 3})).is_err());
+        assert!(reload_path(&json!({"paht": "x"})).is_err());
+        assert!(reload_path(&json!([1])).is_err());
+    }
+}

@@ -1,0 +1,477 @@
+//! The control thread (DESIGN.md section 3): owns the configuration and the master copy of every
+//! table, talks to each worker only through its bounded lock-free rings (commands down, punts
+//! up), serves the management API's requests, and publishes the workers' counter snapshots.
+//!
+//! It is pipeline-agnostic: a pipeline supplies a [`PipelineControl`] (its tables' master copy,
+//! its punt handler, how a config reload maps to table commands).
+
+use crate::api::{ApiError, ManagementBackend};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use longhaul_dataplane::control::{mono_ns, Channel, Command, Envelope, Punt, PuntHandler};
+use longhaul_dataplane::engine::SwitchSnapshot;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a pipeline gives the control thread.
+pub trait PipelineControl: Send + 'static {
+    /// The pipeline's command type (`Pipeline::Command`).
+    type Command: Clone + Send + 'static;
+
+    /// React to a punt: issue commands (they go to every worker, in order).
+    fn on_punt(&mut self, punt: &Punt, issue: &mut dyn FnMut(Command<Self::Command>));
+
+    /// Table names (for `GET /tables`).
+    fn tables(&self) -> Vec<String>;
+
+    /// One page of a table's master copy: `{"table", "total", "offset", "entries": [...]}`.
+    fn list(&self, table: &str, offset: usize, limit: usize) -> Result<Value, ApiError>;
+
+    /// Insert (or replace) an entry given as JSON; returns the stored entry and the commands that
+    /// install it on the workers. The master copy changes only when `Ok`.
+    fn insert(
+        &mut self,
+        table: &str,
+        entry: &Value,
+    ) -> Result<(Value, Vec<Self::Command>), ApiError>;
+
+    /// Delete the entry with key `key` (JSON).
+    fn delete(&mut self, table: &str, key: &Value)
+        -> Result<(Value, Vec<Self::Command>), ApiError>;
+
+    /// A new, fully validated config replaces the running one: the commands that bring the
+    /// workers' tables to it, or `Conflict` when it changes something that cannot change live
+    /// (the running config then stays).
+    fn reload(&mut self, old: &Config, new: &Config) -> Result<Vec<Self::Command>, ApiError>;
+}
+
+/// Replay runs the same handler inline on the worker's thread (deterministic).
+pub struct Inline<H>(pub H);
+
+impl<H: PipelineControl> PuntHandler<H::Command> for Inline<H> {
+    fn on_punt(&mut self, punt: &Punt, issue: &mut dyn FnMut(Command<H::Command>)) {
+        self.0.on_punt(punt, issue)
+    }
+}
+
+/// The control thread's view of one worker.
+pub struct WorkerHandle<C> {
+    pub channel: Channel<C>,
+    /// The worker copies its counters here every stats interval (`try_lock`: never waits).
+    pub snapshot: Arc<Mutex<SwitchSnapshot>>,
+}
+
+/// A management request, answered on its own channel.
+pub enum Request {
+    Health(mpsc::Sender<Value>),
+    Stats(mpsc::Sender<Value>),
+    Tables(mpsc::Sender<Vec<String>>),
+    List {
+        table: String,
+        offset: usize,
+        limit: usize,
+        reply: mpsc::Sender<Result<Value, ApiError>>,
+    },
+    Insert {
+        table: String,
+        entry: Value,
+        reply: mpsc::Sender<Result<Value, ApiError>>,
+    },
+    Delete {
+        table: String,
+        key: Value,
+        reply: mpsc::Sender<Result<Value, ApiError>>,
+    },
+    Reload {
+        path: Option<PathBuf>,
+        reply: mpsc::Sender<Result<Value, ApiError>>,
+    },
+}
+
+/// How long a full command ring may hold up the control thread before the request fails.
+const COMMAND_RING_WAIT: Duration = Duration::from_millis(200);
+
+/// The control thread's state.
+pub struct ControlPlane<H: PipelineControl> {
+    cfg: Config,
+    cfg_path: PathBuf,
+    handler: H,
+    workers: Vec<WorkerHandle<H::Command>>,
+    requests: mpsc::Receiver<Request>,
+    metrics: Option<Metrics>,
+    started: Instant,
+    seq: u64,
+    stop: Arc<AtomicBool>,
+    /// Commands the rings refused (full for longer than COMMAND_RING_WAIT).
+    pub commands_lost: u64,
+    pub reloads: u64,
+}
+
+impl<H: PipelineControl> ControlPlane<H> {
+    /// A control plane for `workers`; `backend()` gives the management API its handle.
+    pub fn new(
+        cfg: Config,
+        cfg_path: PathBuf,
+        handler: H,
+        workers: Vec<WorkerHandle<H::Command>>,
+        metrics: Option<Metrics>,
+        stop: Arc<AtomicBool>,
+    ) -> (Self, Backend) {
+        let (tx, rx) = mpsc::channel();
+        (
+            ControlPlane {
+                cfg,
+                cfg_path,
+                handler,
+                workers,
+                requests: rx,
+                metrics,
+                started: Instant::now(),
+                seq: 0,
+                stop,
+                commands_lost: 0,
+                reloads: 0,
+            },
+            Backend { tx },
+        )
+    }
+
+    /// The running configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Run until the stop flag is set.
+    pub fn run(&mut self) {
+        let interval = Duration::from_millis(self.cfg.control.stats_interval_ms);
+        let mut last_stats = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            self.step(Duration::from_micros(50));
+            if last_stats.elapsed() >= interval {
+                last_stats = Instant::now();
+                self.publish_metrics();
+            }
+        }
+        self.publish_metrics();
+    }
+
+    /// One iteration: requests (waiting up to `wait` for the first), then punts.
+    pub fn step(&mut self, wait: Duration) {
+        if let Ok(r) = self.requests.recv_timeout(wait) {
+            self.handle(r);
+        }
+        while let Ok(r) = self.requests.try_recv() {
+            self.handle(r);
+        }
+        self.drain_punts();
+    }
+
+    fn drain_punts(&mut self) {
+        let mut cmds: Vec<Command<H::Command>> = Vec::new();
+        for w in 0..self.workers.len() {
+            while let Some(p) = self.workers[w].channel.punts.pop() {
+                self.handler.on_punt(&p, &mut |c| cmds.push(c));
+            }
+        }
+        for c in cmds {
+            self.broadcast(c);
+        }
+    }
+
+    /// Send a command to every worker, in order. A full ring is waited on briefly (the
+    /// control thread may wait; the dataplane never does), then counted as lost.
+    fn broadcast(&mut self, cmd: Command<H::Command>) -> bool {
+        let mut ok = true;
+        for w in &self.workers {
+            let mut env = Envelope {
+                seq: self.seq,
+                at: 0,
+                issued_ns: mono_ns(),
+                cmd: cmd.clone(),
+            };
+            let deadline = Instant::now() + COMMAND_RING_WAIT;
+            loop {
+                match w.channel.commands.push(env) {
+                    Ok(()) => break,
+                    Err(e) if Instant::now() < deadline => {
+                        env = e;
+                        std::thread::yield_now();
+                    }
+                    Err(_) => {
+                        self.commands_lost += 1;
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+        }
+        self.seq += 1;
+        ok
+    }
+
+    fn send_all(&mut self, cmds: Vec<H::Command>) -> Result<(), ApiError> {
+        for c in cmds {
+            if !self.broadcast(Command::Pipeline(c)) {
+                return Err(ApiError::Unavailable(
+                    "a worker's command ring stayed full; the change is in the master copy but not on every worker".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, r: Request) {
+        match r {
+            Request::Health(reply) => {
+                let _ = reply.send(json!({
+                    "status": "ok",
+                    "pipeline": format!("{:?}", self.cfg.switch.pipeline).to_lowercase(),
+                    "switch": self.cfg.switch.name,
+                    "uptime_s": self.started.elapsed().as_secs_f64(),
+                    "config": self.cfg_path.display().to_string(),
+                    "workers": self.workers.len(),
+                    "reloads": self.reloads,
+                }));
+            }
+            Request::Stats(reply) => {
+                let _ = reply.send(self.stats_json());
+            }
+            Request::Tables(reply) => {
+                let _ = reply.send(self.handler.tables());
+            }
+            Request::List {
+                table,
+                offset,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.handler.list(&table, offset, limit));
+            }
+            Request::Insert {
+                table,
+                entry,
+                reply,
+            } => {
+                let r = self
+                    .handler
+                    .insert(&table, &entry)
+                    .and_then(|(v, cmds)| self.send_all(cmds).map(|()| v));
+                let _ = reply.send(r);
+            }
+            Request::Delete { table, key, reply } => {
+                let r = self
+                    .handler
+                    .delete(&table, &key)
+                    .and_then(|(v, cmds)| self.send_all(cmds).map(|()| v));
+                let _ = reply.send(r);
+            }
+            Request::Reload { path, reply } => {
+                let _ = reply.send(self.reload(path.as_deref()));
+            }
+        }
+    }
+
+    fn reload(&mut self, path: Option<&Path>) -> Result<Value, ApiError> {
+        let path = path.map_or_else(|| self.cfg_path.clone(), Path::to_path_buf);
+        let new = Config::load_all(&path).map_err(|errs| {
+            ApiError::BadRequest(
+                errs.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        })?;
+        let cmds = self.handler.reload(&self.cfg, &new)?;
+        let n = cmds.len();
+        self.send_all(cmds)?;
+        self.cfg = new;
+        self.cfg_path = path;
+        self.reloads += 1;
+        Ok(json!({"reloaded": self.cfg_path.display().to_string(), "commands": n}))
+    }
+
+    /// Every worker's latest snapshot (cloned under the lock, which the worker only try-locks).
+    fn snapshots(&self) -> Vec<SwitchSnapshot> {
+        self.workers
+            .iter()
+            .map(|w| match w.snapshot.lock() {
+                Ok(s) => s.clone(),
+                Err(p) => p.into_inner().clone(),
+            })
+            .collect()
+    }
+
+    fn stats_json(&self) -> Value {
+        let workers: Vec<Value> = self
+            .snapshots()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| snapshot_json(i, s))
+            .collect();
+        json!({
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "commands_lost": self.commands_lost,
+            "workers": workers,
+        })
+    }
+
+    fn publish_metrics(&mut self) {
+        if self.metrics.is_none() {
+            return;
+        }
+        let snaps = self.snapshots();
+        if let Some(m) = self.metrics.as_ref() {
+            m.publish(&crate::metrics::from_switches(&snaps));
+        }
+    }
+}
+
+/// A worker's snapshot as JSON (the `/stats` body).
+pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
+    let ports: Vec<Value> = s
+        .ports
+        .iter()
+        .map(|p| {
+            let queues: Vec<Value> = p
+                .classes
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.enq_pkts != 0 || c.drops != 0)
+                .map(|(class, c)| {
+                    json!({
+                        "class": class,
+                        "depth_bytes": c.depth_bytes,
+                        "max_depth_bytes": c.max_depth_bytes,
+                        "enq_pkts": c.enq_pkts,
+                        "deq_pkts": c.deq_pkts,
+                        "drops": c.drops,
+                        "ecn_marks": c.ecn_marks,
+                    })
+                })
+                .collect();
+            json!({
+                "id": p.id,
+                "name": p.name,
+                "rx_pkts": p.stats.rx_pkts,
+                "rx_bytes": p.stats.rx_bytes,
+                "tx_pkts": p.stats.tx_pkts,
+                "tx_bytes": p.stats.tx_bytes,
+                "pfc_tx": p.stats.pfc_tx,
+                "pfc_rx": p.stats.pfc_rx,
+                "queues": queues,
+            })
+        })
+        .collect();
+    let drops: serde_json::Map<String, Value> = s
+        .stats
+        .drops
+        .iter()
+        .map(|(n, v)| (n.to_string(), json!(v)))
+        .collect();
+    let pipeline: serde_json::Map<String, Value> = s
+        .pipeline
+        .iter()
+        .map(|(n, v)| (n.to_string(), json!(v)))
+        .collect();
+    let tables: serde_json::Map<String, Value> = s
+        .tables
+        .iter()
+        .map(|(n, t)| {
+            (
+                n.to_string(),
+                json!({"hits": t.hits, "misses": t.misses, "entries": t.entries,
+                       "capacity": t.capacity, "full_events": t.full_events}),
+            )
+        })
+        .collect();
+    let c = &s.control;
+    json!({
+        "worker": worker,
+        "taken_at_ns": s.taken_at,
+        "ports": ports,
+        "drops": drops,
+        "pipeline": pipeline,
+        "tables": tables,
+        "generated": s.stats.generated,
+        "buffer_max_bytes": s.stats.buffer_max_bytes,
+        "control": {
+            "applied": c.applied,
+            "refused": c.refused,
+            "punts": c.punts,
+            "punt_drops": c.punt_drops,
+            "latency_p50_ns": c.latency_hist.quantile_upper_ns(0.5),
+            "latency_p99_ns": c.latency_hist.quantile_upper_ns(0.99),
+            "latency_max_ns": c.latency_hist.max_ns,
+        },
+        "rings": {
+            "command": {"len": s.command_ring.0, "capacity": s.command_ring.1},
+            "punt": {"len": s.punt_ring.0, "capacity": s.punt_ring.1},
+        },
+    })
+}
+
+/// The management API's handle on the control thread.
+#[derive(Clone)]
+pub struct Backend {
+    tx: mpsc::Sender<Request>,
+}
+
+/// How long an API request waits for the control thread.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Backend {
+    fn ask<T>(&self, make: impl FnOnce(mpsc::Sender<T>) -> Request) -> Result<T, ApiError> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(make(tx))
+            .map_err(|_| ApiError::Unavailable("the control thread has stopped".into()))?;
+        rx.recv_timeout(REQUEST_TIMEOUT)
+            .map_err(|_| ApiError::Unavailable("the control thread did not answer".into()))
+    }
+}
+
+impl ManagementBackend for Backend {
+    fn health(&self) -> Value {
+        self.ask(Request::Health)
+            .unwrap_or_else(|e| json!({"status": "unavailable", "error": format!("{e:?}")}))
+    }
+    fn stats(&self) -> Value {
+        self.ask(Request::Stats)
+            .unwrap_or_else(|e| json!({"error": format!("{e:?}")}))
+    }
+    fn tables(&self) -> Vec<String> {
+        self.ask(Request::Tables).unwrap_or_default()
+    }
+    fn list_table(&self, table: &str, offset: usize, limit: usize) -> Result<Value, ApiError> {
+        self.ask(|reply| Request::List {
+            table: table.to_string(),
+            offset,
+            limit,
+            reply,
+        })?
+    }
+    fn insert(&self, table: &str, entry: &Value) -> Result<Value, ApiError> {
+        self.ask(|reply| Request::Insert {
+            table: table.to_string(),
+            entry: entry.clone(),
+            reply,
+        })?
+    }
+    fn delete(&self, table: &str, key: &Value) -> Result<Value, ApiError> {
+        self.ask(|reply| Request::Delete {
+            table: table.to_string(),
+            key: key.clone(),
+            reply,
+        })?
+    }
+    fn reload(&self, path: Option<&Path>) -> Result<Value, ApiError> {
+        self.ask(|reply| Request::Reload {
+            path: path.map(Path::to_path_buf),
+            reply,
+        })?
+    }
+}

@@ -1,0 +1,127 @@
+//! The live driver: a worker loop on a real clock over [`Port`]s, as one lcore runs it.
+//!
+//! Each iteration: apply due control commands, rx burst from every port into the ingress
+//! pipeline, time-driven work (recirculation, PFC refresh, timers), transmit what each port may
+//! send now, and every stats interval copy the counters into the shared snapshot (`try_lock`:
+//! the worker never waits on the control thread). An idle worker sleeps briefly (pcap and memory
+//! ports are not busy-polled NICs; the DPDK driver busy-polls).
+
+use longhaul_dataplane::control::mono_ns;
+use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
+use longhaul_dataplane::packet::BufPool;
+use longhaul_dataplane::port::{Port, PortIoStats};
+use longhaul_dataplane::replay::BURST;
+use longhaul_dataplane::time::Nanos;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How a worker runs.
+pub struct WorkerOptions {
+    /// Set by the signal handler or the caller to stop the worker.
+    pub stop: Arc<AtomicBool>,
+    /// Counter snapshot shared with the control thread.
+    pub snapshot: Arc<Mutex<SwitchSnapshot>>,
+    /// How often the snapshot is refreshed.
+    pub stats_interval: Duration,
+    /// Stop by itself once every port's rx is exhausted and the switch has nothing left to
+    /// send (pcap runs, tests); otherwise run until `stop`.
+    pub until_idle: bool,
+    /// Sleep this long when an iteration found no work (0 = spin).
+    pub idle_sleep: Duration,
+}
+
+/// What a worker did.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerSummary {
+    pub iterations: u64,
+    pub rx: u64,
+    pub tx: u64,
+    pub ports: Vec<PortIoStats>,
+}
+
+/// Run `sw` over `ports` (index i of `ports` is port index i of the switch) until stopped.
+/// Time is `mono_ns()`: the same monotonic clock the control thread stamps commands with.
+pub fn run_worker<P, L>(
+    sw: &mut Switch<P, L>,
+    ports: &mut [Box<dyn Port<P> + Send>],
+    opts: &WorkerOptions,
+) -> WorkerSummary
+where
+    P: BufPool,
+    L: Pipeline<P>,
+{
+    let mut burst: Vec<P::Buf> = Vec::with_capacity(BURST);
+    let mut txv: Vec<P::Buf> = Vec::with_capacity(BURST);
+    let mut sum = WorkerSummary::default();
+    let interval = opts.stats_interval.as_nanos() as Nanos;
+    let mut next_stats: Nanos = 0;
+    let mut scratch = SwitchSnapshot::default();
+    loop {
+        if opts.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let now = mono_ns();
+        sum.iterations += 1;
+        let mut work = sw.apply_commands(now, now) > 0;
+        for (idx, port) in ports.iter_mut().enumerate() {
+            let n = port.rx_burst(now, sw.pool(), &mut burst, BURST);
+            if n > 0 {
+                work = true;
+                sum.rx += n as u64;
+                sw.receive_burst(idx, now, &mut burst);
+            }
+        }
+        sw.poll(now);
+        for (idx, port) in ports.iter_mut().enumerate() {
+            loop {
+                let n = sw.transmit(idx, now, BURST, &mut |p| txv.push(p));
+                if n == 0 {
+                    break;
+                }
+                work = true;
+                sum.tx += n as u64;
+                port.tx_burst(now, &mut txv, sw.pool());
+                if n < BURST {
+                    break;
+                }
+            }
+        }
+        if now >= next_stats {
+            next_stats = now + interval;
+            publish(sw, now, &opts.snapshot, &mut scratch);
+        }
+        if !work {
+            if opts.until_idle
+                && ports.iter().all(|p| p.rx_exhausted())
+                && sw.buffered_bytes() == 0
+                && sw.next_event(now).is_none()
+            {
+                break;
+            }
+            if !opts.idle_sleep.is_zero() {
+                std::thread::sleep(opts.idle_sleep);
+            }
+        }
+    }
+    for p in ports.iter_mut() {
+        let _ = p.flush();
+        sum.ports.push(p.stats());
+    }
+    publish(sw, mono_ns(), &opts.snapshot, &mut scratch);
+    sum
+}
+
+/// Copy the counters into the shared snapshot without waiting: when the control thread holds
+/// the lock, this interval's copy is skipped (the next one catches up).
+fn publish<P: BufPool, L: Pipeline<P>>(
+    sw: &Switch<P, L>,
+    now: Nanos,
+    shared: &Mutex<SwitchSnapshot>,
+    scratch: &mut SwitchSnapshot,
+) {
+    sw.snapshot_into(now, scratch);
+    if let Ok(mut s) = shared.try_lock() {
+        s.clone_from(scratch);
+    }
+}

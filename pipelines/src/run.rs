@@ -1,0 +1,193 @@
+//! `longhaul run`: the live appliance. Builds the switch and its ports from the config, starts
+//! the worker, the control thread, the management API and the metrics endpoint, and stops
+//! cleanly when the stop flag is set (SIGINT/SIGTERM in the CLI), returning the final counters.
+//!
+//! This slice runs one worker (one lcore's switch) over pcap, memory or null ports; DPDK ports
+//! and several sharded workers come with the DPDK issue.
+
+use crate::baseline::control::BaselineControl;
+use crate::baseline::Baseline;
+use crate::build::{heap_pool, switch_spec};
+use crate::live::{run_worker, WorkerOptions, WorkerSummary};
+use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
+use longhaul_control::config::{Config, PipelineKind, PortIo};
+use longhaul_control::metrics::{Metrics, MetricsServer};
+use longhaul_control::plane::{ControlPlane, WorkerHandle};
+use longhaul_dataplane::control::mono_ns;
+use longhaul_dataplane::engine::{Switch, SwitchSnapshot};
+use longhaul_dataplane::packet::HeapPool;
+use longhaul_dataplane::port::{NullPort, PcapPort, Port};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Called with the management API's and the metrics endpoint's addresses once both listen.
+pub type OnReady = Arc<dyn Fn(SocketAddr, Option<SocketAddr>) + Send + Sync>;
+
+/// Options of a live run beyond the config.
+#[derive(Clone)]
+pub struct RunOptions {
+    pub stop: Arc<AtomicBool>,
+    /// Stop once every rx is exhausted and the switch is empty (pcap runs).
+    pub until_idle: bool,
+    /// Override `[control] api_listen` (tests use port 0).
+    pub api_listen: Option<SocketAddr>,
+    /// Override `[control] metrics_listen`; `Some(None)` turns metrics off.
+    pub metrics_listen: Option<Option<SocketAddr>>,
+    /// Called once the API and metrics are listening, with their addresses.
+    pub on_ready: Option<OnReady>,
+}
+
+impl RunOptions {
+    pub fn new(stop: Arc<AtomicBool>) -> Self {
+        RunOptions {
+            stop,
+            until_idle: false,
+            api_listen: None,
+            metrics_listen: None,
+            on_ready: None,
+        }
+    }
+}
+
+/// What a live run reports when it stops.
+pub struct RunReport {
+    pub worker: WorkerSummary,
+    pub snapshot: SwitchSnapshot,
+    pub api_addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Open the ports of `cfg`, in port order. Errors name the port and the file.
+pub fn open_ports(cfg: &Config) -> Result<Vec<Box<dyn Port<HeapPool> + Send>>, String> {
+    let start = mono_ns();
+    let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
+    for p in &cfg.ports {
+        let port: Box<dyn Port<HeapPool> + Send> = match &p.io {
+            PortIo::None => Box::new(NullPort::default()),
+            PortIo::Pcap {
+                rx,
+                tx,
+                rx_loop,
+                pace,
+            } => Box::new(
+                PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
+                    .map_err(|e| format!("port '{}': {e}", p.name))?,
+            ),
+            PortIo::Memory => {
+                return Err(format!(
+                    "port '{}': io kind \"memory\" is for in-process tests; use \"pcap\" or \"none\" with `longhaul run`",
+                    p.name
+                ))
+            }
+            PortIo::Dpdk { device } => {
+                return Err(format!(
+                    "port '{}': io kind \"dpdk\" (device {device}) needs a build with the dpdk feature, which is not available yet",
+                    p.name
+                ))
+            }
+        };
+        ports.push(port);
+    }
+    Ok(ports)
+}
+
+/// Run the appliance described by the config at `path` until `opts.stop` (or idle).
+pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
+    let cfg = Config::load(path).map_err(|e| e.to_string())?;
+    match cfg.switch.pipeline {
+        PipelineKind::Baseline => {
+            let ports = open_ports(&cfg)?;
+            let sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
+            let handler = BaselineControl::new(&cfg);
+            run_with(cfg, path.to_path_buf(), sw, ports, handler, opts)
+        }
+    }
+}
+
+fn run_with<L, H>(
+    cfg: Config,
+    path: PathBuf,
+    mut sw: Switch<HeapPool, L>,
+    mut ports: Vec<Box<dyn Port<HeapPool> + Send>>,
+    handler: H,
+    opts: RunOptions,
+) -> Result<RunReport, String>
+where
+    L: longhaul_dataplane::engine::Pipeline<HeapPool, Command = H::Command> + Send + 'static,
+    H: longhaul_control::plane::PipelineControl,
+{
+    let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
+    let stop = opts.stop.clone();
+    let worker_handle = WorkerHandle {
+        channel: sw.channel(),
+        snapshot: snapshot.clone(),
+    };
+
+    // Metrics first, then the API: a bad address fails before any packet moves.
+    let metrics_listen = opts.metrics_listen.unwrap_or(cfg.control.metrics_listen);
+    let (metrics, metrics_server) = match metrics_listen {
+        Some(addr) => {
+            let m = Metrics::install()?;
+            let server = MetricsServer::start(addr, m.clone())?;
+            (Some(m), Some(server))
+        }
+        None => (None, None),
+    };
+    let metrics_addr = metrics_server.as_ref().map(|s| s.local_addr());
+    let stats_interval = Duration::from_millis(cfg.control.stats_interval_ms);
+    let api_listen = opts.api_listen.unwrap_or(cfg.control.api_listen);
+    let token = resolve_token(cfg.control.api_token.as_deref());
+    let (mut plane, backend) = ControlPlane::new(
+        cfg,
+        path,
+        handler,
+        vec![worker_handle],
+        metrics,
+        stop.clone(),
+    );
+    let backend: Arc<dyn ManagementBackend> = Arc::new(backend);
+    let api = ApiServer::start(api_listen, token, backend)?;
+    let api_addr = api.local_addr();
+    if let Some(f) = &opts.on_ready {
+        f(api_addr, metrics_addr);
+    }
+
+    let control = std::thread::Builder::new()
+        .name("longhaul-control".into())
+        .spawn(move || plane.run())
+        .map_err(|e| format!("starting the control thread: {e}"))?;
+
+    let wopts = WorkerOptions {
+        stop: stop.clone(),
+        snapshot: snapshot.clone(),
+        stats_interval,
+        until_idle: opts.until_idle,
+        idle_sleep: Duration::from_micros(20),
+    };
+    let worker = std::thread::Builder::new()
+        .name("longhaul-worker0".into())
+        .spawn(move || {
+            let s = run_worker(&mut sw, &mut ports, &wopts);
+            (s, sw)
+        })
+        .map_err(|e| format!("starting the worker: {e}"))?;
+    let (summary, sw) = worker
+        .join()
+        .map_err(|_| "the worker thread panicked".to_string())?;
+    // The worker stopped (signal or idle): stop the rest.
+    stop.store(true, Ordering::SeqCst);
+    let _ = control.join();
+    drop(api);
+    drop(metrics_server);
+    let mut final_snap = SwitchSnapshot::default();
+    sw.snapshot_into(mono_ns(), &mut final_snap);
+    Ok(RunReport {
+        worker: summary,
+        snapshot: final_snap,
+        api_addr,
+        metrics_addr,
+    })
+}

@@ -1,0 +1,239 @@
+//! `longhaul run` in-process: the live worker over pcap ports, the control thread, the
+//! management API over a real socket, Prometheus metrics, reload, and a clean stop.
+
+use longhaul_control::client::Client;
+use longhaul_dataplane::pcap::read_pcap;
+use longhaul_pipelines::run::{run, RunOptions};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("longhaul-live-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// configs/baseline.toml with `io` for each port (in port order) and a `[control]` section on
+/// ephemeral ports.
+fn config_with_io(dir: &Path, io: [&str; 4], extra: &str) -> PathBuf {
+    let base = std::fs::read_to_string(root().join("configs/baseline.toml")).unwrap();
+    let mut out = String::new();
+    let mut k = 0;
+    for line in base.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("mtu = 4200") {
+            // An empty string: no `io` (a null port in a live run).
+            if !io[k].is_empty() {
+                out.push_str(&format!("io = {}\n", io[k]));
+            }
+            k += 1;
+        }
+    }
+    assert_eq!(k, 4);
+    out.push_str("\n[control]\napi_listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\nstats_interval_ms = 20\n");
+    out.push_str(extra);
+    let p = dir.join("live.toml");
+    std::fs::write(&p, out).unwrap();
+    p
+}
+
+#[test]
+fn pcap_run_until_idle_forwards_like_replay() {
+    let d = tmpdir("idle");
+    let trace = root().join("examples/roce-64flows.pcap");
+    let cfg = config_with_io(
+        &d,
+        [
+            &format!(
+                "{{ kind = \"pcap\", rx = \"{}\", pace = false }}",
+                trace.display()
+            ),
+            "",
+            "{ kind = \"pcap\", tx = \"wan0.pcap\" }",
+            "",
+        ],
+        "",
+    );
+    // Unpaced, the whole trace arrives at once and queues: keep ECN marking out of the
+    // comparison by raising Kmin above what the trace can queue (321 kB).
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "kmin_bytes = 100000, kmax_bytes = 400000",
+        "kmin_bytes = 4000000, kmax_bytes = 4194304",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let mut opts = RunOptions::new(Arc::new(AtomicBool::new(false)));
+    opts.until_idle = true;
+    let report = run(&cfg, opts).expect("run");
+    assert_eq!(report.worker.rx, 1024);
+    assert_eq!(report.worker.tx, 1024);
+    let out = read_pcap(d.join("wan0.pcap")).expect("wan0.pcap written");
+    // Same bytes as the deterministic replay of the same input (timestamps are wall-clock).
+    let cfgv = longhaul_control::config::Config::load(&cfg).unwrap();
+    let res = longhaul_pipelines::replay::replay(
+        &cfgv,
+        vec![longhaul_pipelines::replay::ReplayInput {
+            port: 0,
+            records: read_pcap(&trace).unwrap(),
+        }],
+    )
+    .unwrap();
+    let want: Vec<&Vec<u8>> = res.outputs[&2].iter().map(|r| &r.data).collect();
+    let got: Vec<&Vec<u8>> = out.iter().map(|r| &r.data).collect();
+    assert_eq!(got.len(), want.len());
+    let first_diff = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+    assert_eq!(first_diff, None, "first differing frame");
+}
+
+fn wait_ready(rx: &mpsc::Receiver<(SocketAddr, Option<SocketAddr>)>) -> (SocketAddr, SocketAddr) {
+    let (a, m) = rx.recv_timeout(Duration::from_secs(10)).expect("ready");
+    (a, m.expect("metrics on"))
+}
+
+fn scrape(addr: SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn live_api_tables_reload_metrics_and_clean_stop() {
+    let d = tmpdir("api");
+    let trace = root().join("examples/roce-64flows.pcap");
+    // The trace loops forever on dc0 (paced), so traffic flows during the whole test.
+    let cfg = config_with_io(
+        &d,
+        [
+            &format!(
+                "{{ kind = \"pcap\", rx = \"{}\", rx_loop = true, pace = true }}",
+                trace.display()
+            ),
+            "",
+            "",
+            "",
+        ],
+        "",
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let mut opts = RunOptions::new(stop.clone());
+    opts.on_ready = Some(Arc::new(move |a, m| {
+        let _ = tx.send((a, m));
+    }));
+    let cfg2 = cfg.clone();
+    let runner = std::thread::spawn(move || run(&cfg2, opts));
+    let (api, metrics) = wait_ready(&rx);
+    let c = Client::new(&api.to_string(), None);
+
+    let (st, h) = c.get("/health", None).unwrap();
+    assert_eq!(st, 200, "{h}");
+    assert_eq!(h["status"], "ok");
+
+    let (st, t) = c.get("/tables", None).unwrap();
+    assert_eq!(st, 200);
+    assert!(t.to_string().contains("routes"), "{t}");
+
+    // Insert a route, see it listed, delete it.
+    let e = json!({"prefix": "192.0.2.0/24", "port": "wan1", "next_hop_mac": "02:00:00:00:20:02"});
+    let (st, v) = c.post("/tables/routes", Some(&e)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = c.get("/tables/routes?offset=0&limit=100", None).unwrap();
+    assert_eq!(st, 200);
+    assert_eq!(v["total"], 5, "{v}");
+    assert!(v.to_string().contains("192.0.2.0/24"));
+    let (st, v) = c
+        .delete("/tables/routes", Some(&json!({"prefix": "192.0.2.0/24"})))
+        .unwrap();
+    assert_eq!(st, 200, "{v}");
+    let (st, _) = c
+        .delete("/tables/routes", Some(&json!({"prefix": "192.0.2.0/24"})))
+        .unwrap();
+    assert_eq!(st, 404);
+    let (st, v) = c
+        .post("/tables/l2", Some(&json!({"mac": "zz", "port": "dc0"})))
+        .unwrap();
+    assert_eq!(st, 400, "{v}");
+
+    // Reload: a bad file is refused with its key path and the old config keeps running.
+    let bad = d.join("bad.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &bad,
+        text.replace(
+            "port = \"wan0\"\nnext_hop_mac",
+            "port = \"wan9\"\nnext_hop_mac",
+        ),
+    )
+    .unwrap();
+    let (st, v) = c
+        .post("/reload", Some(&json!({"path": bad.display().to_string()})))
+        .unwrap();
+    assert_eq!(st, 400, "{v}");
+    assert!(v.to_string().contains("routes[2].port"), "{v}");
+    // A good file with one more route reloads live.
+    let good = d.join("good.toml");
+    std::fs::write(
+        &good,
+        format!("{text}\n[[routes]]\nprefix = \"198.51.100.0/24\"\nport = \"wan0\"\nnext_hop_mac = \"02:00:00:00:20:01\"\n"),
+    )
+    .unwrap();
+    let (st, v) = c
+        .post(
+            "/reload",
+            Some(&json!({"path": good.display().to_string()})),
+        )
+        .unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["commands"], 1, "{v}");
+    // A structural change is refused.
+    std::fs::write(&bad, text.replace("rate_gbps = 100.0", "rate_gbps = 40.0")).unwrap();
+    let (st, v) = c
+        .post("/reload", Some(&json!({"path": bad.display().to_string()})))
+        .unwrap();
+    assert_eq!(st, 409, "{v}");
+
+    // Traffic flows and the commands were applied by the busy worker.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, s) = c.get("/stats", None).unwrap();
+        let w = &s["workers"][0];
+        let applied = w["control"]["applied"].as_u64().unwrap_or(0);
+        let tx_wan0 = w["ports"][2]["tx_pkts"].as_u64().unwrap_or(0);
+        if applied >= 3 && tx_wan0 > 100 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stats never showed it: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let m = scrape(metrics);
+    for name in [
+        "longhaul_port_tx_packets_total",
+        "longhaul_table_entries",
+        "longhaul_control_commands_applied_total",
+        "longhaul_control_command_latency_seconds_bucket",
+        "longhaul_ring_capacity",
+    ] {
+        assert!(m.contains(name), "{name} missing from the scrape");
+    }
+
+    stop.store(true, Ordering::SeqCst);
+    let report = runner.join().unwrap().expect("run");
+    assert!(report.worker.rx > 0);
+    assert!(report.snapshot.control.applied >= 3);
+    assert_eq!(report.snapshot.control.refused, 0);
+    // The API is gone after the stop.
+    assert!(std::net::TcpStream::connect(api).is_err());
+}
