@@ -103,3 +103,132 @@ fn unknown_port_in_args_is_a_clear_error() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("no port 'nope'"), "{err}");
 }
+
+/// configs/baseline.toml with pcap io on dc0 (rx) and wan0 (tx), control on ephemeral ports.
+fn live_config(dir: &Path, rx_extra: &str) -> PathBuf {
+    let base = std::fs::read_to_string(root().join("configs/baseline.toml")).unwrap();
+    let trace = root().join("examples/roce-64flows.pcap");
+    let mut out = String::new();
+    let mut k = 0;
+    for line in base.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("mtu = 4200") {
+            match k {
+                0 => out.push_str(&format!(
+                    "io = {{ kind = \"pcap\", rx = \"{}\"{rx_extra} }}\n",
+                    trace.display()
+                )),
+                2 => out.push_str("io = { kind = \"pcap\", tx = \"wan0-out.pcap\" }\n"),
+                _ => {}
+            }
+            k += 1;
+        }
+    }
+    out.push_str("\n[control]\napi_listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n");
+    let p = dir.join("live.toml");
+    std::fs::write(&p, out).unwrap();
+    p
+}
+
+#[test]
+fn run_until_idle_forwards_the_trace_and_prints_counters() {
+    let d = tmpdir("run");
+    let cfg = live_config(&d, "");
+    let out = bin()
+        .args(["run", "--until-idle", "--nonzero", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("port.wan0.tx_pkts 1024"), "{stdout}");
+    let recs = longhaul_pcap_count(&d.join("wan0-out.pcap"));
+    assert_eq!(recs, 1024);
+}
+
+/// Records in a pcap (24-byte header, 16-byte record headers), counted without our reader.
+fn longhaul_pcap_count(p: &Path) -> usize {
+    let b = std::fs::read(p).unwrap();
+    let mut off = 24;
+    let mut n = 0;
+    while off + 16 <= b.len() {
+        let incl = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        off += 16 + incl;
+        n += 1;
+    }
+    assert_eq!(off, b.len(), "pcap ends on a record boundary");
+    n
+}
+
+#[test]
+fn sigint_stops_a_live_run_cleanly_and_ctl_talks_to_it() {
+    use std::io::{BufRead, BufReader};
+    let d = tmpdir("sigint");
+    // The trace loops forever, paced: only a signal stops this run.
+    let cfg = live_config(&d, ", rx_loop = true, pace = true");
+    let mut child = bin()
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for "management API on http://ADDR".
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut api = String::new();
+    for _ in 0..10 {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if let Some(a) = line
+            .trim()
+            .strip_prefix("longhaul: management API on http://")
+        {
+            api = a.to_string();
+            break;
+        }
+    }
+    assert!(!api.is_empty(), "no API address announced");
+    let ctl = |args: &[&str]| {
+        bin()
+            .args(["ctl", "--addr", &api])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let h = ctl(&["health"]);
+    assert!(h.status.success(), "{}", String::from_utf8_lossy(&h.stderr));
+    assert!(String::from_utf8_lossy(&h.stdout).contains("\"ok\""));
+    let ins = ctl(&[
+        "table",
+        "insert",
+        "l2",
+        r#"{"mac": "02:00:00:00:99:01", "port": "dc1"}"#,
+    ]);
+    assert!(
+        ins.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ins.stderr)
+    );
+    let list = ctl(&["table", "list", "l2"]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("02:00:00:00:99:01"));
+    let bad = ctl(&["table", "insert", "nope", "{}"]);
+    assert!(!bad.status.success());
+
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let pid = child.id().to_string();
+    let k = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(k.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "exit {:?}: {stdout}", out.status);
+    assert!(stdout.starts_with("run: "), "{stdout}");
+    assert!(stdout.contains("control.commands_applied 1"), "{stdout}");
+    assert!(stdout.contains("port.dc0.rx_pkts"), "{stdout}");
+}

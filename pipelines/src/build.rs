@@ -14,11 +14,6 @@ const MIN_FRAME: u64 = 64;
 /// Packets the control FIFO of each port holds (PFC/PAUSE frames).
 const CONTROL_QUEUE_PKTS: u32 = 64;
 
-/// Command ring capacity per worker.
-pub const COMMAND_RING: usize = 4096;
-/// Punt ring capacity per worker.
-pub const PUNT_RING: usize = 4096;
-
 /// Most packets a stage may generate while one burst is processed.
 pub const EMIT_CAPACITY: usize = 256;
 
@@ -116,8 +111,8 @@ pub fn switch_spec(cfg: &Config) -> SwitchSpec {
         shared_buffer_bytes: cfg.switch.buffer_bytes,
         recirc: None,
         emit_capacity: EMIT_CAPACITY,
-        command_ring: COMMAND_RING,
-        punt_ring: PUNT_RING,
+        command_ring: cfg.control.command_ring,
+        punt_ring: cfg.control.punt_ring,
     }
 }
 

@@ -1,9 +1,11 @@
 //! Deterministic replay of pcaps through a switch built from a config: the library behind
 //! `longhaul replay` and the conformance runner.
 
+use crate::baseline::control::BaselineControl;
 use crate::baseline::Baseline;
 use crate::build::{heap_pool, switch_spec};
 use longhaul_control::config::{Config, PipelineKind};
+use longhaul_control::plane::Inline;
 use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::{Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
@@ -33,6 +35,12 @@ pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, St
     match cfg.switch.pipeline {
         PipelineKind::Baseline => {
             let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
+            // The control thread's punt handling runs inline, `control_latency_ns` after each
+            // punt, so replay stays deterministic.
+            sw.set_inline_control(
+                Box::new(Inline(BaselineControl::new(cfg))),
+                cfg.control.control_latency_ns,
+            );
             let res = drive(&mut sw, &inputs)?;
             Ok(ReplayResult {
                 outputs: res.0,

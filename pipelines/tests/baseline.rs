@@ -254,15 +254,15 @@ fn a_command_takes_effect_on_the_next_packets_and_not_before() {
 fn command_ring_full_is_refused_not_blocking() {
     use longhaul_dataplane::control::Command;
     use longhaul_pipelines::baseline::BaselineCommand;
-    use longhaul_pipelines::build::COMMAND_RING;
     let cfg = config();
+    let ring = cfg.control.command_ring;
     let mut h = harness(&cfg);
     let cmd = || {
         Command::Pipeline(BaselineCommand::L2Delete {
             mac: [2, 0, 0, 0, 0, 0x77],
         })
     };
-    for _ in 0..COMMAND_RING {
+    for _ in 0..ring {
         assert!(h.sw.enqueue_command(0, cmd()).is_ok());
     }
     assert!(h.sw.enqueue_command(0, cmd()).is_err(), "full ring refuses");
@@ -271,6 +271,6 @@ fn command_ring_full_is_refused_not_blocking() {
     // Every queued delete of an unknown MAC was applied (and refused by the table), in bounded
     // batches, and forwarding went on.
     let c = h.sw.control_stats();
-    assert_eq!(c.refused, COMMAND_RING as u64);
+    assert_eq!(c.refused, ring as u64);
     assert_eq!(h.take().len(), 1);
 }
