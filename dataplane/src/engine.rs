@@ -269,6 +269,23 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     next_seq: u64,
 }
 
+/// The stages' view of the switch at `now`, borrowing the switch's fields one by one so that
+/// `self.pipeline` stays free to be called with it.
+macro_rules! ctx {
+    ($sw:ident, $now:expr) => {
+        Ctx {
+            now: $now,
+            pool: &mut $sw.pool,
+            ports: &$sw.infos,
+            port_index: &$sw.port_index,
+            emitted: &mut $sw.emitted,
+            emit_drops: &mut $sw.stats.emit_drops,
+            punts: Some(&$sw.channel.punts),
+            ctl: &mut $sw.ctl,
+        }
+    };
+}
+
 /// A punt handler run inline (replay) and the control latency it simulates.
 type InlineControl<C> = (Box<dyn PuntHandler<C>>, Nanos);
 
@@ -419,16 +436,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     fn apply_one(&mut self, now: Nanos, cmd: Command<L::Command>) -> bool {
         match cmd {
             Command::Pipeline(c) => {
-                let mut ctx = Ctx {
-                    now,
-                    pool: &mut self.pool,
-                    ports: &self.infos,
-                    port_index: &self.port_index,
-                    emitted: &mut self.emitted,
-                    emit_drops: &mut self.stats.emit_drops,
-                    punts: Some(&self.channel.punts),
-                    ctl: &mut self.ctl,
-                };
+                let mut ctx = ctx!(self, now);
                 let r = self.pipeline.command(&mut ctx, c);
                 self.flush_emitted(now);
                 r.is_ok()
@@ -552,16 +560,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             return;
         }
         let action = {
-            let mut ctx = Ctx {
-                now,
-                pool: &mut self.pool,
-                ports: &self.infos,
-                port_index: &self.port_index,
-                emitted: &mut self.emitted,
-                emit_drops: &mut self.stats.emit_drops,
-                punts: Some(&self.channel.punts),
-                ctl: &mut self.ctl,
-            };
+            let mut ctx = ctx!(self, now);
             self.pipeline.ingress(&mut ctx, &mut pkt)
         };
         match action {
@@ -756,16 +755,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             }
         }
         if self.pipeline.next_deadline().is_some_and(|t| t <= now) {
-            let mut ctx = Ctx {
-                now,
-                pool: &mut self.pool,
-                ports: &self.infos,
-                port_index: &self.port_index,
-                emitted: &mut self.emitted,
-                emit_drops: &mut self.stats.emit_drops,
-                punts: Some(&self.channel.punts),
-                ctl: &mut self.ctl,
-            };
+            let mut ctx = ctx!(self, now);
             self.pipeline.on_time(&mut ctx);
             self.flush_emitted(now);
         }
@@ -792,16 +782,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             if pkt.meta().flags & FLAG_CONTROL == 0 {
                 self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
                 self.release_pfc(now, &pkt);
-                let mut ctx = Ctx {
-                    now,
-                    pool: &mut self.pool,
-                    ports: &self.infos,
-                    port_index: &self.port_index,
-                    emitted: &mut self.emitted,
-                    emit_drops: &mut self.stats.emit_drops,
-                    punts: Some(&self.channel.punts),
-                    ctl: &mut self.ctl,
-                };
+                let mut ctx = ctx!(self, now);
                 let action = self.pipeline.egress(&mut ctx, &mut pkt);
                 if action != Action::Forward {
                     let r = match action {

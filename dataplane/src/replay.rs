@@ -309,31 +309,16 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
 
     /// Run everything due at or before `t`.
     pub fn advance_to(&mut self, t: Nanos) {
-        let em = &mut self.emitted;
-        let mut sink = |idx: usize, ts: Nanos, p: &P::Buf| {
-            em.push(Emitted {
-                port_idx: idx,
-                ts,
-                data: p.data().to_vec(),
-                meta: *p.meta(),
-            })
-        };
-        advance(
-            &mut self.driver,
-            &mut self.sw,
-            &mut self.script,
-            Some(t),
-            &mut sink,
-        );
-        assert!(
-            !self.driver.summary.stalled,
-            "the switch stalled (a next_event bug)"
-        );
+        self.drive(Some(t));
         self.driver.now = self.driver.now.max(t);
     }
 
     /// Run until the inputs are used up and the switch is idle.
     pub fn run_to_idle(&mut self) {
+        self.drive(None);
+    }
+
+    fn drive(&mut self, until: Option<Nanos>) {
         let em = &mut self.emitted;
         let mut sink = |idx: usize, ts: Nanos, p: &P::Buf| {
             em.push(Emitted {
@@ -347,7 +332,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             &mut self.driver,
             &mut self.sw,
             &mut self.script,
-            None,
+            until,
             &mut sink,
         );
         assert!(

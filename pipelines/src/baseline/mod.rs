@@ -274,33 +274,24 @@ impl Forwarding {
                 full_events: l2.full_events,
             },
         );
-        let v4 = self.v4.stats();
-        out(
-            "routes_v4",
-            TableCounters {
-                hits: v4.hits,
-                misses: v4.misses,
-                entries: self.v4.len() as u64,
-                capacity: self.v4.capacity() as u64,
-                full_events: v4.full_events,
-            },
-        );
-        let v6 = self.v6.stats();
-        out(
-            "routes_v6",
-            TableCounters {
-                hits: v6.hits,
-                misses: v6.misses,
-                entries: self.v6.len() as u64,
-                capacity: self.v6.capacity() as u64,
-                full_events: v6.full_events,
-            },
-        );
+        out("routes_v4", lpm_counters(&self.v4));
+        out("routes_v6", lpm_counters(&self.v6));
     }
 
     /// Static L2 entries (for listing).
     pub fn l2(&self) -> &ExactTable<[u8; 6], u16> {
         &self.l2
+    }
+}
+
+fn lpm_counters<A: longhaul_dataplane::asic::lpm::LpmAddr>(t: &Lpm<A, NextHop>) -> TableCounters {
+    let s = t.stats();
+    TableCounters {
+        hits: s.hits,
+        misses: s.misses,
+        entries: t.len() as u64,
+        capacity: t.capacity() as u64,
+        full_events: s.full_events,
     }
 }
 
