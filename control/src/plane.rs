@@ -43,11 +43,28 @@ pub trait PipelineControl: Send + 'static {
     fn delete(&mut self, table: &str, key: &Value)
         -> Result<(Value, Vec<Self::Command>), ApiError>;
 
-    /// A new, fully validated config replaces the running one: the commands that bring the
-    /// workers' tables to it, or `Conflict` when it changes something that cannot change live
-    /// (the running config then stays).
-    fn reload(&mut self, old: &Config, new: &Config) -> Result<Vec<Self::Command>, ApiError>;
+    /// A new, fully validated config replaces the running one: either the commands that bring
+    /// the workers' tables to it, or `Rebuild` when it changes the switch's structure (ports,
+    /// QoS, PFC, parser), or `Conflict` when it changes something that cannot change while
+    /// running (the running config then stays). On `Rebuild` the handler has already taken the
+    /// new config's tables as its master copy.
+    fn reload(&mut self, old: &Config, new: &Config)
+        -> Result<ReloadPlan<Self::Command>, ApiError>;
 }
+
+/// How a reload reaches the workers.
+#[derive(Debug)]
+pub enum ReloadPlan<C> {
+    /// Table commands, applied live in order.
+    Tables(Vec<C>),
+    /// The switch must be rebuilt from the new config and swapped in by each worker between two
+    /// loop iterations (packets still queued in the old switch are dropped and counted).
+    Rebuild,
+}
+
+/// Builds new workers' switches from a config and hands them to the running workers (which swap
+/// them in between iterations); returns the new workers' handles.
+pub type RebuildFn<C> = Box<dyn FnMut(&Config) -> Result<Vec<WorkerHandle<C>>, String> + Send>;
 
 /// Replay runs the same handler inline on the worker's thread (deterministic).
 pub struct Inline<H>(pub H);
@@ -109,6 +126,7 @@ pub struct ControlPlane<H: PipelineControl> {
     /// Commands the rings refused (full for longer than COMMAND_RING_WAIT).
     pub commands_lost: u64,
     pub reloads: u64,
+    rebuild: Option<RebuildFn<H::Command>>,
 }
 
 impl<H: PipelineControl> ControlPlane<H> {
@@ -135,9 +153,15 @@ impl<H: PipelineControl> ControlPlane<H> {
                 stop,
                 commands_lost: 0,
                 reloads: 0,
+                rebuild: None,
             },
             Backend { tx },
         )
+    }
+
+    /// Allow reloads that change the switch's structure: `f` builds and swaps in new switches.
+    pub fn set_rebuild(&mut self, f: RebuildFn<H::Command>) {
+        self.rebuild = Some(f);
     }
 
     /// The running configuration.
@@ -285,13 +309,30 @@ impl<H: PipelineControl> ControlPlane<H> {
                     .join("\n"),
             )
         })?;
-        let cmds = self.handler.reload(&self.cfg, &new)?;
-        let n = cmds.len();
-        self.send_all(cmds)?;
+        if self.rebuild.is_none() && needs_rebuild(&self.cfg, &new) {
+            return Err(ApiError::Conflict(
+                "the new config changes the switch's structure and this control plane cannot rebuild it; restart longhaul (the running config is unchanged)".into(),
+            ));
+        }
+        let answer = match self.handler.reload(&self.cfg, &new)? {
+            ReloadPlan::Tables(cmds) => {
+                let n = cmds.len();
+                self.send_all(cmds)?;
+                json!({"reloaded": path.display().to_string(), "mode": "tables", "commands": n})
+            }
+            ReloadPlan::Rebuild => {
+                let Some(rebuild) = self.rebuild.as_mut() else {
+                    return Err(ApiError::Conflict("rebuild not supported here".into()));
+                };
+                let workers = rebuild(&new).map_err(ApiError::BadRequest)?;
+                self.workers = workers;
+                json!({"reloaded": path.display().to_string(), "mode": "rebuild", "commands": 0})
+            }
+        };
         self.cfg = new;
         self.cfg_path = path;
         self.reloads += 1;
-        Ok(json!({"reloaded": self.cfg_path.display().to_string(), "commands": n}))
+        Ok(answer)
     }
 
     /// Every worker's latest snapshot (cloned under the lock, which the worker only try-locks).
@@ -328,6 +369,15 @@ impl<H: PipelineControl> ControlPlane<H> {
             m.publish(&crate::metrics::from_switches(&snaps));
         }
     }
+}
+
+/// Whether going from `old` to `new` changes more than tables (and so needs a rebuild).
+pub fn needs_rebuild(old: &Config, new: &Config) -> bool {
+    old.switch != new.switch
+        || old.ports != new.ports
+        || old.qos != new.qos
+        || old.pfc != new.pfc
+        || old.parser != new.parser
 }
 
 /// A worker's snapshot as JSON (the `/stats` body).

@@ -869,6 +869,20 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         t
     }
 
+    /// Packets held in egress queues (control frames included) and the recirculation loop.
+    pub fn buffered_packets(&self) -> u64 {
+        let q: u64 = self
+            .ports
+            .iter()
+            .map(|p| {
+                (0..NUM_CLASSES as u8)
+                    .map(|c| p.tm.depth_pkts(c) as u64)
+                    .sum::<u64>()
+            })
+            .sum();
+        q + self.recirc.as_ref().map_or(0, |r| r.len() as u64)
+    }
+
     /// Packets in egress queues and the recirculation loop.
     pub fn buffered_bytes(&self) -> u64 {
         self.stats.buffer_bytes + self.recirc.as_ref().map_or(0, |r| r.bytes())

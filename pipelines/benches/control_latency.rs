@@ -46,7 +46,7 @@ fn main() {
     };
     let worker = std::thread::spawn(move || {
         let mut ports = ports;
-        let s = run_worker(&mut sw, &mut ports, &opts);
+        let s = run_worker(&mut sw, &mut ports, &opts, None);
         (s, sw)
     });
     // Let it warm up.

@@ -38,14 +38,29 @@ pub struct WorkerSummary {
     pub rx: u64,
     pub tx: u64,
     pub ports: Vec<PortIoStats>,
+    /// Switches swapped in by a reload that rebuilt the switch.
+    pub swaps: u64,
+    /// Packets that were still queued in a replaced switch (dropped by the swap).
+    pub dropped_on_swap: u64,
 }
+
+/// A switch built from a reloaded config, waiting for the worker to swap it in; `ports` is
+/// `Some` when the port I/O changed too (the old ports are flushed and closed).
+pub struct Swap<P: BufPool, L: Pipeline<P>> {
+    pub switch: Switch<P, L>,
+    pub ports: Option<Vec<Box<dyn Port<P> + Send>>>,
+}
+
+/// Where the control thread leaves a [`Swap`]; the worker `try_lock`s it once per iteration.
+pub type SwapSlot<P, L> = Arc<Mutex<Option<Swap<P, L>>>>;
 
 /// Run `sw` over `ports` (index i of `ports` is port index i of the switch) until stopped.
 /// Time is `mono_ns()`: the same monotonic clock the control thread stamps commands with.
 pub fn run_worker<P, L>(
     sw: &mut Switch<P, L>,
-    ports: &mut [Box<dyn Port<P> + Send>],
+    ports: &mut Vec<Box<dyn Port<P> + Send>>,
     opts: &WorkerOptions,
+    swap: Option<&SwapSlot<P, L>>,
 ) -> WorkerSummary
 where
     P: BufPool,
@@ -60,6 +75,22 @@ where
     loop {
         if opts.stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let Some(slot) = swap {
+            if let Ok(mut pending) = slot.try_lock() {
+                if let Some(new) = pending.take() {
+                    sum.swaps += 1;
+                    sum.dropped_on_swap += sw.buffered_packets();
+                    *sw = new.switch;
+                    if let Some(new_ports) = new.ports {
+                        for p in ports.iter_mut() {
+                            let _ = p.flush();
+                            sum.ports.push(p.stats());
+                        }
+                        *ports = new_ports;
+                    }
+                }
+            }
         }
         let now = mono_ns();
         sum.iterations += 1;

@@ -8,7 +8,7 @@
 use crate::baseline::control::BaselineControl;
 use crate::baseline::Baseline;
 use crate::build::{heap_pool, switch_spec};
-use crate::live::{run_worker, WorkerOptions, WorkerSummary};
+use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
 use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
 use longhaul_control::config::{Config, PipelineKind, PortIo};
 use longhaul_control::metrics::{Metrics, MetricsServer};
@@ -99,19 +99,26 @@ pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
     let cfg = Config::load(path).map_err(|e| e.to_string())?;
     match cfg.switch.pipeline {
         PipelineKind::Baseline => {
-            let ports = open_ports(&cfg)?;
-            let sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
             let handler = BaselineControl::new(&cfg);
-            run_with(cfg, path.to_path_buf(), sw, ports, handler, opts)
+            run_with(cfg, path.to_path_buf(), Baseline::new, handler, opts)
         }
     }
+}
+
+/// The port I/O of `a` and `b` is the same (same ports, same files): a rebuild keeps the open
+/// ports instead of reopening them (a reopened pcap tx file would start over).
+fn same_port_io(a: &Config, b: &Config) -> bool {
+    a.ports.len() == b.ports.len()
+        && a.ports
+            .iter()
+            .zip(b.ports.iter())
+            .all(|(x, y)| x.id == y.id && x.name == y.name && x.io == y.io)
 }
 
 fn run_with<L, H>(
     cfg: Config,
     path: PathBuf,
-    mut sw: Switch<HeapPool, L>,
-    mut ports: Vec<Box<dyn Port<HeapPool> + Send>>,
+    make_pipeline: fn(&Config) -> L,
     handler: H,
     opts: RunOptions,
 ) -> Result<RunReport, String>
@@ -119,7 +126,10 @@ where
     L: longhaul_dataplane::engine::Pipeline<HeapPool, Command = H::Command> + Send + 'static,
     H: longhaul_control::plane::PipelineControl,
 {
+    let mut ports = open_ports(&cfg)?;
+    let mut sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), make_pipeline(&cfg));
     let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
+    let slot: SwapSlot<HeapPool, L> = Arc::new(Mutex::new(None));
     let stop = opts.stop.clone();
     let worker_handle = WorkerHandle {
         channel: sw.channel(),
@@ -140,6 +150,7 @@ where
     let stats_interval = Duration::from_millis(cfg.control.stats_interval_ms);
     let api_listen = opts.api_listen.unwrap_or(cfg.control.api_listen);
     let token = resolve_token(cfg.control.api_token.as_deref());
+    let mut running = cfg.clone();
     let (mut plane, backend) = ControlPlane::new(
         cfg,
         path,
@@ -148,6 +159,27 @@ where
         metrics,
         stop.clone(),
     );
+    // A reload that changes the switch's structure builds a new switch (and new port I/O if
+    // that changed) here, on the control thread, and leaves it for the worker to swap in.
+    let (rebuild_slot, rebuild_snapshot) = (slot.clone(), snapshot.clone());
+    plane.set_rebuild(Box::new(move |new: &Config| {
+        let ports = if same_port_io(&running, new) {
+            None
+        } else {
+            Some(open_ports(new)?)
+        };
+        let sw = Switch::new(switch_spec(new), heap_pool(new), make_pipeline(new));
+        let handle = WorkerHandle {
+            channel: sw.channel(),
+            snapshot: rebuild_snapshot.clone(),
+        };
+        let mut pending = rebuild_slot
+            .lock()
+            .map_err(|_| "the worker's swap slot is poisoned".to_string())?;
+        *pending = Some(Swap { switch: sw, ports });
+        running = new.clone();
+        Ok(vec![handle])
+    }));
     let backend: Arc<dyn ManagementBackend> = Arc::new(backend);
     let api = ApiServer::start(api_listen, token, backend)?;
     let api_addr = api.local_addr();
@@ -170,7 +202,7 @@ where
     let worker = std::thread::Builder::new()
         .name("longhaul-worker0".into())
         .spawn(move || {
-            let s = run_worker(&mut sw, &mut ports, &wopts);
+            let s = run_worker(&mut sw, &mut ports, &wopts, Some(&slot));
             (s, sw)
         })
         .map_err(|e| format!("starting the worker: {e}"))?;

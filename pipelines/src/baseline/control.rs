@@ -7,14 +7,15 @@
 //! - `routes` entry `{"prefix": "10.1.0.0/16", "port": "wan0", "next_hop_mac": "02:..."}`, key
 //!   `{"prefix": "..."}`.
 //!
-//! Reload applies the difference of `[[l2]]` and `[[routes]]` live. Any other change (ports,
-//! QoS, PFC, parser, pipeline) needs a restart: the reload is refused with the list of changed
-//! sections and the running config stays.
+//! Reload applies the difference of `[[l2]]` and `[[routes]]` live as table commands. A change
+//! to ports, QoS, PFC, parser or `[switch]` asks for a rebuild: the switch is built anew from the
+//! new config and swapped in by the worker between two iterations. A change to `[control]` is
+//! refused (restart needed) and the running config stays.
 
 use super::{BaselineCommand, NextHop};
 use longhaul_control::api::ApiError;
 use longhaul_control::config::{Config, IpPrefix};
-use longhaul_control::plane::PipelineControl;
+use longhaul_control::plane::{needs_rebuild, PipelineControl, ReloadPlan};
 use longhaul_dataplane::control::{Command, Punt};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -341,31 +342,19 @@ impl PipelineControl for BaselineControl {
         }
     }
 
-    fn reload(&mut self, old: &Config, new: &Config) -> Result<Vec<BaselineCommand>, ApiError> {
-        let mut changed = Vec::new();
-        if old.switch != new.switch {
-            changed.push("[switch]");
-        }
-        if old.ports != new.ports {
-            changed.push("[[ports]]");
-        }
-        if old.qos != new.qos {
-            changed.push("[qos]");
-        }
-        if old.pfc != new.pfc {
-            changed.push("[pfc]");
-        }
-        if old.parser != new.parser {
-            changed.push("[parser]");
-        }
+    fn reload(
+        &mut self,
+        old: &Config,
+        new: &Config,
+    ) -> Result<ReloadPlan<BaselineCommand>, ApiError> {
         if old.control != new.control {
-            changed.push("[control]");
+            return Err(ApiError::Conflict(
+                "the new config changes [control] (API, metrics, rings): restart longhaul for that (the running config is unchanged)".into(),
+            ));
         }
-        if !changed.is_empty() {
-            return Err(ApiError::Conflict(format!(
-                "the new config changes {}: only [[l2]] and [[routes]] reload live; restart longhaul for the rest (the running config is unchanged)",
-                changed.join(", ")
-            )));
+        if needs_rebuild(old, new) {
+            *self = BaselineControl::new(new);
+            return Ok(ReloadPlan::Rebuild);
         }
         let target = BaselineControl::new(new);
         let mut cmds = Vec::new();
@@ -399,6 +388,6 @@ impl PipelineControl for BaselineControl {
             }
         }
         *self = target;
-        Ok(cmds)
+        Ok(ReloadPlan::Tables(cmds))
     }
 }
