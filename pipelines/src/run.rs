@@ -14,8 +14,8 @@ use longhaul_control::config::{Config, PipelineKind, PortIo};
 use longhaul_control::metrics::{Metrics, MetricsServer};
 use longhaul_control::plane::{ControlPlane, WorkerHandle};
 use longhaul_dataplane::control::mono_ns;
-use longhaul_dataplane::engine::{Switch, SwitchSnapshot};
-use longhaul_dataplane::packet::HeapPool;
+use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
+use longhaul_dataplane::packet::{BufPool, HeapPool};
 use longhaul_dataplane::port::{NullPort, PcapPort, Port};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -60,8 +60,34 @@ pub struct RunReport {
     pub metrics_addr: Option<SocketAddr>,
 }
 
+/// Where packets live and how ports open: heap buffers with pcap/null ports ([`HeapPlatform`]),
+/// or DPDK mbufs with ethdev ports (the `dpdk` feature).
+pub trait Platform: Send + 'static {
+    type Pool: BufPool + Send + 'static;
+    /// The buffer pool of a switch built from `cfg`.
+    fn pool(&mut self, cfg: &Config) -> Result<Self::Pool, String>;
+    /// The ports of `cfg`, in port order. Errors name the port.
+    fn ports(&mut self, cfg: &Config) -> Result<Ports<Self::Pool>, String>;
+}
+
+/// A worker's ports, index i = the switch's port index i.
+pub type Ports<P> = Vec<Box<dyn Port<P> + Send>>;
+
+/// Heap buffers; pcap and null ports.
+pub struct HeapPlatform;
+
+impl Platform for HeapPlatform {
+    type Pool = HeapPool;
+    fn pool(&mut self, cfg: &Config) -> Result<HeapPool, String> {
+        Ok(heap_pool(cfg))
+    }
+    fn ports(&mut self, cfg: &Config) -> Result<Ports<HeapPool>, String> {
+        open_ports(cfg)
+    }
+}
+
 /// Open the ports of `cfg`, in port order. Errors name the port and the file.
-pub fn open_ports(cfg: &Config) -> Result<Vec<Box<dyn Port<HeapPool> + Send>>, String> {
+pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
     let start = mono_ns();
     let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
     for p in &cfg.ports {
@@ -100,7 +126,14 @@ pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
     match cfg.switch.pipeline {
         PipelineKind::Baseline => {
             let handler = BaselineControl::new(&cfg);
-            run_with(cfg, path.to_path_buf(), Baseline::new, handler, opts)
+            run_with(
+                cfg,
+                path.to_path_buf(),
+                HeapPlatform,
+                Baseline::new,
+                handler,
+                opts,
+            )
         }
     }
 }
@@ -115,21 +148,26 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
             .all(|(x, y)| x.id == y.id && x.name == y.name && x.io == y.io)
 }
 
-fn run_with<L, H>(
+/// Run a switch of pipeline `L` on platform `X` with control handler `H`.
+pub fn run_with<X, L, H>(
     cfg: Config,
     path: PathBuf,
+    mut platform: X,
     make_pipeline: fn(&Config) -> L,
     handler: H,
     opts: RunOptions,
 ) -> Result<RunReport, String>
 where
-    L: longhaul_dataplane::engine::Pipeline<HeapPool, Command = H::Command> + Send + 'static,
+    X: Platform,
+    <X::Pool as BufPool>::Buf: Send,
+    L: Pipeline<X::Pool, Command = H::Command> + Send + 'static,
     H: longhaul_control::plane::PipelineControl,
 {
-    let mut ports = open_ports(&cfg)?;
-    let mut sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), make_pipeline(&cfg));
+    let mut ports = platform.ports(&cfg)?;
+    let pool = platform.pool(&cfg)?;
+    let mut sw = Switch::new(switch_spec(&cfg), pool, make_pipeline(&cfg));
     let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
-    let slot: SwapSlot<HeapPool, L> = Arc::new(Mutex::new(None));
+    let slot: SwapSlot<X::Pool, L> = Arc::new(Mutex::new(None));
     let stop = opts.stop.clone();
     let worker_handle = WorkerHandle {
         channel: sw.channel(),
@@ -166,9 +204,9 @@ where
         let ports = if same_port_io(&running, new) {
             None
         } else {
-            Some(open_ports(new)?)
+            Some(platform.ports(new)?)
         };
-        let sw = Switch::new(switch_spec(new), heap_pool(new), make_pipeline(new));
+        let sw = Switch::new(switch_spec(new), platform.pool(new)?, make_pipeline(new));
         let handle = WorkerHandle {
             channel: sw.channel(),
             snapshot: rebuild_snapshot.clone(),
