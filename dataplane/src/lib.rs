@@ -9,6 +9,8 @@
 pub mod asic;
 pub mod control;
 pub mod counters;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod engine;
 pub mod packet;
 pub mod pcap;
