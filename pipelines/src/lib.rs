@@ -5,3 +5,4 @@ pub mod build;
 pub mod live;
 pub mod replay;
 pub mod run;
+pub mod themis;
