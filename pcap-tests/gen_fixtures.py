@@ -183,7 +183,40 @@ def two_to_one():
     return out
 
 
+def case_themis_pnp_cnp():
+    """THEMIS PNP on configs/themis-esw.toml's dc0: daemon messages (UDP 12345, four big-endian
+    u32: destination IP, cQPN, sQPN, flag) from a trusted host and an untrusted one, CE-marked RC
+    SEND_ONLY data toward the remote DC every 20 us, a destroy, and data after it."""
+    router, host = "02:00:00:00:00:01", "02:00:00:00:10:01"
+    client, remote = "10.0.0.1", "10.1.0.1"
+
+    def daemon(src, sqpn, flag):
+        body = struct.pack("!IIII", int.from_bytes(bytes(map(int, remote.split("."))), "big"),
+                           THEMIS_CQPN, sqpn, flag)
+        return bytes(Ether(src=host, dst=router) / IP(src=src, dst="10.0.255.254", id=7)
+                     / UDP(sport=40000, dport=12345) / Raw(body))
+
+    def data(qp, psn):
+        # ECN CE (0b11) with DSCP 26: the congestion the ESW turns into a CNP.
+        return bytes(roce4(host, router, client, remote, opcode=0x04, dqpn=qp, psn=psn,
+                           data=payload(256, psn), tos=(26 << 2) | 0b11, ipid=psn))
+
+    us = 1000
+    recs = [(T0, daemon(client, THEMIS_SQPN, 1)),
+            (T0 + 1 * us, daemon("192.168.1.1", THEMIS_SQPN_UNTRUSTED, 1))]
+    for k in range(6):
+        recs.append((T0 + (10 + 20 * k) * us, data(THEMIS_SQPN, k)))
+    recs.append((T0 + 130 * us, data(THEMIS_SQPN_UNTRUSTED, 100)))
+    recs.append((T0 + 150 * us, daemon(client, THEMIS_SQPN, 0)))
+    recs.append((T0 + 200 * us, data(THEMIS_SQPN, 200)))
+    return {"in_dc0.pcap": recs}
+
+
+THEMIS_CQPN, THEMIS_SQPN, THEMIS_SQPN_UNTRUSTED = 0x000111, 0x000222, 0x000333
+
+
 CASES = {
+    "themis_pnp_cnp": case_themis_pnp_cnp,
     "l3_forward_roce_tcp": case_l3_forward_roce_tcp,
     "ecn_marking": two_to_one,
     "pfc_xoff_xon": two_to_one,

@@ -159,6 +159,8 @@ impl fmt::Display for IpPrefix {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PipelineKind {
     Baseline,
+    /// THEMIS at the external switch (PNP and/or TRP), `[themis]`.
+    Themis,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -173,6 +175,11 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// `[control]`: control thread, management API, metrics.
     pub control: ControlConfig,
+    /// `[dpdk]`: EAL arguments and the mbuf pool; present iff the section is (required when a
+    /// port has `io.kind = "dpdk"`).
+    pub dpdk: Option<DpdkConfig>,
+    /// `[themis]`, present iff `switch.pipeline = "themis"`.
+    pub themis: Option<ThemisConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -223,8 +230,34 @@ pub enum PortIo {
     },
     /// In-process rings (tests, benchmarks): frames are pushed and pulled through the API.
     Memory,
-    /// A DPDK ethdev (a PCI address or a vdev name such as `net_null0`); later issue.
-    Dpdk { device: String },
+    /// A DPDK ethdev (a PCI address or a vdev name such as `net_null0`), with the `[dpdk]`
+    /// section's EAL and mbuf pool. Queue and descriptor counts are what is asked of the PMD
+    /// (which may adjust descriptor counts to its limits).
+    Dpdk {
+        device: String,
+        /// Receive queues (one per worker).
+        rx_queues: u16,
+        /// Transmit queues (one per worker).
+        tx_queues: u16,
+        /// Descriptors per rx queue.
+        rx_desc: u16,
+        /// Descriptors per tx queue.
+        tx_desc: u16,
+    },
+}
+
+/// `[dpdk]`: the DPDK EAL and the mbuf pool shared by every `io.kind = "dpdk"` port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpdkConfig {
+    /// EAL arguments, without the program name (e.g. `["-l", "0-1", "--no-huge", "--no-pci",
+    /// "--vdev=net_null0"]`).
+    pub eal_args: Vec<String>,
+    /// Mbufs in the pool (a power of two minus one is best for DPDK).
+    pub mbufs: u32,
+    /// Per-lcore mbuf cache (0..=512, at most mbufs / 1.5).
+    pub mbuf_cache: u32,
+    /// Frame bytes per mbuf after DPDK's headroom (default `switch.buffer_data_room`).
+    pub mbuf_data_room: usize,
 }
 
 /// `[control]`: the control thread, the management API and the Prometheus exporter.
@@ -388,4 +421,56 @@ pub struct Route {
     pub port: u16,
     /// Destination MAC written into forwarded frames (the next hop's).
     pub next_hop_mac: [u8; 6],
+}
+
+/// THEMIS at the external switch (paper 000, sections IV and V).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThemisConfig {
+    /// Ports facing the local DC (hosts, daemons, the TCP handshakes THEMIS monitors).
+    pub dc_ports: Vec<u16>,
+    /// Ports facing the WAN / DCI.
+    pub wan_ports: Vec<u16>,
+    /// PNP (CNPs generated at the DC edge); `None` = disabled.
+    pub pnp: Option<ThemisPnpConfig>,
+    /// TRP (throttling by recirculation); `None` = disabled.
+    pub trp: Option<ThemisTrpConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThemisPnpConfig {
+    /// At most one CNP per QP per interval (ns).
+    pub cnp_interval_ns: u64,
+    /// DSCP of generated CNPs.
+    pub cnp_dscp: u8,
+    /// QP_field capacity (entries).
+    pub qp_capacity: usize,
+    /// CNP timestamp register size (cells).
+    pub register_size: usize,
+    /// Daemon messages are accepted only from these IPv4 prefixes (on DC ports).
+    pub host_prefixes: Vec<(u32, u8)>,
+    /// Remote-DC prefixes: when non-empty, a pair is inter-DC when the daemon's destination is in
+    /// one of them; when empty, the TCP handshake monitor decides.
+    pub inter_dc_prefixes: Vec<(u32, u8)>,
+    /// SYN-cookie secret rotation period (ns).
+    pub syn_cookie_period_ns: u64,
+    /// Inter-DC pairs remembered (entries; the oldest is evicted when full).
+    pub inter_dc_capacity: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThemisTrpConfig {
+    /// Algorithm 1's initial alpha.
+    pub alpha: u32,
+    /// Algorithm 1's beta (ns without CNPs before recovery).
+    pub beta_ns: u64,
+    /// Appendix D's direct recovery (for RNICs that accept out-of-order packets) instead of the
+    /// reorder-free recovery.
+    pub direct_recovery: bool,
+    pub cnp_cache_size: usize,
+    pub cnp_store_capacity: usize,
+    /// The recirculation port standing in for the pre-filled port: rate, per-loop delay,
+    /// capacity.
+    pub recirc_rate_bps: u64,
+    pub loop_delay_ns: u64,
+    pub recirc_capacity_pkts: usize,
 }

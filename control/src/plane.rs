@@ -378,6 +378,7 @@ pub fn needs_rebuild(old: &Config, new: &Config) -> bool {
         || old.qos != new.qos
         || old.pfc != new.pfc
         || old.parser != new.parser
+        || old.themis != new.themis
 }
 
 /// A worker's snapshot as JSON (the `/stats` body).

@@ -216,9 +216,9 @@ fn unknown_choice_names_the_choices() {
         "expected `drop` or `forward`",
     );
     assert_err_contains(
-        &format!("[switch]\nname = \"t\"\npipeline = \"themis\"\n{PORTS}"),
+        &format!("[switch]\nname = \"t\"\npipeline = \"spray\"\n{PORTS}"),
         "switch.pipeline",
-        "unknown variant `themis`, expected `baseline`",
+        "unknown variant `spray`, expected `baseline` or `themis`",
     );
 }
 
@@ -941,4 +941,18 @@ fn mangled_configs_never_panic() {
         l[i] = "x = 1";
         check(&l.join("\n"));
     }
+}
+
+#[test]
+fn themis_section_errors() {
+    assert_err_contains(
+        &format!("[switch]\nname = \"t\"\npipeline = \"themis\"\n{PORTS}"),
+        "themis",
+        "needs a [themis] table",
+    );
+    assert_err_contains(
+        &format!("[switch]\nname = \"t\"\n{PORTS}\n[themis]\ndc_ports = [\"a\"]\n"),
+        "themis",
+        "only used with switch.pipeline = \"themis\"",
+    );
 }

@@ -42,6 +42,9 @@
 #define LH_OFF_POOL 56
 
 _Static_assert(sizeof(struct rte_mbuf) == LH_MBUF_SIZE, "sizeof(struct rte_mbuf) changed");
+_Static_assert(sizeof(struct rte_eth_xstat) == 16, "struct rte_eth_xstat changed");
+_Static_assert(sizeof(struct rte_eth_xstat_name) == 64 && RTE_ETH_XSTATS_NAME_SIZE == 64,
+               "struct rte_eth_xstat_name changed");
 _Static_assert(offsetof(struct rte_mbuf, buf_addr) == LH_OFF_BUF_ADDR, "rte_mbuf.buf_addr moved");
 _Static_assert(offsetof(struct rte_mbuf, data_off) == LH_OFF_DATA_OFF, "rte_mbuf.data_off moved");
 _Static_assert(offsetof(struct rte_mbuf, nb_segs) == LH_OFF_NB_SEGS, "rte_mbuf.nb_segs moved");

@@ -516,6 +516,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         self.ports.get(idx).map(|p| &p.stats)
     }
 
+    /// Let every port's link clock lag `now` by up to `slack_ns` (live drivers; see
+    /// [`TrafficManager::set_tx_slack`]). Replay keeps the default 0.
+    pub fn set_tx_slack(&mut self, slack_ns: Nanos) {
+        for p in &mut self.ports {
+            p.tm.set_tx_slack(slack_ns);
+        }
+    }
+
     /// The traffic manager of port `idx` (its per-class counters).
     pub fn tm(&self, idx: usize) -> Option<&TrafficManager<P::Buf>> {
         self.ports.get(idx).map(|p| &p.tm)

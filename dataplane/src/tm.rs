@@ -196,6 +196,9 @@ pub struct TrafficManager<B: PacketBuf> {
     sched: Hierarchical,
     pause: PauseState,
     busy_until: Nanos,
+    /// How far behind `now` the link clock may run (live drivers; 0 in replay): see
+    /// [`TrafficManager::set_tx_slack`].
+    slack_ns: Nanos,
     stats: TmPortStats,
 }
 
@@ -227,6 +230,7 @@ impl<B: PacketBuf> TrafficManager<B> {
             sched: Hierarchical::new(cfg.strict_mask as u64, rest),
             pause: PauseState::new(),
             busy_until: 0,
+            slack_ns: 0,
             stats: TmPortStats::default(),
         }
     }
@@ -330,7 +334,16 @@ impl<B: PacketBuf> TrafficManager<B> {
         };
         let len = pkt.len() as u64;
         let ser = serialization_ns(len + self.overhead, self.rate_bps);
-        self.busy_until = now.saturating_add(ser);
+        // Replay dequeues exactly when the link frees (slack 0: the link clock is `now`). A live
+        // driver polls every few microseconds with one `now` per loop: the link clock then runs
+        // on from `busy_until` (at most `slack_ns` behind `now`), so each poll releases what the
+        // link could have sent since the last one, not one frame.
+        let start = if self.slack_ns == 0 {
+            now
+        } else {
+            self.busy_until.max(now.saturating_sub(self.slack_ns))
+        };
+        self.busy_until = start.saturating_add(ser);
         self.stats.busy_ns += ser;
         self.stats.tx_pkts += 1;
         self.stats.tx_bytes += len;
@@ -390,6 +403,14 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// The link rate.
     pub fn rate_bps(&self) -> u64 {
         self.rate_bps
+    }
+
+    /// Let the link clock lag `now` by up to `slack_ns` (default 0, what replay uses): a live
+    /// driver that polls with one `now` per loop iteration then gets, per poll, every frame the
+    /// link could have serialized since the previous one (at most `slack_ns` worth after an idle
+    /// spell), instead of one frame per poll.
+    pub fn set_tx_slack(&mut self, slack_ns: Nanos) {
+        self.slack_ns = slack_ns;
     }
 
     /// Time until which the link is serializing the last frame.

@@ -17,7 +17,12 @@ macro_rules! cases {
     };
 }
 
-cases!(l3_forward_roce_tcp, ecn_marking, pfc_xoff_xon);
+cases!(
+    l3_forward_roce_tcp,
+    ecn_marking,
+    pfc_xoff_xon,
+    themis_pnp_cnp
+);
 
 #[test]
 fn every_case_directory_is_listed() {

@@ -3,6 +3,7 @@
 
 use longhaul_control::config::{Config, SchedulerKind};
 use longhaul_dataplane::asic::pfc::PfcParams;
+use longhaul_dataplane::asic::recirc::RecircConfig;
 use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
 use longhaul_dataplane::packet::{HeapPool, NUM_CLASSES};
 use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched};
@@ -89,7 +90,18 @@ pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
     })
 }
 
-/// The switch spec of `cfg` (no recirculation port: the baseline does not use one).
+/// The recirculation port of `cfg`: THEMIS TRP's stand-in for the pre-filled port.
+pub fn recirc_config(cfg: &Config) -> Option<RecircConfig> {
+    let t = cfg.themis.as_ref()?.trp.as_ref()?;
+    Some(RecircConfig {
+        rate_bps: t.recirc_rate_bps,
+        loop_delay_ns: t.loop_delay_ns,
+        capacity_pkts: t.recirc_capacity_pkts,
+        capacity_bytes: t.recirc_capacity_pkts as u64 * cfg.switch.buffer_data_room as u64,
+    })
+}
+
+/// The switch spec of `cfg`.
 pub fn switch_spec(cfg: &Config) -> SwitchSpec {
     SwitchSpec {
         ports: (0..cfg.ports.len())
@@ -109,7 +121,7 @@ pub fn switch_spec(cfg: &Config) -> SwitchSpec {
             .collect(),
         pfc: pfc_params(cfg),
         shared_buffer_bytes: cfg.switch.buffer_bytes,
-        recirc: None,
+        recirc: recirc_config(cfg),
         emit_capacity: EMIT_CAPACITY,
         command_ring: cfg.control.command_ring,
         punt_ring: cfg.control.punt_ring,

@@ -2,7 +2,10 @@
 //! primitives. `build` turns a validated config into the switch spec; `replay` runs pcaps through.
 pub mod baseline;
 pub mod build;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod live;
+pub mod platform;
 pub mod replay;
 pub mod run;
 pub mod themis;

@@ -16,6 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How far a port's link clock may lag the loop's clock (see
+/// `TrafficManager::set_tx_slack`): each iteration sends what the link could have sent since the
+/// previous one, up to this much after an idle spell (20 us: 250 kB at 100 Gb/s).
+pub const LIVE_TX_SLACK_NS: Nanos = 20_000;
+
 /// How a worker runs.
 pub struct WorkerOptions {
     /// Set by the signal handler or the caller to stop the worker.
@@ -72,6 +77,7 @@ where
     let interval = opts.stats_interval.as_nanos() as Nanos;
     let mut next_stats: Nanos = 0;
     let mut scratch = SwitchSnapshot::default();
+    sw.set_tx_slack(LIVE_TX_SLACK_NS);
     loop {
         if opts.stop.load(Ordering::Relaxed) {
             break;
@@ -82,6 +88,7 @@ where
                     sum.swaps += 1;
                     sum.dropped_on_swap += sw.buffered_packets();
                     *sw = new.switch;
+                    sw.set_tx_slack(LIVE_TX_SLACK_NS);
                     if let Some(new_ports) = new.ports {
                         for p in ports.iter_mut() {
                             let _ = p.flush();

@@ -9,6 +9,9 @@ use crate::baseline::control::BaselineControl;
 use crate::baseline::Baseline;
 use crate::build::{heap_pool, switch_spec};
 use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
+pub use crate::platform::run_on_platform;
+use crate::themis::control::ThemisControl;
+use crate::themis::esw::ThemisEsw;
 use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
 use longhaul_control::config::{Config, PipelineKind, PortIo};
 use longhaul_control::metrics::{Metrics, MetricsServer};
@@ -68,6 +71,10 @@ pub trait Platform: Send + 'static {
     fn pool(&mut self, cfg: &Config) -> Result<Self::Pool, String>;
     /// The ports of `cfg`, in port order. Errors name the port.
     fn ports(&mut self, cfg: &Config) -> Result<Ports<Self::Pool>, String>;
+    /// Where the worker runs (DPDK: a pinned worker lcore).
+    fn placement(&self) -> crate::platform::Placement {
+        crate::platform::Placement::Thread
+    }
 }
 
 /// A worker's ports, index i = the switch's port index i.
@@ -108,9 +115,9 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
                     p.name
                 ))
             }
-            PortIo::Dpdk { device } => {
+            PortIo::Dpdk { device, .. } => {
                 return Err(format!(
-                    "port '{}': io kind \"dpdk\" (device {device}) needs a build with the dpdk feature, which is not available yet",
+                    "port '{}': io kind \"dpdk\" (device {device}) is not a heap-platform port (run_on_platform opens it with the dpdk feature)",
                     p.name
                 ))
             }
@@ -126,14 +133,11 @@ pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
     match cfg.switch.pipeline {
         PipelineKind::Baseline => {
             let handler = BaselineControl::new(&cfg);
-            run_with(
-                cfg,
-                path.to_path_buf(),
-                HeapPlatform,
-                Baseline::new,
-                handler,
-                opts,
-            )
+            run_on_platform(cfg, path.to_path_buf(), Baseline::new, handler, opts)
+        }
+        PipelineKind::Themis => {
+            let handler = ThemisControl::new(&cfg);
+            run_on_platform(cfg, path.to_path_buf(), ThemisEsw::new, handler, opts)
         }
     }
 }
@@ -200,6 +204,7 @@ where
     // A reload that changes the switch's structure builds a new switch (and new port I/O if
     // that changed) here, on the control thread, and leaves it for the worker to swap in.
     let (rebuild_slot, rebuild_snapshot) = (slot.clone(), snapshot.clone());
+    let placement = platform.placement();
     plane.set_rebuild(Box::new(move |new: &Config| {
         let ports = if same_port_io(&running, new) {
             None
@@ -237,16 +242,23 @@ where
         until_idle: opts.until_idle,
         idle_sleep: Duration::from_micros(20),
     };
-    let worker = std::thread::Builder::new()
-        .name("longhaul-worker0".into())
-        .spawn(move || {
-            let s = run_worker(&mut sw, &mut ports, &wopts, Some(&slot));
-            (s, sw)
-        })
-        .map_err(|e| format!("starting the worker: {e}"))?;
-    let (summary, sw) = worker
-        .join()
-        .map_err(|_| "the worker thread panicked".to_string())?;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let job = Box::new(move || {
+        let s = run_worker(&mut sw, &mut ports, &wopts, Some(&slot));
+        drop(ports); // DPDK ports stop and close on the worker's lcore
+        let _ = done_tx.send((s, sw));
+    });
+    let worker = crate::platform::spawn_worker(placement, "longhaul-worker0", job);
+    let (summary, sw) = match worker.and_then(|w| w.join()) {
+        Ok(()) => done_rx
+            .recv()
+            .map_err(|_| "the worker stopped without a result".to_string())?,
+        Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            let _ = control.join();
+            return Err(e);
+        }
+    };
     // The worker stopped (signal or idle): stop the rest.
     stop.store(true, Ordering::SeqCst);
     let _ = control.join();

@@ -28,6 +28,45 @@ pub(super) struct RawConfig {
     pub l2: Option<Vec<S<RawL2>>>,
     pub routes: Option<Vec<S<RawRoute>>>,
     pub control: Option<RawControl>,
+    pub dpdk: Option<RawDpdk>,
+    pub themis: Option<RawThemis>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawThemis {
+    pub dc_ports: Option<S<Vec<S<PortRef>>>>,
+    pub wan_ports: Option<S<Vec<S<PortRef>>>>,
+    pub pnp: Option<RawThemisPnp>,
+    pub trp: Option<RawThemisTrp>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawThemisPnp {
+    pub enabled: Option<S<bool>>,
+    pub cnp_interval_ns: Option<S<i64>>,
+    pub cnp_dscp: Option<S<i64>>,
+    pub qp_capacity: Option<S<i64>>,
+    pub register_size: Option<S<i64>>,
+    pub host_prefixes: Option<Vec<S<String>>>,
+    pub inter_dc_prefixes: Option<Vec<S<String>>>,
+    pub syn_cookie_period_ms: Option<S<i64>>,
+    pub inter_dc_capacity: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawThemisTrp {
+    pub enabled: Option<S<bool>>,
+    pub alpha: Option<S<i64>>,
+    pub beta_ns: Option<S<i64>>,
+    pub recovery: Option<S<String>>,
+    pub cnp_cache_size: Option<S<i64>>,
+    pub cnp_store_capacity: Option<S<i64>>,
+    pub recirc_rate_gbps: Option<S<f64>>,
+    pub loop_delay_ns: Option<S<i64>>,
+    pub recirc_capacity_pkts: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -47,6 +86,7 @@ pub(super) struct RawSwitch {
 #[serde(rename_all = "lowercase")]
 pub(super) enum RawPipeline {
     Baseline,
+    Themis,
 }
 
 #[derive(Deserialize, Default)]
@@ -72,6 +112,10 @@ pub(super) struct RawPortIo {
     pub rx_loop: Option<S<bool>>,
     pub pace: Option<S<bool>>,
     pub device: Option<S<String>>,
+    pub rx_queues: Option<S<i64>>,
+    pub tx_queues: Option<S<i64>>,
+    pub rx_desc: Option<S<i64>>,
+    pub tx_desc: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +124,16 @@ pub(super) enum RawIoKind {
     Pcap,
     Memory,
     Dpdk,
+}
+
+/// `[dpdk]`: EAL arguments and the mbuf pool (for ports with `io.kind = "dpdk"`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDpdk {
+    pub eal_args: Option<S<Vec<S<String>>>>,
+    pub mbufs: Option<S<i64>>,
+    pub mbuf_cache: Option<S<i64>>,
+    pub mbuf_data_room: Option<S<i64>>,
 }
 
 /// `[control]`: control thread, management API, metrics.

@@ -14,6 +14,9 @@ use super::{
     PfcConfig, PipelineKind, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind,
     SwitchConfig, Trust,
 };
+mod dpdk;
+mod themis;
+
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
@@ -301,6 +304,8 @@ impl<'a> Validator<'a> {
         }
 
         let control = self.control(raw.control.as_ref());
+        let dpdk = self.dpdk(raw.dpdk.as_ref(), &switch, &ports);
+        let themis = self.themis(raw.themis.as_ref(), &switch, &infos);
 
         Config {
             switch,
@@ -311,6 +316,8 @@ impl<'a> Validator<'a> {
             l2,
             routes,
             control,
+            themis,
+            dpdk,
         }
     }
 
@@ -439,7 +446,13 @@ impl<'a> Validator<'a> {
             only("rx_loop", "pcap", io.rx_loop.as_ref().map(span)),
             only("pace", "pcap", io.pace.as_ref().map(span)),
         ];
-        let dpdk_keys = [only("device", "dpdk", io.device.as_ref().map(span))];
+        let dpdk_keys = [
+            only("device", "dpdk", io.device.as_ref().map(span)),
+            only("rx_queues", "dpdk", io.rx_queues.as_ref().map(span)),
+            only("tx_queues", "dpdk", io.tx_queues.as_ref().map(span)),
+            only("rx_desc", "dpdk", io.rx_desc.as_ref().map(span)),
+            only("tx_desc", "dpdk", io.tx_desc.as_ref().map(span)),
+        ];
         let misplaced: Vec<_> = match kind {
             RawIoKind::Pcap => dpdk_keys.to_vec(),
             RawIoKind::Memory => pcap_keys.iter().chain(&dpdk_keys).cloned().collect(),
@@ -456,22 +469,7 @@ impl<'a> Validator<'a> {
         }
         match kind {
             RawIoKind::Memory => PortIo::Memory,
-            RawIoKind::Dpdk => {
-                let dkey = format!("{key}.device");
-                let device = match self.required(&dkey, &io.device, table) {
-                    Some(d) if d.get_ref().trim().is_empty() => {
-                        self.err(
-                            dkey,
-                            span(d),
-                            "must not be empty: a PCI address (0000:3b:00.0) or a vdev name (net_null0)",
-                        );
-                        String::new()
-                    }
-                    Some(d) => d.get_ref().trim().to_owned(),
-                    None => String::new(),
-                };
-                PortIo::Dpdk { device }
-            }
+            RawIoKind::Dpdk => self.dpdk_port_io(key, io, table),
             RawIoKind::Pcap => {
                 let path = |v: &mut Self, k: &str, p: &Option<S<String>>| -> Option<PathBuf> {
                     let p = p.as_ref()?;
@@ -549,6 +547,7 @@ impl<'a> Validator<'a> {
         };
         let pipeline = match sw.pipeline.unwrap_or(RawPipeline::Baseline) {
             RawPipeline::Baseline => PipelineKind::Baseline,
+            RawPipeline::Themis => PipelineKind::Themis,
         };
         let pool_buffers = self.int_or(
             "switch.pool_buffers",

@@ -178,6 +178,25 @@ mod ffi {
         pub pad_: u8,
     }
 
+    /// `struct rte_eth_xstat` (shim.c asserts its size).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct rte_eth_xstat {
+        pub id: u64,
+        pub value: u64,
+    }
+
+    /// `struct rte_eth_xstat_name`: a NUL-terminated name of `RTE_ETH_XSTATS_NAME_SIZE` (64)
+    /// bytes (shim.c asserts it).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct rte_eth_xstat_name {
+        pub name: [c_char; 64],
+    }
+
+    /// `lcore_function_t`: what `rte_eal_remote_launch` runs on a worker lcore.
+    pub type lcore_function_t = unsafe extern "C" fn(arg: *mut c_void) -> c_int;
+
     /// Sizes and offsets as the C compiler laid them out (shim.c `struct lh_layout`).
     #[repr(C)]
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +245,22 @@ mod ffi {
         pub fn rte_eth_dev_stop(port_id: u16) -> c_int;
         pub fn rte_eth_dev_close(port_id: u16) -> c_int;
         pub fn rte_eth_promiscuous_enable(port_id: u16) -> c_int;
+        pub fn rte_eth_xstats_get_names(
+            port_id: u16,
+            names: *mut rte_eth_xstat_name,
+            size: c_uint,
+        ) -> c_int;
+        pub fn rte_eth_xstats_get(port_id: u16, xstats: *mut rte_eth_xstat, n: c_uint) -> c_int;
+        pub fn rte_eal_remote_launch(
+            f: lcore_function_t,
+            arg: *mut c_void,
+            worker_id: c_uint,
+        ) -> c_int;
+        pub fn rte_eal_wait_lcore(worker_id: c_uint) -> c_int;
+        pub fn rte_get_main_lcore() -> c_uint;
+        pub fn rte_get_next_lcore(i: c_uint, skip_main: c_int, wrap: c_int) -> c_uint;
+        pub fn rte_lcore_to_cpu_id(lcore_id: c_int) -> c_int;
+        pub fn rte_lcore_count() -> c_uint;
 
         // ---- shim.c: static inlines ----
         pub fn lh_errno() -> c_int;

@@ -18,10 +18,12 @@
 //! [`Port`]: crate::port::Port
 
 mod eal;
+mod lcore;
 mod mbuf;
 mod port;
 
 pub use eal::{DpdkError, Eal};
+pub use lcore::LcoreJoin;
 /// The raw FFI (`longhaul-dpdk-sys`), for what this module does not wrap.
 pub use longhaul_dpdk_sys as sys;
 pub use longhaul_dpdk_sys::{RSS_HF_IP_UDP_TCP, SYMMETRIC_RSS_KEY};

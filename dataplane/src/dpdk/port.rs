@@ -388,6 +388,38 @@ impl DpdkPort {
         }
     }
 
+    /// The PMD's extended statistics (`rte_eth_xstats_get_names` + `rte_eth_xstats_get`), as
+    /// (name, value) in the PMD's order. Allocates: for the control path, not per packet.
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
+        let id = self.info.port_id;
+        let ctx = |call: &str| format!("DPDK port '{}': {call}", self.info.device);
+        // SAFETY: a null array with size 0 asks for the count; the port id is valid while open.
+        let n = unsafe { sys::rte_eth_xstats_get_names(id, ptr::null_mut(), 0) };
+        let Ok(n) = usize::try_from(n) else {
+            return Err(DpdkError::from_errno(ctx("rte_eth_xstats_get_names"), -n));
+        };
+        let mut names = vec![sys::rte_eth_xstat_name { name: [0; 64] }; n];
+        // SAFETY: `names` has room for `n` entries and we pass that bound.
+        let got = unsafe { sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32) };
+        if got < 0 {
+            return Err(DpdkError::from_errno(ctx("rte_eth_xstats_get_names"), -got));
+        }
+        let mut vals = vec![sys::rte_eth_xstat::default(); n];
+        // SAFETY: `vals` has room for `n` entries and we pass that bound.
+        let got_v = unsafe { sys::rte_eth_xstats_get(id, vals.as_mut_ptr(), n as u32) };
+        if got_v < 0 {
+            return Err(DpdkError::from_errno(ctx("rte_eth_xstats_get"), -got_v));
+        }
+        let names_n = (got as usize).min(n);
+        Ok(vals[..(got_v as usize).min(n)]
+            .iter()
+            .filter_map(|x| {
+                let i = usize::try_from(x.id).ok().filter(|&i| i < names_n)?;
+                Some((c_str(&names[i].name), x.value))
+            })
+            .collect())
+    }
+
     /// The ethdev's own counters.
     pub fn eth_stats(&self) -> Result<EthStats, DpdkError> {
         let mut s = EthStats::default();

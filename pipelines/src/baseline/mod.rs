@@ -44,6 +44,25 @@ pub struct NextHop {
     pub mac: [u8; 6],
 }
 
+/// A forwarding decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// The L2 table: out of this port, unchanged.
+    Bridge(u16),
+    /// A route: out of its port with TTL - 1 and the next hop's MAC.
+    Route(NextHop),
+}
+
+impl Egress {
+    /// The egress port.
+    pub fn port(&self) -> u16 {
+        match self {
+            Egress::Bridge(p) => *p,
+            Egress::Route(nh) => nh.port,
+        }
+    }
+}
+
 /// The baseline's own counters (drops are counted by the engine, by reason).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BaselineStats {
@@ -162,6 +181,16 @@ impl Forwarding {
         }
     }
 
+    /// The class of a packet this switch generates with `dscp` (CNPs): the DSCP map when
+    /// trusting DSCP, the default class otherwise.
+    pub fn class_of_dscp(&self, dscp: u8) -> u8 {
+        let c = match self.trust {
+            Trust::Dscp => self.dscp_map[(dscp & 63) as usize],
+            _ => self.default_class,
+        };
+        c.min(NUM_CLASSES as u8 - 1)
+    }
+
     /// Traffic class from DSCP or PCP.
     #[inline]
     pub fn classify(&self, p: &Parsed) -> u8 {
@@ -175,6 +204,88 @@ impl Forwarding {
         c.min(NUM_CLASSES as u8 - 1)
     }
 
+    /// The forwarding decision without touching the frame: L2 table by destination MAC, then
+    /// (when `routable`) LPM on the destination IP.
+    #[inline]
+    pub fn lookup_stage<B: PacketBuf>(
+        &mut self,
+        now: u64,
+        pkt: &B,
+        p: &Parsed,
+        routable: bool,
+    ) -> Result<Egress, DropReason> {
+        let frame = pkt.data();
+        if frame.len() >= 6 {
+            let mut dst = [0u8; 6];
+            dst.copy_from_slice(&frame[..6]);
+            if let Some(&port) = self.l2.lookup(&dst, now) {
+                return Ok(Egress::Bridge(port));
+            }
+        }
+        if !routable {
+            return Err(DropReason::NoRoute);
+        }
+        let l3 = p.l3_off as usize;
+        let rest = frame.get(l3..).ok_or(DropReason::Truncated)?;
+        let nh = match p.l3 {
+            L3Kind::V4 => {
+                let ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
+                self.v4.lookup(u32::from(ip.dst_addr()))
+            }
+            L3Kind::V6 => {
+                let ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
+                self.v6.lookup(ip.dst_u128())
+            }
+            _ => None,
+        };
+        nh.map(Egress::Route).ok_or(DropReason::NoRoute)
+    }
+
+    /// Carry out a decision of [`Forwarding::lookup_stage`]: set `meta.egress_port`; for a route,
+    /// decrement the TTL / hop limit (IPv4 checksum updated incrementally) and rewrite the MACs.
+    #[inline]
+    pub fn apply_stage<B: PacketBuf>(
+        &mut self,
+        pkt: &mut B,
+        p: &Parsed,
+        e: Egress,
+    ) -> Result<(), DropReason> {
+        let nh = match e {
+            Egress::Bridge(port) => {
+                self.stats.bridged += 1;
+                pkt.meta_mut().egress_port = port;
+                return Ok(());
+            }
+            Egress::Route(nh) => nh,
+        };
+        let src = self
+            .port_macs
+            .get(nh.port as usize)
+            .copied()
+            .flatten()
+            .ok_or(DropReason::BadPort)?;
+        let l3 = p.l3_off as usize;
+        let frame = pkt.data_mut();
+        let rest = frame.get_mut(l3..).ok_or(DropReason::Truncated)?;
+        match p.l3 {
+            L3Kind::V4 => {
+                let mut ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
+                ip.decrement_ttl().map_err(|e| e.drop_reason())?;
+            }
+            L3Kind::V6 => {
+                let mut ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
+                ip.decrement_hop_limit().map_err(|e| e.drop_reason())?;
+            }
+            _ => return Err(DropReason::NoRoute),
+        }
+        // The parser saw at least an Ethernet header, so the frame holds 12 bytes.
+        frame[0..6].copy_from_slice(&nh.mac);
+        frame[6..12].copy_from_slice(&src);
+        self.stats.routed += 1;
+        pkt.meta_mut().egress_port = nh.port;
+        Ok(())
+    }
+
     /// L2 then L3 forwarding: sets `meta.egress_port`, rewrites the frame for routed packets.
     #[inline]
     pub fn forward_stage<B: PacketBuf>(
@@ -184,53 +295,8 @@ impl Forwarding {
         p: &Parsed,
         routable: bool,
     ) -> Result<(), DropReason> {
-        let frame = pkt.data();
-        if frame.len() >= 6 {
-            let mut dst = [0u8; 6];
-            dst.copy_from_slice(&frame[..6]);
-            if let Some(&port) = self.l2.lookup(&dst, now) {
-                self.stats.bridged += 1;
-                pkt.meta_mut().egress_port = port;
-                return Ok(());
-            }
-        }
-        if !routable {
-            return Err(DropReason::NoRoute);
-        }
-        let l3 = p.l3_off as usize;
-        let frame = pkt.data_mut();
-        let nh = match p.l3 {
-            L3Kind::V4 => {
-                let ip = Ipv4Packet::new_checked(&frame[l3..]).map_err(|e| e.drop_reason())?;
-                let dst = u32::from(ip.dst_addr());
-                let nh = self.v4.lookup(dst).ok_or(DropReason::NoRoute)?;
-                let mut ip =
-                    Ipv4Packet::new_checked(&mut frame[l3..]).map_err(|e| e.drop_reason())?;
-                ip.decrement_ttl().map_err(|e| e.drop_reason())?;
-                nh
-            }
-            L3Kind::V6 => {
-                let ip = Ipv6Packet::new_checked(&frame[l3..]).map_err(|e| e.drop_reason())?;
-                let nh = self.v6.lookup(ip.dst_u128()).ok_or(DropReason::NoRoute)?;
-                let mut ip =
-                    Ipv6Packet::new_checked(&mut frame[l3..]).map_err(|e| e.drop_reason())?;
-                ip.decrement_hop_limit().map_err(|e| e.drop_reason())?;
-                nh
-            }
-            _ => return Err(DropReason::NoRoute),
-        };
-        let src = self
-            .port_macs
-            .get(nh.port as usize)
-            .copied()
-            .flatten()
-            .ok_or(DropReason::BadPort)?;
-        // The parser saw at least an Ethernet header, so the frame holds 12 bytes.
-        frame[0..6].copy_from_slice(&nh.mac);
-        frame[6..12].copy_from_slice(&src);
-        self.stats.routed += 1;
-        pkt.meta_mut().egress_port = nh.port;
-        Ok(())
+        let e = self.lookup_stage(now, pkt, p, routable)?;
+        self.apply_stage(pkt, p, e)
     }
 
     /// The whole baseline ingress for one packet.

@@ -346,6 +346,11 @@ impl InterDcPairs {
     }
 
     /// The underlying table (control-plane listing, ageing with `expire`).
+    pub fn table_ref(&self) -> &ExactTable<(u32, u32), ()> {
+        &self.table
+    }
+
+    /// The underlying table, writable.
     pub fn table_mut(&mut self) -> &mut ExactTable<(u32, u32), ()> {
         &mut self.table
     }
