@@ -15,7 +15,7 @@
 //! `routes` (QP_field entries come from daemons).
 
 use super::daemon::{Daemon, DaemonPolicy, InterDcPairs, InterDcSource, QpField, QpKey, QpUpdate};
-use super::esw::{ThemisCommand, PUNT_CNP, PUNT_DAEMON, PUNT_HANDSHAKE};
+use super::esw::{ThemisCommand, ThemisEsw, PUNT_CNP, PUNT_DAEMON, PUNT_HANDSHAKE};
 use super::trp::{TrpCommand, TrpKey};
 use crate::baseline::control::BaselineControl;
 use longhaul_control::api::ApiError;
@@ -110,26 +110,8 @@ impl ThemisControl {
         else {
             return;
         };
-        let l3 = p.l3_off as usize;
-        let (src, dst) = match frame.get(l3).map(|b| b >> 4) {
-            Some(4) => match frame.get(l3 + 12..l3 + 20) {
-                Some(b) => (
-                    super::daemon::v4_mapped(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                    super::daemon::v4_mapped(u32::from_be_bytes([b[4], b[5], b[6], b[7]])),
-                ),
-                None => return,
-            },
-            Some(6) => match frame.get(l3 + 8..l3 + 40) {
-                Some(b) => {
-                    let mut s = [0u8; 16];
-                    let mut d = [0u8; 16];
-                    s.copy_from_slice(&b[..16]);
-                    d.copy_from_slice(&b[16..]);
-                    (u128::from_be_bytes(s), u128::from_be_bytes(d))
-                }
-                None => return,
-            },
-            _ => return,
+        let Some((src, dst)) = ThemisEsw::ip_pair(frame, p.l3_off as usize) else {
+            return;
         };
         let qk = QpKey {
             client_ip: src,

@@ -205,7 +205,7 @@ impl ThemisEsw {
     }
 
     /// Source and destination addresses as u128 (IPv4-mapped for IPv4).
-    fn ip_pair(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {
+    pub(crate) fn ip_pair(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {
         let v = *frame.get(l3_off)? >> 4;
         match v {
             4 => {
