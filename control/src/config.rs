@@ -258,6 +258,24 @@ pub struct DpdkConfig {
     pub mbuf_cache: u32,
     /// Frame bytes per mbuf after DPDK's headroom (default `switch.buffer_data_room`).
     pub mbuf_data_room: usize,
+    /// Worker lcores, each with its own switch (tables, traffic manager, buffer); flows are
+    /// sharded over them by the unordered IP pair (docs/dpdk.md, "Several workers").
+    pub workers: u16,
+    /// How each worker's traffic manager paces a port.
+    pub worker_rate: WorkerRate,
+}
+
+/// `dpdk.worker_rate`: how the egress rate of a port is shared by the workers that send on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkerRate {
+    /// Each worker paces a port at `rate / workers`: the workers together never exceed the
+    /// link, so queues (and ECN marks, PFC) build in longhaul's traffic manager; one flow gets
+    /// at most `rate / workers`.
+    #[default]
+    Split,
+    /// Each worker paces a port at its full rate: one flow can use the whole link, but when the
+    /// workers together exceed it the NIC's tx ring backs up instead (no ECN, tx drops counted).
+    Full,
 }
 
 /// `[control]`: the control thread, the management API and the Prometheus exporter.

@@ -43,6 +43,8 @@ pub struct PortSnap {
     /// PFC frames received by this port, per priority they paused or resumed.
     pub pfc_rx: [u64; 8],
     pub link_up: bool,
+    /// The NIC's extended statistics (DPDK xstats), (name, value); empty for pcap/null ports.
+    pub xstats: Vec<(String, u64)>,
 }
 
 /// One egress queue (port x class).
@@ -283,6 +285,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_port_tx_packets_total",
     "longhaul_port_tx_bytes_total",
     "longhaul_port_link_up",
+    "longhaul_port_xstat",
     "longhaul_drops_total",
     "longhaul_queue_depth_bytes",
     "longhaul_queue_max_depth_bytes",
@@ -429,6 +432,13 @@ impl Metrics {
         for p in &s.ports {
             let up = if p.link_up { 1.0 } else { 0.0 };
             gauge("longhaul_port_link_up", &[("port", &p.name)], up);
+            for (name, v) in &p.xstats {
+                gauge(
+                    "longhaul_port_xstat",
+                    &[("port", &p.name), ("name", name)],
+                    *v as f64,
+                );
+            }
         }
         for q in &s.queues {
             let class = q.class.to_string();
@@ -536,6 +546,10 @@ fn describe() {
         "Bytes sent by a port (frames without FCS)."
     );
     describe_gauge!("longhaul_port_link_up", "1 when the port's link is up.");
+    describe_gauge!(
+        "longhaul_port_xstat",
+        "The NIC's extended statistics (DPDK xstats), by port and xstat name."
+    );
     describe_counter!(
         "longhaul_drops_total",
         Unit::Count,

@@ -109,6 +109,18 @@ pub enum Request {
     },
 }
 
+/// Link state and NIC counters of one port, read by the control thread each time it publishes
+/// metrics (DPDK: `rte_eth_link_get_nowait`, `rte_eth_xstats_get`). Ports without such a source
+/// (pcap, null) have none and show as up.
+pub trait PortStatus: Send {
+    /// The port's name in the config.
+    fn name(&self) -> &str;
+    /// Whether the link is up now.
+    fn link_up(&self) -> bool;
+    /// The NIC's extended statistics, (name, value); may allocate (control path).
+    fn xstats(&self) -> Vec<(String, u64)>;
+}
+
 /// How long a full command ring may hold up the control thread before the request fails.
 const COMMAND_RING_WAIT: Duration = Duration::from_millis(200);
 
@@ -127,6 +139,7 @@ pub struct ControlPlane<H: PipelineControl> {
     pub commands_lost: u64,
     pub reloads: u64,
     rebuild: Option<RebuildFn<H::Command>>,
+    port_status: Vec<Box<dyn PortStatus>>,
 }
 
 impl<H: PipelineControl> ControlPlane<H> {
@@ -154,6 +167,7 @@ impl<H: PipelineControl> ControlPlane<H> {
                 commands_lost: 0,
                 reloads: 0,
                 rebuild: None,
+                port_status: Vec::new(),
             },
             Backend { tx },
         )
@@ -162,6 +176,12 @@ impl<H: PipelineControl> ControlPlane<H> {
     /// Allow reloads that change the switch's structure: `f` builds and swaps in new switches.
     pub fn set_rebuild(&mut self, f: RebuildFn<H::Command>) {
         self.rebuild = Some(f);
+    }
+
+    /// Where link state and NIC counters come from (metrics `longhaul_port_link_up`,
+    /// `longhaul_port_xstat`).
+    pub fn set_port_status(&mut self, ports: Vec<Box<dyn PortStatus>>) {
+        self.port_status = ports;
     }
 
     /// The running configuration.
@@ -365,8 +385,15 @@ impl<H: PipelineControl> ControlPlane<H> {
             return;
         }
         let snaps = self.snapshots();
+        let mut snap = crate::metrics::from_switches(&snaps);
+        for st in &self.port_status {
+            if let Some(p) = snap.ports.iter_mut().find(|p| p.name == st.name()) {
+                p.link_up = st.link_up();
+                p.xstats = st.xstats();
+            }
+        }
         if let Some(m) = self.metrics.as_ref() {
-            m.publish(&crate::metrics::from_switches(&snaps));
+            m.publish(&snap);
         }
     }
 }

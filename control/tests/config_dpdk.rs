@@ -1,6 +1,6 @@
 //! `[dpdk]` and the DPDK keys of `ports[].io`: values, defaults, and every error.
 
-use longhaul_control::config::{Config, ConfigError, DpdkConfig, PortIo};
+use longhaul_control::config::{Config, ConfigError, DpdkConfig, PortIo, WorkerRate};
 use std::path::Path;
 
 const SWITCH: &str = "[switch]\nname = \"t\"\n";
@@ -85,6 +85,8 @@ fn defaults() {
             mbufs: 16_383,
             mbuf_cache: 256,
             mbuf_data_room: c.switch.buffer_data_room,
+            workers: 1,
+            worker_rate: WorkerRate::Split,
         })
     );
     assert_eq!(
@@ -105,20 +107,23 @@ fn defaults() {
 #[test]
 fn every_key() {
     let c = ok(&two_dpdk_ports(
-        ", rx_queues = 4, tx_queues = 2, rx_desc = 512, tx_desc = 4096",
-        &format!("{DPDK}mbufs = 32767\nmbuf_cache = 128\nmbuf_data_room = 9300\n"),
+        ", rx_queues = 4, tx_queues = 1, rx_desc = 512, tx_desc = 4096",
+        &format!(
+            "{DPDK}mbufs = 32767\nmbuf_cache = 128\nmbuf_data_room = 9300\nworkers = 4\nworker_rate = \"full\"\n"
+        ),
     ));
     let d = c.dpdk.unwrap();
     assert_eq!(
         (d.mbufs, d.mbuf_cache, d.mbuf_data_room),
         (32767, 128, 9300)
     );
+    assert_eq!((d.workers, d.worker_rate), (4, WorkerRate::Full));
     assert_eq!(
         c.ports[0].io,
         PortIo::Dpdk {
             device: "net_null0".into(),
             rx_queues: 4,
-            tx_queues: 2,
+            tx_queues: 1,
             rx_desc: 512,
             tx_desc: 4096
         }
@@ -166,6 +171,43 @@ fn mixing_dpdk_with_pcap_or_memory_is_refused() {
     );
     assert_eq!(es[1].0, "ports[2].io.kind");
     assert!(es[1].1.contains("\"memory\""));
+}
+
+#[test]
+fn queues_must_match_the_workers() {
+    // 2 rx queues with 4 workers: two workers would poll nothing, or two queues nobody.
+    assert_err_contains(
+        &two_dpdk_ports(", rx_queues = 2", &format!("{DPDK}workers = 4\n")),
+        "ports[0].io.rx_queues",
+        "2 queues on port 'p0' with dpdk.workers = 4: use 4",
+    );
+    assert_err_contains(
+        &two_dpdk_ports(", tx_queues = 3", &format!("{DPDK}workers = 2\n")),
+        "ports[0].io.tx_queues",
+        "or 1 (one worker polls the queue and dispatches",
+    );
+    // One worker: more queues than workers is refused too (nobody would poll them).
+    assert_err_contains(
+        &two_dpdk_ports(", rx_queues = 2", DPDK),
+        "ports[0].io.rx_queues",
+        "with dpdk.workers = 1",
+    );
+    assert_err_contains(
+        &two_dpdk_ports("", &format!("{DPDK}workers = 0\n")),
+        "dpdk.workers",
+        "0 is out of range: must be 1 to 64",
+    );
+    assert_err_contains(
+        &two_dpdk_ports("", &format!("{DPDK}worker_rate = \"half\"\n")),
+        "dpdk.worker_rate",
+        "unknown variant",
+    );
+    // Workers without DPDK ports.
+    assert_err_contains(
+        &format!("{SWITCH}{}{DPDK}workers = 2\n", null_port(0)),
+        "dpdk.workers",
+        "2 workers need DPDK ports",
+    );
 }
 
 #[test]

@@ -143,6 +143,7 @@ fn snapshot(scale: u64) -> Snapshot {
                 pfc_tx: 3 * scale,
                 pfc_rx: [0, 0, 0, 5 * scale, 0, 0, 0, 0],
                 link_up: true,
+                xstats: vec![("rx_missed_errors".into(), 4 * scale)],
             },
             PortSnap {
                 name: "wan0".into(),
@@ -241,6 +242,13 @@ fn scrape_has_every_documented_metric() {
     assert_eq!(s.value("longhaul_port_tx_bytes_total", &dc0), 7000.0);
     assert_eq!(s.value("longhaul_port_link_up", &dc0), 1.0);
     assert_eq!(s.value("longhaul_port_link_up", &[("port", "wan0")]), 0.0);
+    assert_eq!(
+        s.value(
+            "longhaul_port_xstat",
+            &[("port", "dc0"), ("name", "rx_missed_errors")]
+        ),
+        4.0
+    );
     assert_eq!(s.value("longhaul_pfc_frames_sent_total", &dc0), 3.0);
     assert_eq!(
         s.value(

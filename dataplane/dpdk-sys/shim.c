@@ -374,5 +374,5 @@ int lh_ring_pair(const char *a, const char *b, unsigned depth, int socket, uint1
     return 0;
 }
 
-/* RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP, checked against RSS_HF_IP_UDP_TCP in Rust. */
-const uint64_t lh_rss_hf_ip_udp_tcp = RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP;
+/* RTE_ETH_RSS_IP, checked against RSS_HF_IP in Rust. */
+const uint64_t lh_rss_hf_ip = RTE_ETH_RSS_IP;

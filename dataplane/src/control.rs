@@ -191,6 +191,16 @@ impl LatencyHist {
     }
 
     #[inline]
+    /// Add every sample of `o`.
+    pub fn merge(&mut self, o: &LatencyHist) {
+        for (a, b) in self.buckets.iter_mut().zip(o.buckets.iter()) {
+            *a += b;
+        }
+        self.count += o.count;
+        self.sum_ns += o.sum_ns;
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+
     pub fn record(&mut self, ns: u64) {
         self.buckets[Self::index(ns)] += 1;
         self.count += 1;

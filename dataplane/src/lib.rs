@@ -9,6 +9,7 @@
 pub mod asic;
 pub mod control;
 pub mod counters;
+pub mod dispatch;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod engine;

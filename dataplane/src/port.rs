@@ -85,6 +85,13 @@ pub trait Port<P: BufPool> {
         Ok(())
     }
 
+    /// Work that is not a burst of this worker's own: the worker loop calls it every iteration
+    /// (a shared port's owner sends the other workers' frames here, `dispatch::WorkerPort`).
+    /// Returns how many frames it moved.
+    fn service(&mut self, _now: Nanos, _pool: &mut P) -> usize {
+        0
+    }
+
     /// The port's I/O counters.
     fn stats(&self) -> PortIoStats;
 
@@ -110,6 +117,9 @@ impl<P: BufPool, T: Port<P> + ?Sized> Port<P> for Box<T> {
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()
+    }
+    fn service(&mut self, now: Nanos, pool: &mut P) -> usize {
+        (**self).service(now, pool)
     }
     fn stats(&self) -> PortIoStats {
         (**self).stats()

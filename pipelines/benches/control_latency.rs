@@ -43,6 +43,7 @@ fn main() {
         stats_interval: Duration::from_millis(100),
         until_idle: false,
         idle_sleep: Duration::ZERO,
+        idle_flag: None,
     };
     let worker = std::thread::spawn(move || {
         let mut ports = ports;

@@ -132,3 +132,22 @@ pub fn switch_spec(cfg: &Config) -> SwitchSpec {
 pub fn heap_pool(cfg: &Config) -> HeapPool {
     HeapPool::new(cfg.switch.pool_buffers, cfg.switch.buffer_data_room)
 }
+
+/// The switch spec of worker `worker` of `workers` (`[dpdk] workers`): each worker runs its own
+/// switch; with `worker_rate = "split"` (the default) its traffic manager paces every port at
+/// `rate / workers`, so the workers together never send faster than the link and queues build
+/// where ECN and PFC act. RED streams differ per worker (seed + worker).
+pub fn worker_switch_spec(cfg: &Config, worker: usize, workers: usize) -> SwitchSpec {
+    let mut spec = switch_spec(cfg);
+    let split = cfg
+        .dpdk
+        .as_ref()
+        .is_some_and(|d| d.worker_rate == longhaul_control::config::WorkerRate::Split);
+    for p in spec.ports.iter_mut() {
+        if workers > 1 && split {
+            p.tm.rate_bps = (p.tm.rate_bps / workers as u64).max(1);
+        }
+        p.tm.seed = p.tm.seed.wrapping_add((worker as u64) << 32);
+    }
+    spec
+}

@@ -1,11 +1,13 @@
 //! The DPDK platform of `longhaul run` (cargo feature `dpdk`): EAL from `[dpdk] eal_args`, one
-//! mbuf pool, an ethdev port per `io.kind = "dpdk"` port, and the worker on a pinned worker
-//! lcore. docs/dpdk.md explains the keys and running on vdevs and NICs.
+//! mbuf pool, an ethdev port per `io.kind = "dpdk"` port, and `[dpdk] workers` workers, each on
+//! its own pinned worker lcore with its view of every port (`longhaul_dataplane::dispatch`). docs/dpdk.md explains the keys and running on vdevs and NICs.
 
 use crate::platform::Placement;
 use crate::run::{Platform, Ports};
 use longhaul_control::config::{Config, DpdkConfig, PortIo};
-use longhaul_dataplane::dpdk::{DpdkPort, DpdkPortConfig, Eal, MbufPool};
+use longhaul_control::plane::PortStatus;
+use longhaul_dataplane::dispatch::WorkerPort;
+use longhaul_dataplane::dpdk::{DpdkPort, DpdkPortConfig, DpdkPortMonitor, Eal, MbufPool};
 use longhaul_dataplane::port::{NullPort, Port};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -30,6 +32,8 @@ pub struct DpdkPlatform {
     pool: Option<MbufPool>,
     /// Ports were opened (a reload that changes port I/O needs a restart).
     opened: bool,
+    /// Each DPDK port's name and monitor (link state and xstats for metrics).
+    monitors: Vec<(String, DpdkPortMonitor)>,
 }
 
 impl Default for DpdkPlatform {
@@ -45,6 +49,7 @@ impl DpdkPlatform {
             dpdk: None,
             pool: None,
             opened: false,
+            monitors: Vec::new(),
         }
     }
 
@@ -96,7 +101,10 @@ impl Platform for DpdkPlatform {
         self.ensure_pool(cfg)
     }
 
-    fn ports(&mut self, cfg: &Config) -> Result<Ports<MbufPool>, String> {
+    /// Every port opened once; each worker gets its view ([`WorkerPort`]): its own rx queue
+    /// when the port has one per worker (the NIC must do RSS), else the owner (`port index mod
+    /// workers`) polls the one queue and dispatches by the IP pair; likewise for tx.
+    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<MbufPool>>, String> {
         if self.opened {
             return Err(
                 "ports' io changed: DPDK ports are set up at startup; restart longhaul \
@@ -105,58 +113,162 @@ impl Platform for DpdkPlatform {
             );
         }
         let pool = self.ensure_pool(cfg)?;
-        let (eal, _) = Self::eal(cfg)?;
-        let mut ports: Ports<MbufPool> = Vec::new();
-        for p in &cfg.ports {
-            let port: Box<dyn Port<MbufPool> + Send> = match &p.io {
-                PortIo::None => Box::new(NullPort::default()),
-                PortIo::Dpdk {
-                    device,
-                    rx_queues,
-                    tx_queues,
-                    rx_desc,
-                    tx_desc,
-                } => {
-                    if *rx_queues > 1 || *tx_queues > 1 {
-                        return Err(format!(
-                            "port '{}': rx_queues = {rx_queues}, tx_queues = {tx_queues}: \
-                             this version runs one worker, which polls one queue per port; \
-                             use 1 and 1",
-                            p.name
-                        ));
-                    }
-                    let pc = DpdkPortConfig {
-                        rx_queues: *rx_queues,
-                        tx_queues: *tx_queues,
-                        rx_desc: *rx_desc,
-                        tx_desc: *tx_desc,
-                        rss: *rx_queues > 1,
-                        promiscuous: true,
-                    };
-                    let port = DpdkPort::open(&eal, device, &pc, &pool)
-                        .map_err(|e| format!("port '{}': {e}", p.name))?;
-                    port.wait_link_up(self.link_timeout)
-                        .map_err(|e| format!("port '{}': {e}", p.name))?;
-                    Box::new(port)
+        let (eal, d) = Self::eal(cfg)?;
+        let workers = usize::from(d.workers.max(1));
+        let lcores = eal.worker_lcores();
+        if workers > 1 && lcores.len() < workers {
+            return Err(format!(
+                "[dpdk] workers = {workers} needs {workers} worker lcores, EAL has {} ({}): give \
+                 EAL one more lcore than workers (the first is the main lcore, where the control \
+                 thread runs), e.g. \"-l\", \"0-{workers}\"",
+                lcores.len(),
+                if lcores.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("{lcores:?}")
                 }
-                PortIo::Pcap { .. } | PortIo::Memory => {
+            ));
+        }
+        let mut views: Vec<Ports<MbufPool>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut mode: Option<(bool, String)> = None;
+        self.monitors.clear();
+        for (idx, p) in cfg.ports.iter().enumerate() {
+            let PortIo::Dpdk {
+                device,
+                rx_queues,
+                tx_queues,
+                rx_desc,
+                tx_desc,
+            } = &p.io
+            else {
+                if let PortIo::Pcap { .. } | PortIo::Memory = p.io {
                     return Err(format!(
                         "port '{}': pcap and memory ports do not run next to DPDK ports; use a \
                          net_pcap vdev (docs/dpdk.md)",
                         p.name
-                    ))
+                    ));
                 }
+                for v in views.iter_mut() {
+                    v.push(Box::new(NullPort::default()));
+                }
+                continue;
             };
-            ports.push(port);
+            let pc = DpdkPortConfig {
+                rx_queues: *rx_queues,
+                tx_queues: *tx_queues,
+                rx_desc: *rx_desc,
+                tx_desc: *tx_desc,
+                rss: *rx_queues > 1,
+                promiscuous: true,
+            };
+            let port = DpdkPort::open(&eal, device, &pc, &pool)
+                .map_err(|e| format!("port '{}': {e}", p.name))?;
+            port.wait_link_up(self.link_timeout)
+                .map_err(|e| format!("port '{}': {e}", p.name))?;
+            let info = port.info();
+            let rx_shared = *rx_queues == 1;
+            if !rx_shared && !info.hardware_rss() {
+                return Err(format!(
+                    "port '{}': rx_queues = {rx_queues} needs RSS, which {} ({}) does not do \
+                     (supported hash functions: {:#x}); use rx_queues = 1: one worker polls the \
+                     queue and dispatches to the others in software",
+                    p.name, info.driver, device, info.rss_supported
+                ));
+            }
+            // Hardware RSS and software dispatch are both symmetric but different functions: a
+            // flow arriving on two ports must be sharded by the same one.
+            if workers > 1 {
+                match &mode {
+                    Some((hw, other)) if *hw == rx_shared => {
+                        return Err(format!(
+                            "port '{}' shards flows by {} but port '{other}' by {}: with several \
+                             workers give every DPDK port rx_queues = {workers} (RSS) or every \
+                             port rx_queues = 1 (software dispatch)",
+                            p.name,
+                            if rx_shared {
+                                "software dispatch"
+                            } else {
+                                "hardware RSS"
+                            },
+                            if rx_shared {
+                                "hardware RSS"
+                            } else {
+                                "software dispatch"
+                            },
+                        ));
+                    }
+                    Some(_) => {}
+                    None => mode = Some((!rx_shared, p.name.clone())),
+                }
+            }
+            self.monitors.push((p.name.clone(), port.monitor()));
+            let tx_shared = *tx_queues == 1;
+            let owner = idx % workers;
+            let queues: Vec<Option<Box<dyn Port<MbufPool> + Send>>> = (0..workers)
+                .map(|w| {
+                    let rxq = if rx_shared {
+                        (w == owner).then_some(0)
+                    } else {
+                        Some(w as u16)
+                    };
+                    let txq = if tx_shared {
+                        (w == owner).then_some(0)
+                    } else {
+                        Some(w as u16)
+                    };
+                    let q = port.queue(rxq, txq, w == owner, &pool);
+                    (rxq.is_some() || txq.is_some())
+                        .then(|| Box::new(q) as Box<dyn Port<MbufPool> + Send>)
+                })
+                .collect();
+            drop(port); // the queues and the monitor keep it open
+            for (w, view) in WorkerPort::split(&p.name, queues, owner, rx_shared, tx_shared)
+                .into_iter()
+                .enumerate()
+            {
+                views[w].push(Box::new(view));
+            }
         }
         self.opened = true;
-        Ok(ports)
+        Ok(views)
     }
 
-    fn placement(&self) -> Placement {
+    fn placement(&self, worker: usize) -> Placement {
         match Eal::get().map(|e| e.worker_lcores()) {
-            Some(l) if !l.is_empty() => Placement::Lcore(l[0]),
+            Some(l) if worker < l.len() => Placement::Lcore(l[worker]),
             _ => Placement::Thread,
         }
+    }
+
+    fn port_status(&self) -> Vec<Box<dyn PortStatus>> {
+        self.monitors
+            .iter()
+            .map(|(name, m)| {
+                Box::new(MonitorStatus {
+                    name: name.clone(),
+                    monitor: m.clone(),
+                }) as Box<dyn PortStatus>
+            })
+            .collect()
+    }
+}
+
+/// A DPDK port's link state and xstats for the control thread's metrics.
+struct MonitorStatus {
+    name: String,
+    monitor: DpdkPortMonitor,
+}
+
+impl PortStatus for MonitorStatus {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn link_up(&self) -> bool {
+        self.monitor.link().is_ok_and(|l| l.up)
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        self.monitor.xstats().unwrap_or_default()
     }
 }

@@ -34,6 +34,10 @@ pub struct WorkerOptions {
     pub until_idle: bool,
     /// Sleep this long when an iteration found no work (0 = spin).
     pub idle_sleep: Duration,
+    /// With several workers, `until_idle` does not stop a worker by itself (another may still
+    /// hand it frames): it raises this flag while it is idle and runs on until `stop`; the run
+    /// stops every worker once all flags stay raised (see `run::run_with`).
+    pub idle_flag: Option<Arc<AtomicBool>>,
 }
 
 /// What a worker did.
@@ -112,6 +116,10 @@ where
         }
         sw.poll(now);
         for (idx, port) in ports.iter_mut().enumerate() {
+            // Another worker's frames for a port this worker sends on (dispatch::WorkerPort).
+            if port.service(now, sw.pool()) > 0 {
+                work = true;
+            }
             loop {
                 let n = sw.transmit(idx, now, BURST, &mut |p| txv.push(p));
                 if n == 0 {
@@ -129,17 +137,18 @@ where
             next_stats = now + interval;
             publish(sw, now, &opts.snapshot, &mut scratch);
         }
-        if !work {
-            if opts.until_idle
-                && ports.iter().all(|p| p.rx_exhausted())
-                && sw.buffered_bytes() == 0
-                && sw.next_event(now).is_none()
-            {
-                break;
-            }
-            if !opts.idle_sleep.is_zero() {
-                std::thread::sleep(opts.idle_sleep);
-            }
+        let idle = !work
+            && opts.until_idle
+            && ports.iter().all(|p| p.rx_exhausted())
+            && sw.buffered_bytes() == 0
+            && sw.next_event(now).is_none();
+        if let Some(flag) = &opts.idle_flag {
+            flag.store(idle, Ordering::Release);
+        } else if idle {
+            break;
+        }
+        if !work && !opts.idle_sleep.is_zero() {
+            std::thread::sleep(opts.idle_sleep);
         }
     }
     for p in ports.iter_mut() {

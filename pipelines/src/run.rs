@@ -2,12 +2,14 @@
 //! the worker, the control thread, the management API and the metrics endpoint, and stops
 //! cleanly when the stop flag is set (SIGINT/SIGTERM in the CLI), returning the final counters.
 //!
-//! This slice runs one worker (one lcore's switch) over pcap, memory or null ports; DPDK ports
-//! and several sharded workers come with the DPDK issue.
+//! Each worker runs its own switch over its view of the ports: pcap and null ports run on one
+//! worker; DPDK ports on `[dpdk] workers` pinned lcores, flows sharded over them by the
+//! unordered IP pair (hardware RSS or software dispatch, `longhaul_dataplane::dispatch`). The
+//! control thread broadcasts every table change to all of them and sums their counters.
 
 use crate::baseline::control::BaselineControl;
 use crate::baseline::Baseline;
-use crate::build::{heap_pool, switch_spec};
+use crate::build::{heap_pool, worker_switch_spec};
 use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
 pub use crate::platform::run_on_platform;
 use crate::themis::control::ThemisControl;
@@ -19,7 +21,7 @@ use longhaul_control::plane::{ControlPlane, WorkerHandle};
 use longhaul_dataplane::control::mono_ns;
 use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{BufPool, HeapPool};
-use longhaul_dataplane::port::{NullPort, PcapPort, Port};
+use longhaul_dataplane::port::{NullPort, PcapPort, Port, PortIoStats};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,7 +59,10 @@ impl RunOptions {
 
 /// What a live run reports when it stops.
 pub struct RunReport {
+    /// Every worker's summary added up (ports by index).
     pub worker: WorkerSummary,
+    /// Each worker's own summary, worker 0 first.
+    pub workers: Vec<WorkerSummary>,
     pub snapshot: SwitchSnapshot,
     pub api_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
@@ -67,13 +72,18 @@ pub struct RunReport {
 /// or DPDK mbufs with ethdev ports (the `dpdk` feature).
 pub trait Platform: Send + 'static {
     type Pool: BufPool + Send + 'static;
-    /// The buffer pool of a switch built from `cfg`.
+    /// The buffer pool of a switch built from `cfg` (one per worker).
     fn pool(&mut self, cfg: &Config) -> Result<Self::Pool, String>;
-    /// The ports of `cfg`, in port order. Errors name the port.
-    fn ports(&mut self, cfg: &Config) -> Result<Ports<Self::Pool>, String>;
-    /// Where the worker runs (DPDK: a pinned worker lcore).
-    fn placement(&self) -> crate::platform::Placement {
+    /// Each worker's view of the ports of `cfg`, in port order (the number of workers is the
+    /// length). Errors name the port.
+    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<Self::Pool>>, String>;
+    /// Where worker `worker` runs (DPDK: a pinned worker lcore).
+    fn placement(&self, _worker: usize) -> crate::platform::Placement {
         crate::platform::Placement::Thread
+    }
+    /// Link state and NIC counters of the ports, for metrics (DPDK ports).
+    fn port_status(&self) -> Vec<Box<dyn longhaul_control::plane::PortStatus>> {
+        Vec::new()
     }
 }
 
@@ -88,8 +98,8 @@ impl Platform for HeapPlatform {
     fn pool(&mut self, cfg: &Config) -> Result<HeapPool, String> {
         Ok(heap_pool(cfg))
     }
-    fn ports(&mut self, cfg: &Config) -> Result<Ports<HeapPool>, String> {
-        open_ports(cfg)
+    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<HeapPool>>, String> {
+        Ok(vec![open_ports(cfg)?])
     }
 }
 
@@ -152,7 +162,7 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
             .all(|(x, y)| x.id == y.id && x.name == y.name && x.io == y.io)
 }
 
-/// Run a switch of pipeline `L` on platform `X` with control handler `H`.
+/// Run the switches of pipeline `L` on platform `X` with control handler `H`: one per worker.
 pub fn run_with<X, L, H>(
     cfg: Config,
     path: PathBuf,
@@ -167,16 +177,27 @@ where
     L: Pipeline<X::Pool, Command = H::Command> + Send + 'static,
     H: longhaul_control::plane::PipelineControl,
 {
-    let mut ports = platform.ports(&cfg)?;
-    let pool = platform.pool(&cfg)?;
-    let mut sw = Switch::new(switch_spec(&cfg), pool, make_pipeline(&cfg));
-    let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
-    let slot: SwapSlot<X::Pool, L> = Arc::new(Mutex::new(None));
+    let views = platform.ports(&cfg)?;
+    let n = views.len().max(1);
+    let mut workers = Vec::with_capacity(n);
+    for (i, ports) in views.into_iter().enumerate() {
+        let sw = Switch::new(
+            worker_switch_spec(&cfg, i, n),
+            platform.pool(&cfg)?,
+            make_pipeline(&cfg),
+        );
+        let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
+        let slot: SwapSlot<X::Pool, L> = Arc::new(Mutex::new(None));
+        workers.push((sw, ports, snapshot, slot));
+    }
     let stop = opts.stop.clone();
-    let worker_handle = WorkerHandle {
-        channel: sw.channel(),
-        snapshot: snapshot.clone(),
-    };
+    let handles: Vec<WorkerHandle<H::Command>> = workers
+        .iter()
+        .map(|(sw, _, snapshot, _)| WorkerHandle {
+            channel: sw.channel(),
+            snapshot: snapshot.clone(),
+        })
+        .collect();
 
     // Metrics first, then the API: a bad address fails before any packet moves.
     let metrics_listen = opts.metrics_listen.unwrap_or(cfg.control.metrics_listen);
@@ -193,35 +214,57 @@ where
     let api_listen = opts.api_listen.unwrap_or(cfg.control.api_listen);
     let token = resolve_token(cfg.control.api_token.as_deref());
     let mut running = cfg.clone();
-    let (mut plane, backend) = ControlPlane::new(
-        cfg,
-        path,
-        handler,
-        vec![worker_handle],
-        metrics,
-        stop.clone(),
-    );
-    // A reload that changes the switch's structure builds a new switch (and new port I/O if
-    // that changed) here, on the control thread, and leaves it for the worker to swap in.
-    let (rebuild_slot, rebuild_snapshot) = (slot.clone(), snapshot.clone());
-    let placement = platform.placement();
+    let (mut plane, backend) =
+        ControlPlane::new(cfg, path, handler, handles, metrics, stop.clone());
+    plane.set_port_status(platform.port_status());
+    // A reload that changes the switch's structure builds new switches (and new port I/O if
+    // that changed) here, on the control thread, and leaves them for the workers to swap in.
+    type Slots<P, L> = Vec<(SwapSlot<P, L>, Arc<Mutex<SwitchSnapshot>>)>;
+    let rebuild_slots: Slots<X::Pool, L> = workers
+        .iter()
+        .map(|(_, _, snapshot, slot)| (slot.clone(), snapshot.clone()))
+        .collect();
+    let placements: Vec<_> = (0..n).map(|i| platform.placement(i)).collect();
     plane.set_rebuild(Box::new(move |new: &Config| {
-        let ports = if same_port_io(&running, new) {
+        let mut ports = if same_port_io(&running, new) {
             None
         } else {
-            Some(platform.ports(new)?)
+            let v = platform.ports(new)?;
+            if v.len() != rebuild_slots.len() {
+                return Err(format!(
+                    "[dpdk] workers: {} running, {} in the new config: restart longhaul to change \
+                     the number of workers",
+                    rebuild_slots.len(),
+                    v.len()
+                ));
+            }
+            Some(v.into_iter())
         };
-        let sw = Switch::new(switch_spec(new), platform.pool(new)?, make_pipeline(new));
-        let handle = WorkerHandle {
-            channel: sw.channel(),
-            snapshot: rebuild_snapshot.clone(),
-        };
-        let mut pending = rebuild_slot
-            .lock()
-            .map_err(|_| "the worker's swap slot is poisoned".to_string())?;
-        *pending = Some(Swap { switch: sw, ports });
+        let mut swaps = Vec::with_capacity(rebuild_slots.len());
+        let mut handles = Vec::with_capacity(rebuild_slots.len());
+        for (i, (_, snapshot)) in rebuild_slots.iter().enumerate() {
+            let sw = Switch::new(
+                worker_switch_spec(new, i, rebuild_slots.len()),
+                platform.pool(new)?,
+                make_pipeline(new),
+            );
+            handles.push(WorkerHandle {
+                channel: sw.channel(),
+                snapshot: snapshot.clone(),
+            });
+            swaps.push(Swap {
+                switch: sw,
+                ports: ports.as_mut().and_then(|p| p.next()),
+            });
+        }
+        for ((slot, _), swap) in rebuild_slots.iter().zip(swaps) {
+            let mut pending = slot
+                .lock()
+                .map_err(|_| "a worker's swap slot is poisoned".to_string())?;
+            *pending = Some(swap);
+        }
         running = new.clone();
-        Ok(vec![handle])
+        Ok(handles)
     }));
     let backend: Arc<dyn ManagementBackend> = Arc::new(backend);
     let api = ApiServer::start(api_listen, token, backend)?;
@@ -235,41 +278,128 @@ where
         .spawn(move || plane.run())
         .map_err(|e| format!("starting the control thread: {e}"))?;
 
-    let wopts = WorkerOptions {
-        stop: stop.clone(),
-        snapshot: snapshot.clone(),
-        stats_interval,
-        until_idle: opts.until_idle,
-        idle_sleep: Duration::from_micros(20),
-    };
+    // Several workers stop together once all are idle (`WorkerOptions::idle_flag`).
+    let idle_flags: Vec<Arc<AtomicBool>> =
+        (0..n).map(|_| Arc::new(AtomicBool::new(false))).collect();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let job = Box::new(move || {
-        let s = run_worker(&mut sw, &mut ports, &wopts, Some(&slot));
-        drop(ports); // DPDK ports stop and close on the worker's lcore
-        let _ = done_tx.send((s, sw));
-    });
-    let worker = crate::platform::spawn_worker(placement, "longhaul-worker0", job);
-    let (summary, sw) = match worker.and_then(|w| w.join()) {
-        Ok(()) => done_rx
-            .recv()
-            .map_err(|_| "the worker stopped without a result".to_string())?,
-        Err(e) => {
-            stop.store(true, Ordering::SeqCst);
-            let _ = control.join();
-            return Err(e);
+    let mut joins = Vec::with_capacity(n);
+    let mut failed = None;
+    for (i, (mut sw, mut ports, snapshot, slot)) in workers.into_iter().enumerate() {
+        let wopts = WorkerOptions {
+            stop: stop.clone(),
+            snapshot,
+            stats_interval,
+            until_idle: opts.until_idle,
+            idle_sleep: Duration::from_micros(20),
+            idle_flag: (n > 1).then(|| idle_flags[i].clone()),
+        };
+        let done_tx = done_tx.clone();
+        let job = Box::new(move || {
+            let s = run_worker(&mut sw, &mut ports, &wopts, Some(&slot));
+            drop(ports); // DPDK queues stop and close on the worker's lcore
+            let _ = done_tx.send((i, s, sw));
+        });
+        match crate::platform::spawn_worker(placements[i], &format!("longhaul-worker{i}"), job) {
+            Ok(j) => joins.push(j),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
         }
-    };
-    // The worker stopped (signal or idle): stop the rest.
+    }
+    drop(done_tx);
+    if failed.is_none() && n > 1 && opts.until_idle {
+        watch_idle(&stop, &idle_flags, joins.len());
+    }
+    let mut errors: Vec<String> = failed.into_iter().collect();
+    if !errors.is_empty() {
+        stop.store(true, Ordering::SeqCst);
+    }
+    for j in joins {
+        if let Err(e) = j.join() {
+            stop.store(true, Ordering::SeqCst);
+            errors.push(e);
+        }
+    }
+    // The workers stopped (signal, idle or error): stop the rest.
     stop.store(true, Ordering::SeqCst);
     let _ = control.join();
     drop(api);
     drop(metrics_server);
-    let mut final_snap = SwitchSnapshot::default();
-    sw.snapshot_into(mono_ns(), &mut final_snap);
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    let mut done: Vec<(usize, WorkerSummary, Switch<X::Pool, L>)> = done_rx.iter().collect();
+    if done.len() != n {
+        return Err("a worker stopped without a result".to_string());
+    }
+    done.sort_by_key(|(i, _, _)| *i);
+    let mut snaps = Vec::with_capacity(n);
+    let mut summaries = Vec::with_capacity(n);
+    for (_, s, sw) in &done {
+        let mut snap = SwitchSnapshot::default();
+        sw.snapshot_into(mono_ns(), &mut snap);
+        snaps.push(snap);
+        summaries.push(s.clone());
+    }
     Ok(RunReport {
-        worker: summary,
-        snapshot: final_snap,
+        worker: sum_summaries(&summaries),
+        workers: summaries,
+        snapshot: sum_snapshots(snaps),
         api_addr,
         metrics_addr,
     })
+}
+
+/// Until-idle with several workers: stop them once every idle flag has stayed raised over a
+/// few checks (a worker that is handed a frame lowers its flag within one iteration).
+fn watch_idle(stop: &AtomicBool, flags: &[Arc<AtomicBool>], running: usize) {
+    const CHECKS: u32 = 5;
+    let mut quiet = 0;
+    while !stop.load(Ordering::Relaxed) && running == flags.len() {
+        std::thread::sleep(Duration::from_millis(5));
+        if flags.iter().all(|f| f.load(Ordering::Acquire)) {
+            quiet += 1;
+            if quiet >= CHECKS {
+                stop.store(true, Ordering::SeqCst);
+            }
+        } else {
+            quiet = 0;
+        }
+    }
+}
+
+/// Every worker's summary added up; ports by index.
+fn sum_summaries(all: &[WorkerSummary]) -> WorkerSummary {
+    let mut t = WorkerSummary::default();
+    for s in all {
+        t.iterations += s.iterations;
+        t.rx += s.rx;
+        t.tx += s.tx;
+        t.swaps = t.swaps.max(s.swaps);
+        t.dropped_on_swap += s.dropped_on_swap;
+        for (i, p) in s.ports.iter().enumerate() {
+            if t.ports.len() <= i {
+                t.ports.push(PortIoStats::default());
+            }
+            let o = &mut t.ports[i];
+            o.rx_pkts += p.rx_pkts;
+            o.rx_bytes += p.rx_bytes;
+            o.tx_pkts += p.tx_pkts;
+            o.tx_bytes += p.tx_bytes;
+            o.rx_nobuf += p.rx_nobuf;
+            o.tx_errors += p.tx_errors;
+            o.rx_errors += p.rx_errors;
+        }
+    }
+    t
+}
+
+/// One worker's snapshot as it is; several: counters added up (`SwitchSnapshot::merge`).
+fn sum_snapshots(mut snaps: Vec<SwitchSnapshot>) -> SwitchSnapshot {
+    let mut total = snaps.remove(0);
+    for s in &snaps {
+        total.merge(s);
+    }
+    total
 }

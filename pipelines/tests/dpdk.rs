@@ -5,7 +5,8 @@
 //!
 //! EAL starts once per test process, from the `[dpdk] eal_args` of the first config run (every
 //! config here carries the same list, with every vdev the tests use: a closed vdev is released
-//! by DPDK, so each test uses its own). Runs take `RUNS`: one worker lcore, one run at a time.
+//! by DPDK, so each test uses its own). Runs take `RUNS`: one run at a time. EAL has two worker
+//! lcores (1 and 2, on CPU 1: CI has two CPUs), for the two-worker test.
 #![cfg(feature = "dpdk")]
 
 use longhaul_control::client::Client;
@@ -46,9 +47,11 @@ fn serial() -> MutexGuard<'static, ()> {
 fn eal_args() -> Vec<String> {
     let t = trace();
     let out = tmp().join("pcap-wan0.pcap");
+    let rev = reverse_trace();
+    let d = tmp();
     [
-        "-l".to_string(),
-        "0-1".into(),
+        "--lcores".to_string(),
+        "0@0,1@1,2@1".into(),
         "--no-huge".into(),
         "-m".into(),
         "512".into(),
@@ -61,14 +64,76 @@ fn eal_args() -> Vec<String> {
         format!("--vdev=net_pcap1,tx_pcap={}", out.display()),
         "--vdev=net_null0".into(),
         "--vdev=net_null1".into(),
+        // Two workers: one rx queue each (software dispatch), one tx queue per worker.
+        format!(
+            "--vdev=net_pcap2,rx_pcap={},tx_pcap={},tx_pcap={}",
+            t.display(),
+            d.join("w-wan0-q0.pcap").display(),
+            d.join("w-wan0-q1.pcap").display()
+        ),
+        format!(
+            "--vdev=net_pcap3,rx_pcap={},tx_pcap={},tx_pcap={}",
+            rev.display(),
+            d.join("w-dc0-q0.pcap").display(),
+            d.join("w-dc0-q1.pcap").display()
+        ),
+        "--vdev=net_null2".into(),
+        // Two rx queues without RSS (net_pcap has none; net_null advertises RSS).
+        format!(
+            "--vdev=net_pcap4,rx_pcap={t},rx_pcap={t},tx_pcap={},tx_pcap={}",
+            d.join("norss-q0.pcap").display(),
+            d.join("norss-q1.pcap").display(),
+            t = t.display()
+        ),
     ]
     .to_vec()
+}
+
+/// The trace's reverse direction, as the remote DC sends it into wan0: addresses swapped, from
+/// the DCI peer's MAC to wan0's MAC. Written before EAL starts (net_pcap opens it at probe).
+fn reverse_trace() -> PathBuf {
+    let p = tmp().join("reverse.pcap");
+    let mut recs = read_pcap(trace()).unwrap();
+    for r in recs.iter_mut() {
+        let f = &mut r.data;
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 3]); // wan0
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0x20, 1]); // DCI peer
+        let (src, dst) = (f[26..30].to_vec(), f[30..34].to_vec());
+        f[26..30].copy_from_slice(&dst);
+        f[30..34].copy_from_slice(&src); // the IPv4 checksum is unchanged by the swap
+    }
+    longhaul_dataplane::pcap::write_pcap(&p, &recs).unwrap();
+    p
+}
+
+/// The unordered IPv4 pair of an Ethernet/IPv4 frame.
+fn ip_pair(f: &[u8]) -> ([u8; 4], [u8; 4]) {
+    let a: [u8; 4] = f[26..30].try_into().unwrap();
+    let b: [u8; 4] = f[30..34].try_into().unwrap();
+    (a.min(b), a.max(b))
+}
+
+/// Sum of `tx_pkts` of port index `port` over every worker of a /stats body.
+fn tx_all_workers(s: &serde_json::Value, port: usize) -> u64 {
+    s["workers"]
+        .as_array()
+        .map(|ws| {
+            ws.iter()
+                .map(|w| w["ports"][port]["tx_pkts"].as_u64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// configs/baseline.toml with `io` per port (port order; "" = no io), `[control]` on ephemeral
 /// ports, metrics off, Kmin above what the unpaced trace can queue (no ECN marks: vdev input
 /// arrives at once, the paced replay does not queue), and `[dpdk]`.
 fn config(name: &str, io: [&str; 4]) -> PathBuf {
+    config_with(name, io, "", "off")
+}
+
+/// [`config`] with extra `[dpdk]` lines and a metrics address.
+fn config_with(name: &str, io: [&str; 4], dpdk_extra: &str, metrics: &str) -> PathBuf {
     let base = std::fs::read_to_string(root().join("configs/baseline.toml")).unwrap();
     let mut out = String::new();
     let mut k = 0;
@@ -89,7 +154,7 @@ fn config(name: &str, io: [&str; 4]) -> PathBuf {
     );
     let args: Vec<String> = eal_args().iter().map(|a| format!("{a:?}")).collect();
     let text = format!(
-        "{out}\n[control]\napi_listen = \"127.0.0.1:0\"\nmetrics_listen = \"off\"\nstats_interval_ms = 20\n\n[dpdk]\neal_args = [{}]\nmbufs = 8191\n",
+        "{out}\n[control]\napi_listen = \"127.0.0.1:0\"\nmetrics_listen = \"{metrics}\"\nstats_interval_ms = 20\n\n[dpdk]\neal_args = [{}]\nmbufs = 8191\n{dpdk_extra}",
         args.join(", ")
     );
     let p = tmp().join(format!("{name}.toml"));
@@ -134,11 +199,7 @@ fn wait_tx(api: SocketAddr, port: usize, n: u64) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, s) = c.get("/stats", None).unwrap();
-        if s["workers"][0]["ports"][port]["tx_pkts"]
-            .as_u64()
-            .unwrap_or(0)
-            >= n
-        {
+        if tx_all_workers(&s, port) >= n {
             return s;
         }
         assert!(Instant::now() < deadline, "no {n} packets out: {s}");
@@ -284,4 +345,168 @@ fn a_device_that_does_not_exist_is_an_error_naming_the_port() {
         "{e}"
     );
     assert!(e.contains("(errno 19)"), "{e}");
+}
+
+#[test]
+fn two_workers_both_directions_of_a_flow_land_on_one_worker() {
+    let _g = serial();
+    let io0 = "{ kind = \"dpdk\", device = \"net_pcap2\", rx_queues = 1, tx_queues = 2 }";
+    let io2 = "{ kind = \"dpdk\", device = \"net_pcap3\", rx_queues = 1, tx_queues = 2 }";
+    let cfg = config_with("two", [io0, "", io2, ""], "workers = 2\n", "off");
+    let (api, stop, h) = start(cfg);
+    // 1024 frames each way: dc0 -> wan0 (port 2) and wan0 -> dc0 (port 0).
+    let s = wait_tx(api, 2, 1024);
+    assert_eq!(s["workers"].as_array().map(|w| w.len()), Some(2), "{s}");
+    wait_tx(api, 0, 1024);
+    stop.store(true, Ordering::SeqCst);
+    let r = h.join().unwrap().expect("run");
+    assert_eq!(r.workers.len(), 2);
+    assert_eq!(r.worker.rx, 2048);
+    assert_eq!(r.worker.tx, 2048);
+    assert!(
+        r.workers.iter().all(|w| w.rx > 0),
+        "both workers get flows: {:?}",
+        r.workers.iter().map(|w| w.rx).collect::<Vec<_>>()
+    );
+    // Worker w sends on tx queue w of every port: the queue a frame left by names its worker.
+    let mut worker_of: std::collections::HashMap<([u8; 4], [u8; 4]), usize> = Default::default();
+    let mut per_queue = [0usize; 4];
+    for (k, (port, q)) in [("wan0", 0), ("wan0", 1), ("dc0", 0), ("dc0", 1)]
+        .into_iter()
+        .enumerate()
+    {
+        let recs = read_pcap(tmp().join(format!("w-{port}-q{q}.pcap"))).unwrap();
+        per_queue[k] = recs.len();
+        for rec in recs {
+            let pair = ip_pair(&rec.data);
+            let w = *worker_of.entry(pair).or_insert(q);
+            assert_eq!(w, q, "flow {pair:?} left by worker {w} and by worker {q}");
+        }
+    }
+    assert_eq!(per_queue.iter().sum::<usize>(), 2048, "{per_queue:?}");
+    assert_eq!(worker_of.len(), 64, "64 flows");
+    assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
+    // Each flow's frames are there in both directions.
+    assert_eq!(per_queue[0] + per_queue[1], 1024);
+    assert_eq!(per_queue[2] + per_queue[3], 1024);
+}
+
+#[test]
+fn link_state_and_xstats_reach_the_metrics() {
+    let _g = serial();
+    let eal = match Eal::get() {
+        Some(e) => e,
+        None => Eal::init(&eal_args()).expect("EAL"),
+    };
+    // net_ring can take its link down (net_null cannot: ENOTSUP).
+    let (_peer, wan) = eal.ring_pair("lkpeer", "lkwan", 1024).unwrap();
+    let cfg = config_with(
+        "link",
+        [&dpdk("net_null2"), "", &dpdk(&wan), ""],
+        "",
+        "127.0.0.1:0",
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let mut opts = RunOptions::new(stop.clone());
+    opts.on_ready = Some(Arc::new(move |_, m| {
+        let _ = tx.send(m);
+    }));
+    let h = std::thread::spawn(move || run(&cfg, opts));
+    // Stop the run even when an assertion below fails (the next test needs the lcore).
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
+    let metrics = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("ready")
+        .expect("metrics address");
+    let scrape = || -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(metrics).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut body = String::new();
+        c.read_to_string(&mut body).unwrap();
+        body
+    };
+    let wait_for = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let body = scrape();
+            if body.lines().any(|l| l.starts_with(what)) {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "no '{what}' in:\n{body}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Up at start, with the PMD's own counters.
+    wait_for("longhaul_port_link_up{port=\"wan0\"} 1");
+    let body = wait_for("longhaul_port_xstat{port=\"dc0\",name=\"rx_good_packets\"}");
+    assert!(
+        body.contains("longhaul_port_xstat{port=\"wan0\",name=\"tx_good_packets\"}"),
+        "{body}"
+    );
+    // The link goes down while running: the gauge follows, nothing crashes.
+    eal.set_link(&wan, false)
+        .expect("net_ring has set_link_down");
+    wait_for("longhaul_port_link_up{port=\"wan0\"} 0");
+    eal.set_link(&wan, true).unwrap();
+    wait_for("longhaul_port_link_up{port=\"wan0\"} 1");
+    stop.store(true, Ordering::SeqCst);
+    h.join().unwrap().expect("clean stop");
+}
+
+#[test]
+fn a_link_that_stays_down_is_an_error_naming_the_port() {
+    let _g = serial();
+    let eal = match Eal::get() {
+        Some(e) => e,
+        None => Eal::init(&eal_args()).expect("EAL"),
+    };
+    let pool = MbufPool::new(&eal, "link-test", 1023, 0, 2048).unwrap();
+    let (a, _b) = eal.ring_pair("ldown_a", "ldown_b", 256).unwrap();
+    let port = DpdkPort::open(&eal, &a, &DpdkPortConfig::default(), &pool).unwrap();
+    eal.set_link(&a, false).unwrap();
+    let e = port
+        .wait_link_up(Duration::from_millis(200))
+        .expect_err("link is down");
+    assert_eq!(
+        e.to_string(),
+        format!("DPDK port '{a}': link down after 200 ms (check the cable and the peer)")
+    );
+    eal.set_link(&a, true).unwrap();
+    assert!(port.wait_link_up(Duration::from_millis(200)).is_ok());
+    let e = eal.set_link("net_nope9", false).unwrap_err().to_string();
+    assert!(
+        e.starts_with("DPDK port 'net_nope9': no such ethdev"),
+        "{e}"
+    );
+}
+
+#[test]
+fn rx_queues_without_rss_are_refused_naming_the_port() {
+    let _g = serial();
+    let io = "{ kind = \"dpdk\", device = \"net_pcap4\", rx_queues = 2, tx_queues = 2 }";
+    let cfg = config_with("norss", [io, "", "", ""], "workers = 2\n", "off");
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RunOptions::new(stop.clone());
+    // Should it start after all, stop it so the failure is reported rather than hung.
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(10));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let e = match run(&cfg, opts) {
+        Ok(_) => panic!("ran with rx queues but no RSS"),
+        Err(e) => e,
+    };
+    assert!(
+        e.starts_with("port 'dc0': rx_queues = 2 needs RSS, which net_pcap"),
+        "{e}"
+    );
 }

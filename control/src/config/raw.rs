@@ -134,6 +134,16 @@ pub(super) struct RawDpdk {
     pub mbufs: Option<S<i64>>,
     pub mbuf_cache: Option<S<i64>>,
     pub mbuf_data_room: Option<S<i64>>,
+    pub workers: Option<S<i64>>,
+    pub worker_rate: Option<S<RawWorkerRate>>,
+}
+
+/// `dpdk.worker_rate` values.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawWorkerRate {
+    Split,
+    Full,
 }
 
 /// `[control]`: control thread, management API, metrics.

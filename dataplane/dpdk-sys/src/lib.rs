@@ -51,34 +51,18 @@ pub const SYMMETRIC_RSS_KEY: [u8; 40] = {
     k
 };
 
-/// `RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP` (rte_ethdev.h): IPv4/IPv6 with and
-/// without L4 ports, the set RoCEv2 (UDP) traffic needs.
-pub const RSS_HF_IP_UDP_TCP: u64 = {
+/// `RTE_ETH_RSS_IP` (rte_ethdev.h): hash IPv4/IPv6 frames, whatever their L4, on the address
+/// pair only. With the symmetric key, a flow's data, its reverse direction and its CNPs and NACKs
+/// (which carry other UDP source ports) land on one queue (docs/dpdk.md, "Several workers").
+pub const RSS_HF_IP: u64 = {
     const IPV4: u64 = 1 << 2;
     const FRAG_IPV4: u64 = 1 << 3;
-    const NONFRAG_IPV4_TCP: u64 = 1 << 4;
-    const NONFRAG_IPV4_UDP: u64 = 1 << 5;
     const NONFRAG_IPV4_OTHER: u64 = 1 << 7;
     const IPV6: u64 = 1 << 8;
     const FRAG_IPV6: u64 = 1 << 9;
-    const NONFRAG_IPV6_TCP: u64 = 1 << 10;
-    const NONFRAG_IPV6_UDP: u64 = 1 << 11;
     const NONFRAG_IPV6_OTHER: u64 = 1 << 13;
     const IPV6_EX: u64 = 1 << 15;
-    const IPV6_TCP_EX: u64 = 1 << 16;
-    const IPV6_UDP_EX: u64 = 1 << 17;
-    IPV4 | FRAG_IPV4
-        | NONFRAG_IPV4_OTHER
-        | IPV6
-        | FRAG_IPV6
-        | NONFRAG_IPV6_OTHER
-        | IPV6_EX
-        | NONFRAG_IPV4_UDP
-        | NONFRAG_IPV6_UDP
-        | IPV6_UDP_EX
-        | NONFRAG_IPV4_TCP
-        | NONFRAG_IPV6_TCP
-        | IPV6_TCP_EX
+    IPV4 | FRAG_IPV4 | NONFRAG_IPV4_OTHER | IPV6 | FRAG_IPV6 | NONFRAG_IPV6_OTHER | IPV6_EX
 };
 
 /// `SOCKET_ID_ANY`.
@@ -222,7 +206,7 @@ mod ffi {
         /// Exported by shim.c.
         pub static lh_layout: lh_layout_t;
         /// Exported by shim.c: `RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP`.
-        pub static lh_rss_hf_ip_udp_tcp: u64;
+        pub static lh_rss_hf_ip: u64;
 
         // ---- DPDK (exported functions) ----
         pub fn rte_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
@@ -243,6 +227,8 @@ mod ffi {
         pub fn rte_eth_dev_get_name_by_port(port_id: u16, name: *mut c_char) -> c_int;
         pub fn rte_eth_dev_socket_id(port_id: u16) -> c_int;
         pub fn rte_eth_dev_stop(port_id: u16) -> c_int;
+        pub fn rte_eth_dev_set_link_up(port_id: u16) -> c_int;
+        pub fn rte_eth_dev_set_link_down(port_id: u16) -> c_int;
         pub fn rte_eth_dev_close(port_id: u16) -> c_int;
         pub fn rte_eth_promiscuous_enable(port_id: u16) -> c_int;
         pub fn rte_eth_xstats_get_names(
@@ -367,7 +353,7 @@ mod ffi {
         #[test]
         fn rss_hf_matches_rte_ethdev_h() {
             // SAFETY: a `const uint64_t` in shim.c, never written.
-            assert_eq!(unsafe { lh_rss_hf_ip_udp_tcp }, crate::RSS_HF_IP_UDP_TCP);
+            assert_eq!(unsafe { lh_rss_hf_ip }, crate::RSS_HF_IP);
         }
 
         #[test]

@@ -26,6 +26,8 @@ pub use eal::{DpdkError, Eal};
 pub use lcore::LcoreJoin;
 /// The raw FFI (`longhaul-dpdk-sys`), for what this module does not wrap.
 pub use longhaul_dpdk_sys as sys;
-pub use longhaul_dpdk_sys::{RSS_HF_IP_UDP_TCP, SYMMETRIC_RSS_KEY};
+pub use longhaul_dpdk_sys::{RSS_HF_IP, SYMMETRIC_RSS_KEY};
 pub use mbuf::{Mbuf, MbufPool, META_PRIV_SIZE};
-pub use port::{DpdkPort, DpdkPortConfig, DpdkPortInfo, EthStats, LinkInfo, BURST};
+pub use port::{
+    DpdkPort, DpdkPortConfig, DpdkPortInfo, DpdkPortMonitor, DpdkQueue, EthStats, LinkInfo, BURST,
+};

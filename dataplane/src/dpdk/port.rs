@@ -9,7 +9,7 @@ use longhaul_dpdk_sys::{self as sys, rte_mbuf, rte_mempool};
 use std::ffi::{c_char, CString};
 use std::mem::size_of;
 use std::ptr::{self, NonNull};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Most frames one `rx_burst` takes from the PMD (DPDK's customary burst).
@@ -102,18 +102,32 @@ pub type EthStats = sys::lh_eth_stats;
 /// Port ids open in this process (a port is set up by one `DpdkPort` at a time).
 static OPEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
 
-/// A DPDK ethdev port, configured and started; stopped and closed on drop.
+/// A DPDK ethdev port, configured and started; stopped and closed when the port and every
+/// [`DpdkQueue`] and [`DpdkPortMonitor`] made from it are gone.
 ///
 /// `rx_burst`/`tx_burst` of the [`Port`] trait use queue 0; [`DpdkPort::rx_burst_queue`] and
 /// [`DpdkPort::tx_burst_queue`] take any queue. A queue must be polled by one thread at a time:
-/// `&mut self` guarantees it while the port has a single owner.
+/// `&mut self` guarantees it while the port has a single owner; several workers each take a
+/// [`DpdkQueue`] of their own queues ([`DpdkPort::queue`]).
 ///
 /// Counters ([`Port::stats`]): `rx_pkts`/`rx_bytes`/`tx_pkts`/`tx_bytes` are what longhaul
 /// received and sent; `rx_nobuf` is the PMD's `rx_nombuf` (mempool exhausted); `rx_errors` adds
 /// the frames dropped here (multi-segment, or from a foreign mempool) to the PMD's `imissed` and
 /// `ierrors`; `tx_errors` adds the frames the PMD would not take to its `oerrors`.
 pub struct DpdkPort {
+    shared: Arc<Shared>,
+    io: QueueIo,
+}
+
+/// What every handle of one port shares: its description, and closing it with the last handle.
+struct Shared {
     info: DpdkPortInfo,
+    desc: String,
+}
+
+/// The burst state of one thread's queues of a port.
+struct QueueIo {
+    port_id: u16,
     stats: PortIoStats,
     /// Frames dropped on rx because they were chained (jumbo frames larger than one mbuf).
     rx_multiseg: u64,
@@ -121,12 +135,30 @@ pub struct DpdkPort {
     rx_foreign: u64,
     /// The last mempool whose private area was checked (see `pool_ok`).
     checked_pool: *mut rte_mempool,
-    desc: String,
 }
 
-// SAFETY: the port's queues may be polled from any thread, one at a time, which `&mut self`
-// ensures; `checked_pool` is only compared, never dereferenced through this handle.
-unsafe impl Send for DpdkPort {}
+// SAFETY: a QueueIo polls its queues from whichever thread owns it, one thread at a time, which
+// `&mut self` ensures; `checked_pool` is only compared, never dereferenced through this handle.
+unsafe impl Send for QueueIo {}
+
+/// One worker's queues of a shared port ([`DpdkPort::queue`]): rx from `rxq`, tx on `txq`.
+pub struct DpdkQueue {
+    shared: Arc<Shared>,
+    io: QueueIo,
+    rxq: Option<u16>,
+    txq: Option<u16>,
+    /// This handle adds the port-wide PMD counters (`imissed`, `rx_nombuf`, ...) to its stats,
+    /// so that summing every worker's stats counts them once.
+    primary: bool,
+}
+
+/// Link state and PMD counters of a port, for the control thread (metrics) while workers poll
+/// its queues. `rte_eth_link_get_nowait` and `rte_eth_xstats_get` read the device's state and
+/// are what DPDK applications call from their main lcore while workers forward.
+#[derive(Clone)]
+pub struct DpdkPortMonitor {
+    shared: Arc<Shared>,
+}
 
 impl DpdkPort {
     /// Set up and start the ethdev `device` with `cfg`, its rx queues taking mbufs from `pool`.
@@ -157,7 +189,7 @@ impl DpdkPort {
 
         let mut conf = sys::lh_port_conf {
             mp: pool.as_ptr(),
-            rss_hf: sys::RSS_HF_IP_UDP_TCP,
+            rss_hf: sys::RSS_HF_IP,
             nb_rxq: cfg.rx_queues,
             nb_txq: cfg.tx_queues,
             nb_rxd: cfg.rx_desc,
@@ -220,29 +252,25 @@ impl DpdkPort {
             pool.name(),
         );
         Ok(DpdkPort {
-            info,
-            stats: PortIoStats::default(),
-            rx_multiseg: 0,
-            rx_foreign: 0,
-            checked_pool: pool.as_ptr(),
-            desc,
+            io: QueueIo::new(port_id, pool.as_ptr()),
+            shared: Arc::new(Shared { info, desc }),
         })
     }
 
     /// What the port turned out to be.
     pub fn info(&self) -> &DpdkPortInfo {
-        &self.info
+        &self.shared.info
     }
 
     /// DPDK's port id.
     pub fn id(&self) -> u16 {
-        self.info.port_id
+        self.shared.info.port_id
     }
 
     /// Frames dropped on rx because they spanned several mbufs (jumbo frames larger than a pool
     /// buffer: size the pool's data room for the MTU), included in `rx_errors`.
     pub fn rx_multiseg_drops(&self) -> u64 {
-        self.rx_multiseg
+        self.io.rx_multiseg
     }
 
     /// Receive up to `max` (at most [`BURST`]) frames from rx queue `queue` into `out`, each with
@@ -251,14 +279,86 @@ impl DpdkPort {
     /// Chained (multi-segment) frames are dropped and counted (`rx_errors`,
     /// [`Self::rx_multiseg_drops`]): stages need a frame in one contiguous buffer.
     pub fn rx_burst_queue(&mut self, queue: u16, out: &mut Vec<Mbuf>, max: usize) -> usize {
+        self.io.rx(queue, out, max)
+    }
+
+    /// Send every frame of `pkts` (drained) on tx queue `queue`. Frames the PMD takes are its
+    /// own from then on (it frees them after transmission); frames it refuses after a few tries
+    /// are freed and counted (`tx_errors`). Returns how many were sent. Never allocates.
+    pub fn tx_burst_queue(&mut self, queue: u16, pkts: &mut Vec<Mbuf>) -> usize {
+        self.io.tx(queue, pkts)
+    }
+
+    /// A handle of rx queue `rxq` and tx queue `txq` (either may be `None`) for another thread.
+    /// The caller gives each queue to one handle only (a queue is polled by one thread at a
+    /// time); `primary` is the one handle that also reports the port-wide PMD counters. `pool`
+    /// is the pool the port was opened with.
+    pub fn queue(
+        &self,
+        rxq: Option<u16>,
+        txq: Option<u16>,
+        primary: bool,
+        pool: &MbufPool,
+    ) -> DpdkQueue {
+        DpdkQueue {
+            shared: self.shared.clone(),
+            io: QueueIo::new(self.id(), pool.as_ptr()),
+            rxq: rxq.filter(|&q| q < self.shared.info.rx_queues),
+            txq: txq.filter(|&q| q < self.shared.info.tx_queues),
+            primary,
+        }
+    }
+
+    /// A handle for reading link state and PMD counters from another thread.
+    pub fn monitor(&self) -> DpdkPortMonitor {
+        DpdkPortMonitor {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Link state now, without waiting.
+    pub fn link(&self) -> Result<LinkInfo, DpdkError> {
+        self.shared.link()
+    }
+
+    /// Wait up to `timeout` for the link to come up (startup: a NIC takes a moment after start).
+    /// Err names the port when it stays down.
+    pub fn wait_link_up(&self, timeout: Duration) -> Result<LinkInfo, DpdkError> {
+        self.shared.wait_link_up(timeout)
+    }
+
+    /// The PMD's extended statistics (`rte_eth_xstats_get_names` + `rte_eth_xstats_get`), as
+    /// (name, value) in the PMD's order. Allocates: for the control path, not per packet.
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
+        self.shared.xstats()
+    }
+
+    /// The ethdev's own counters.
+    pub fn eth_stats(&self) -> Result<EthStats, DpdkError> {
+        self.shared.eth_stats()
+    }
+}
+
+impl QueueIo {
+    fn new(port_id: u16, pool: *mut rte_mempool) -> Self {
+        QueueIo {
+            port_id,
+            stats: PortIoStats::default(),
+            rx_multiseg: 0,
+            rx_foreign: 0,
+            checked_pool: pool,
+        }
+    }
+
+    fn rx(&mut self, queue: u16, out: &mut Vec<Mbuf>, max: usize) -> usize {
         let n = max.min(BURST);
         if n == 0 {
             return 0;
         }
         let mut raw: [*mut rte_mbuf; BURST] = [ptr::null_mut(); BURST];
         // SAFETY: `raw` has room for `n` <= BURST pointers; the port is started and this queue is
-        // polled only through `&mut self`.
-        let got = unsafe { sys::lh_rx_burst(self.info.port_id, queue, raw.as_mut_ptr(), n as u16) };
+        // polled only through `&mut self` of the one handle given it.
+        let got = unsafe { sys::lh_rx_burst(self.port_id, queue, raw.as_mut_ptr(), n as u16) };
         let got = usize::from(got).min(n);
         out.reserve(got);
         let mut added = 0;
@@ -309,10 +409,7 @@ impl DpdkPort {
         ok
     }
 
-    /// Send every frame of `pkts` (drained) on tx queue `queue`. Frames the PMD takes are its
-    /// own from then on (it frees them after transmission); frames it refuses after a few tries
-    /// are freed and counted (`tx_errors`). Returns how many were sent. Never allocates.
-    pub fn tx_burst_queue(&mut self, queue: u16, pkts: &mut Vec<Mbuf>) -> usize {
+    fn tx(&mut self, queue: u16, pkts: &mut Vec<Mbuf>) -> usize {
         let n = pkts.len();
         if n == 0 {
             return 0;
@@ -326,8 +423,8 @@ impl DpdkPort {
             // SAFETY: `Mbuf` is repr(transparent) over a mbuf pointer, so elements sent..n of the
             // Vec are `chunk` valid mbuf pointers we own; the PMD takes ownership of the first k
             // it returns, which we then forget (below) and never touch again. The port is started
-            // and this queue is used only through `&mut self`.
-            let k = unsafe { sys::lh_tx_burst(self.info.port_id, queue, base.add(sent), chunk) };
+            // and this queue is used only through `&mut self` of the one handle given it.
+            let k = unsafe { sys::lh_tx_burst(self.port_id, queue, base.add(sent), chunk) };
             let k = usize::from(k).min(usize::from(chunk));
             sent += k;
             idle = if k == 0 { idle + 1 } else { 0 };
@@ -347,14 +444,33 @@ impl DpdkPort {
         sent
     }
 
-    /// Link state now, without waiting.
-    pub fn link(&self) -> Result<LinkInfo, DpdkError> {
+    /// These counters plus the port-wide PMD ones (`with_pmd`).
+    fn stats(&self, shared: &Shared, with_pmd: bool) -> PortIoStats {
+        let mut s = self.stats;
+        if with_pmd {
+            if let Ok(e) = shared.eth_stats() {
+                s.rx_nobuf += e.rx_nombuf;
+                s.rx_errors += e.imissed + e.ierrors;
+                s.tx_errors += e.oerrors;
+            }
+        }
+        s
+    }
+}
+
+impl Shared {
+    fn ctx(&self, call: &str) -> String {
+        format!("DPDK port '{}': {call}", self.info.device)
+    }
+
+    fn link(&self) -> Result<LinkInfo, DpdkError> {
         let mut l = sys::lh_link::default();
-        // SAFETY: `l` is a valid out struct; the port id is valid while the port is open.
+        // SAFETY: `l` is a valid out struct; the port id is valid while the port is open (this
+        // handle keeps it open).
         let ret = unsafe { sys::lh_link_get_nowait(self.info.port_id, &mut l) };
         if ret != 0 {
             return Err(DpdkError::from_errno(
-                format!("DPDK port '{}': rte_eth_link_get_nowait", self.info.device),
+                self.ctx("rte_eth_link_get_nowait"),
                 -ret,
             ));
         }
@@ -366,9 +482,7 @@ impl DpdkPort {
         })
     }
 
-    /// Wait up to `timeout` for the link to come up (startup: a NIC takes a moment after start).
-    /// Err names the port when it stays down.
-    pub fn wait_link_up(&self, timeout: Duration) -> Result<LinkInfo, DpdkError> {
+    fn wait_link_up(&self, timeout: Duration) -> Result<LinkInfo, DpdkError> {
         let t0 = Instant::now();
         loop {
             let l = self.link()?;
@@ -388,27 +502,33 @@ impl DpdkPort {
         }
     }
 
-    /// The PMD's extended statistics (`rte_eth_xstats_get_names` + `rte_eth_xstats_get`), as
-    /// (name, value) in the PMD's order. Allocates: for the control path, not per packet.
-    pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
+    fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
         let id = self.info.port_id;
-        let ctx = |call: &str| format!("DPDK port '{}': {call}", self.info.device);
         // SAFETY: a null array with size 0 asks for the count; the port id is valid while open.
         let n = unsafe { sys::rte_eth_xstats_get_names(id, ptr::null_mut(), 0) };
         let Ok(n) = usize::try_from(n) else {
-            return Err(DpdkError::from_errno(ctx("rte_eth_xstats_get_names"), -n));
+            return Err(DpdkError::from_errno(
+                self.ctx("rte_eth_xstats_get_names"),
+                -n,
+            ));
         };
         let mut names = vec![sys::rte_eth_xstat_name { name: [0; 64] }; n];
         // SAFETY: `names` has room for `n` entries and we pass that bound.
         let got = unsafe { sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32) };
         if got < 0 {
-            return Err(DpdkError::from_errno(ctx("rte_eth_xstats_get_names"), -got));
+            return Err(DpdkError::from_errno(
+                self.ctx("rte_eth_xstats_get_names"),
+                -got,
+            ));
         }
         let mut vals = vec![sys::rte_eth_xstat::default(); n];
         // SAFETY: `vals` has room for `n` entries and we pass that bound.
         let got_v = unsafe { sys::rte_eth_xstats_get(id, vals.as_mut_ptr(), n as u32) };
         if got_v < 0 {
-            return Err(DpdkError::from_errno(ctx("rte_eth_xstats_get"), -got_v));
+            return Err(DpdkError::from_errno(
+                self.ctx("rte_eth_xstats_get"),
+                -got_v,
+            ));
         }
         let names_n = (got as usize).min(n);
         Ok(vals[..(got_v as usize).min(n)]
@@ -420,27 +540,23 @@ impl DpdkPort {
             .collect())
     }
 
-    /// The ethdev's own counters.
-    pub fn eth_stats(&self) -> Result<EthStats, DpdkError> {
+    fn eth_stats(&self) -> Result<EthStats, DpdkError> {
         let mut s = EthStats::default();
         // SAFETY: `s` is a valid out struct; the port id is valid while the port is open.
         let ret = unsafe { sys::lh_eth_stats(self.info.port_id, &mut s) };
         if ret != 0 {
-            return Err(DpdkError::from_errno(
-                format!("DPDK port '{}': rte_eth_stats_get", self.info.device),
-                -ret,
-            ));
+            return Err(DpdkError::from_errno(self.ctx("rte_eth_stats_get"), -ret));
         }
         Ok(s)
     }
 }
 
-impl Drop for DpdkPort {
+impl Drop for Shared {
     fn drop(&mut self) {
         let id = self.info.port_id;
         // Errors at teardown are not actionable: ignored.
-        // SAFETY: the port is ours (registered in OPEN) and started or configured; no queue is
-        // polled any more (we are being dropped, and `&mut self` was the only way to poll).
+        // SAFETY: the port is ours (registered in OPEN) and started or configured; this is the
+        // last handle, so no queue is polled any more.
         unsafe { sys::rte_eth_dev_stop(id) };
         // SAFETY: stopped just above; nothing uses the port id afterwards (unregistered below).
         unsafe { sys::rte_eth_dev_close(id) };
@@ -459,12 +575,12 @@ impl Port<MbufPool> for DpdkPort {
         max: usize,
     ) -> usize {
         // The PMD refills its rx ring from the pool the port was opened with.
-        self.rx_burst_queue(0, out, max)
+        self.io.rx(0, out, max)
     }
 
     #[inline]
     fn tx_burst(&mut self, _now: Nanos, pkts: &mut Vec<Mbuf>, _pool: &mut MbufPool) -> usize {
-        self.tx_burst_queue(0, pkts)
+        self.io.tx(0, pkts)
     }
 
     fn link_up(&self) -> bool {
@@ -472,17 +588,107 @@ impl Port<MbufPool> for DpdkPort {
     }
 
     fn stats(&self) -> PortIoStats {
-        let mut s = self.stats;
-        if let Ok(e) = self.eth_stats() {
-            s.rx_nobuf += e.rx_nombuf;
-            s.rx_errors += e.imissed + e.ierrors;
-            s.tx_errors += e.oerrors;
-        }
-        s
+        self.io.stats(&self.shared, true)
     }
 
     fn describe(&self) -> String {
-        self.desc.clone()
+        self.shared.desc.clone()
+    }
+}
+
+impl DpdkQueue {
+    /// The port's id.
+    pub fn port_id(&self) -> u16 {
+        self.shared.info.port_id
+    }
+}
+
+impl Port<MbufPool> for DpdkQueue {
+    #[inline]
+    fn rx_burst(
+        &mut self,
+        _now: Nanos,
+        _pool: &mut MbufPool,
+        out: &mut Vec<Mbuf>,
+        max: usize,
+    ) -> usize {
+        match self.rxq {
+            Some(q) => self.io.rx(q, out, max),
+            None => 0,
+        }
+    }
+
+    #[inline]
+    fn tx_burst(&mut self, _now: Nanos, pkts: &mut Vec<Mbuf>, _pool: &mut MbufPool) -> usize {
+        match self.txq {
+            Some(q) => self.io.tx(q, pkts),
+            None => {
+                self.io.stats.tx_errors += pkts.len() as u64;
+                pkts.clear(); // rte_pktmbuf_free each
+                0
+            }
+        }
+    }
+
+    fn link_up(&self) -> bool {
+        self.shared.link().is_ok_and(|l| l.up)
+    }
+
+    fn stats(&self) -> PortIoStats {
+        self.io.stats(&self.shared, self.primary)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{}: rx queue {}, tx queue {}",
+            self.shared.desc,
+            self.rxq.map_or("-".to_string(), |q| q.to_string()),
+            self.txq.map_or("-".to_string(), |q| q.to_string()),
+        )
+    }
+}
+
+impl DpdkPortMonitor {
+    /// The device name the port was opened by.
+    pub fn device(&self) -> &str {
+        &self.shared.info.device
+    }
+
+    /// Link state now, without waiting.
+    pub fn link(&self) -> Result<LinkInfo, DpdkError> {
+        self.shared.link()
+    }
+
+    /// The PMD's extended statistics (allocates: control path).
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
+        self.shared.xstats()
+    }
+}
+
+impl Eal {
+    /// Take the link of ethdev `device` down or bring it back up (`rte_eth_dev_set_link_down`
+    /// / `_up`), whoever has the port open: an operator's "shut", and link-down tests. Errors
+    /// name the device and carry DPDK's text (a PMD without the operation: `ENOTSUP`).
+    pub fn set_link(&self, device: &str, up: bool) -> Result<(), DpdkError> {
+        let ctx = format!("DPDK port '{device}'");
+        let id = lookup(self, device, &ctx)?;
+        // SAFETY: `id` is a valid port id (just looked up); the PMD serializes link changes.
+        let ret = unsafe {
+            if up {
+                sys::rte_eth_dev_set_link_up(id)
+            } else {
+                sys::rte_eth_dev_set_link_down(id)
+            }
+        };
+        if ret != 0 {
+            let call = if up {
+                "rte_eth_dev_set_link_up"
+            } else {
+                "rte_eth_dev_set_link_down"
+            };
+            return Err(DpdkError::from_errno(format!("{ctx}: {call}"), -ret));
+        }
+        Ok(())
     }
 }
 

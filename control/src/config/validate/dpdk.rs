@@ -1,8 +1,8 @@
 //! `[dpdk]` and the DPDK keys of `ports[].io` (`kind = "dpdk"`): EAL arguments, the mbuf pool,
 //! queues and descriptors, and the rules that tie them together (docs/config.md, docs/dpdk.md).
 
-use super::super::raw::{RawDpdk, RawPortIo};
-use super::super::{DpdkConfig, PortConfig, PortIo, SwitchConfig};
+use super::super::raw::{RawDpdk, RawPortIo, RawWorkerRate};
+use super::super::{DpdkConfig, PortConfig, PortIo, SwitchConfig, WorkerRate};
 use super::{span, Span, Validator, MIN_MTU};
 
 const DEFAULT_MBUFS: i64 = 16_383;
@@ -15,6 +15,8 @@ const MAX_MBUF_DATA_ROOM: i64 = 65_535 - 128;
 const DEFAULT_QUEUES: i64 = 1;
 const MAX_QUEUES: i64 = 64;
 const DEFAULT_DESC: i64 = 1024;
+/// Most worker lcores (the ports' queue limit).
+const MAX_WORKERS: i64 = MAX_QUEUES;
 const MIN_DESC: i64 = 64;
 const MAX_DESC: i64 = 16_384;
 
@@ -215,11 +217,54 @@ impl Validator<'_> {
                 );
             }
         }
+        let workers = self.int_or("dpdk.workers", &d.workers, 1, 1, MAX_WORKERS) as u16;
+        // Each worker polls its own rx queue (hardware RSS) or one worker polls the only queue and
+        // dispatches in software; likewise for tx. Any other count would leave queues unpolled.
+        for (i, p) in &dpdk_ports {
+            let PortIo::Dpdk {
+                rx_queues,
+                tx_queues,
+                ..
+            } = p.io
+            else {
+                continue;
+            };
+            for (k, n) in [("rx_queues", rx_queues), ("tx_queues", tx_queues)] {
+                if n != 1 && n != workers {
+                    self.err(
+                        format!("ports[{i}].io.{k}"),
+                        None,
+                        format!(
+                            "{n} queues on port '{}' with dpdk.workers = {workers}: use {workers} \
+                             (one per worker; rx needs a NIC with RSS) or 1 (one worker polls the \
+                             queue and dispatches to the others in software)",
+                            p.name
+                        ),
+                    );
+                }
+            }
+        }
+        if workers > 1 && dpdk_ports.is_empty() {
+            self.err(
+                "dpdk.workers",
+                d.workers.as_ref().and_then(span),
+                format!(
+                    "{workers} workers need DPDK ports (io.kind = \"dpdk\"): pcap and null ports \
+                     run on one worker"
+                ),
+            );
+        }
+        let worker_rate = match d.worker_rate.as_ref().map(|r| *r.get_ref()) {
+            None | Some(RawWorkerRate::Split) => WorkerRate::Split,
+            Some(RawWorkerRate::Full) => WorkerRate::Full,
+        };
         Some(DpdkConfig {
             eal_args,
             mbufs: mbufs as u32,
             mbuf_cache: mbuf_cache as u32,
             mbuf_data_room: mbuf_data_room as usize,
+            workers,
+            worker_rate,
         })
     }
 }
