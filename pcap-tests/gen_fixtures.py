@@ -214,9 +214,162 @@ def case_themis_pnp_cnp():
 
 THEMIS_CQPN, THEMIS_SQPN, THEMIS_SQPN_UNTRUSTED = 0x000111, 0x000222, 0x000333
 
+# THEMIS cases with their own switch.toml (configs/themis-esw.toml's ports and addresses).
+TH_MAC_DC0 = "02:00:00:00:00:01"     # switch port dc0
+TH_MAC_WAN0 = "02:00:00:00:00:03"    # switch port wan0
+TH_MAC_HOST = "02:00:00:00:10:01"    # host-side neighbour behind dc0
+TH_MAC_PEER = "02:00:00:00:20:01"    # DCI peer behind wan0
+US = 1000
+
+
+def th_cfg(case):
+    with open(os.path.join(HERE, "cases", case, "switch.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def th_daemon(src, dst, cqpn, sqpn, flag, ipid=7, sport=40000):
+    """A THEMIS daemon message (docs/wire-formats.md): UDP to 12345, four big-endian u32."""
+    body = struct.pack("!IIII", int.from_bytes(bytes(map(int, dst.split("."))), "big"), cqpn, sqpn, flag)
+    return bytes(Ether(src=TH_MAC_HOST, dst=TH_MAC_DC0) / IP(src=src, dst="10.0.255.254", id=ipid)
+                 / UDP(sport=sport, dport=12345) / Raw(body))
+
+
+def th_cnp(src, dst, dqpn, ipid):
+    """A receiver's CNP toward the WAN, built by scapy's own helper (DSCP 48)."""
+    return bytes(Ether(src=TH_MAC_HOST, dst=TH_MAC_DC0) / IP(src=src, dst=dst, tos=TOS_CNP, id=ipid, flags="DF")
+                 / UDP(sport=49200, dport=4791, chksum=0) / cnp(dqpn))
+
+
+def th_wan_data(src, dst, qp, psn, ce=False):
+    """WAN -> DC RC SEND_ONLY data (314-byte frames), ECT(0)."""
+    return bytes(roce4(TH_MAC_PEER, TH_MAC_WAN0, src, dst, opcode=0x04, dqpn=qp, psn=psn,
+                       data=payload(256, psn), tos=(26 << 2) | (0b11 if ce else 0b10), ipid=psn & 0xFFFF))
+
+
+def th_tcp(src, dst, sport, dport, seq, ack, flags, options=(), ipid=1):
+    return bytes(Ether(src=TH_MAC_HOST, dst=TH_MAC_DC0) / IP(src=src, dst=dst, id=ipid, flags="DF")
+                 / TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags, window=64240,
+                       options=list(options)))
+
+
+SYN_FLOOD = 1000
+
+
+def case_themis_syn_cookie():
+    """Fig. 5 handshake monitor: a legit SYN, its ACK carrying the cookie (computed here with an
+    independent SipHash-2-4 implementation of docs/wire-formats.md), a second client whose ACK
+    carries a wrong cookie, the first client's retried SYN, then a flood of SYN_FLOOD SYNs from
+    pseudo-random sources and ports."""
+    import random
+    from themis_model import syn_cookie
+    cfg = th_cfg("themis_syn_cookie")
+    seed = cfg["switch"]["seed"]
+    period = cfg["themis"]["pnp"]["syn_cookie_period_ms"] * 1_000_000
+    assert cfg["control"]["control_latency_ns"] <= 10 * US
+    opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
+
+    def ip(a):
+        return bytes(map(int, a.split(".")))
+
+    recs = []
+    t_syn = T0
+    recs.append((t_syn, th_tcp("10.0.0.1", "10.1.0.1", 40000, 5201, 1000, 0, "S", opts, ipid=1)))
+    c1 = syn_cookie(seed, period, t_syn, ip("10.0.0.1"), ip("10.1.0.1"), 40000, 5201, 1000, 1460)
+    recs.append((T0 + 10 * US, th_tcp("10.0.0.1", "10.1.0.1", 40000, 5201, 1001, (c1 + 1) & 0xFFFFFFFF, "A", ipid=2)))
+    recs.append((T0 + 15 * US, th_tcp("10.0.0.2", "10.1.0.2", 40001, 5201, 77, 0, "S", opts, ipid=3)))
+    c2 = syn_cookie(seed, period, T0 + 15 * US, ip("10.0.0.2"), ip("10.1.0.2"), 40001, 5201, 77, 1460)
+    recs.append((T0 + 20 * US, th_tcp("10.0.0.2", "10.1.0.2", 40001, 5201, 78, (c2 ^ 0x00A5A5A5) + 1 & 0xFFFFFFFF, "A", ipid=4)))
+    recs.append((T0 + 30 * US, th_tcp("10.0.0.1", "10.1.0.1", 40002, 5201, 5000, 0, "S", opts, ipid=5)))
+    rng = random.Random(5)
+    for k in range(SYN_FLOOD):
+        src = "%d.%d.%d.%d" % (rng.randrange(1, 224), rng.randrange(256), rng.randrange(256), rng.randrange(1, 255))
+        dst = "10.1.%d.%d" % (rng.randrange(256), rng.randrange(1, 255))
+        recs.append((T0 + 100 * US + k * 100,
+                     th_tcp(src, dst, rng.randrange(1024, 65536), rng.choice([80, 443, 5201]),
+                            rng.randrange(1 << 32), 0, "S", ipid=k & 0xFFFF)))
+    return {"in_dc0.pcap": recs}
+
+
+def case_themis_daemon():
+    """Daemon messages (create, destroy; an untrusted source; one arriving on the WAN side) and
+    CE-marked inter-DC data, spaced around the 20 us control latency and 50 us cnp_interval."""
+    c, r = "10.0.0.1", "10.1.0.1"
+
+    def data(qp, psn):
+        return bytes(roce4(TH_MAC_HOST, TH_MAC_DC0, c, r, opcode=0x04, dqpn=qp, psn=psn,
+                           data=payload(128, psn), tos=(26 << 2) | 0b11, ipid=psn))
+
+    dc0 = [
+        (T0, th_daemon(c, r, 0x111, 0x222, 1)),                      # create, effective at +20 us
+        (T0 + 10 * US, data(0x222, 1)),                              # before the entry: no CNP
+        (T0 + 30 * US, data(0x222, 2)),                              # CNP, DestQP 0x111
+        (T0 + 100 * US, th_daemon(c, r, 0x111, 0x222, 0, ipid=8)),   # destroy, effective at +120 us
+        (T0 + 110 * US, data(0x222, 3)),                             # still installed: CNP
+        (T0 + 130 * US, data(0x222, 4)),                             # destroyed: no CNP
+        (T0 + 200 * US, th_daemon("192.168.7.1", r, 0x444, 0x333, 1, ipid=9)),  # untrusted source
+        (T0 + 250 * US, data(0x333, 5)),                             # no CNP
+        (T0 + 300 * US, data(0x555, 6)),                             # no CNP (WAN-side message)
+        (T0 + 400 * US, th_daemon(c, r, 0x666, 0x222, 1, ipid=10)),  # re-create, new cQPN
+        (T0 + 430 * US, data(0x222, 7)),                             # CNP, DestQP 0x666
+    ]
+    # A daemon-format datagram arriving from the WAN (source inside host_prefixes, spoofed):
+    # not a control input there, forwarded to the DC like any UDP datagram.
+    body = struct.pack("!IIII", int.from_bytes(bytes([10, 1, 0, 1]), "big"), 0x777, 0x555, 1)
+    wan = [(T0 + 220 * US, bytes(Ether(src=TH_MAC_PEER, dst=TH_MAC_WAN0)
+                                 / IP(src="10.0.0.1", dst="10.0.0.9", id=11)
+                                 / UDP(sport=40000, dport=12345) / Raw(body)))]
+    return {"in_dc0.pcap": dc0, "in_wan0.pcap": wan}
+
+
+# TRP cases: receiver 10.0.0.1 (QPN 0x111) behind dc0, remote sender 10.1.0.1 (QPN 0x222).
+TRP_RECV, TRP_SEND, TRP_RQP, TRP_SQP = "10.0.0.1", "10.1.0.1", 0x111, 0x222
+# An unrelated WAN -> DC flow that must not be touched.
+TRP_OTHER = ("10.1.0.2", "10.0.0.2", 0x333)
+
+
+def trp_case(cnp_us, data_us, other_us=()):
+    """in_dc0: the receiver's daemon message at 0 (so a CNP's DestQP maps to the receiver's QPN),
+    then CNPs at `cnp_us`; in_wan0: the throttled flow's data at `data_us` (PSNs 0, 1, ...) and
+    the other flow's at `other_us`. Times in us (floats allowed) after T0."""
+    dc0 = [(T0, th_daemon(TRP_RECV, TRP_SEND, TRP_RQP, TRP_SQP, 1))]
+    for i, t in enumerate(cnp_us):
+        dc0.append((T0 + round(t * US), th_cnp(TRP_RECV, TRP_SEND, TRP_SQP, ipid=100 + i)))
+    wan = [(T0 + round(t * US), th_wan_data(TRP_SEND, TRP_RECV, TRP_RQP, psn)) for psn, t in enumerate(data_us)]
+    wan += [(T0 + round(t * US), th_wan_data(TRP_OTHER[0], TRP_OTHER[1], TRP_OTHER[2], 1000 + k))
+            for k, t in enumerate(other_us)]
+    wan.sort(key=lambda r: r[0])
+    assert len({t for t, _ in wan}) == len(wan) and len({t for t, _ in dc0}) == len(dc0)
+    return {"in_dc0.pcap": dc0, "in_wan0.pcap": wan}
+
+
+def case_themis_trp_loops():
+    """A CNP burst throttles the WAN -> DC flow; a train closer than one loop through throttling
+    and through recovery after beta; an unrelated flow interleaved; a second episode after
+    recovery (alpha halved, cnp_num reset)."""
+    cnps = [40] + [60 + 5 * k for k in range(7)] + [310 + 10 * k for k in range(6)]
+    data = [20, 41] + [95 + 0.5 * k for k in range(10)] + [200 + 0.5 * k for k in range(10)] + [300, 331, 361]
+    other = [30, 45, 95.25, 96.25, 97.25, 98.25, 101.3, 150, 200.25, 201.75, 202.3, 305]
+    return trp_case(cnps, data, other)
+
+
+def case_themis_alg1_trace():
+    """Algorithm 1 step by step: CNPs with gaps shorter than beta (25 us) and longer (130-140 us),
+    one data packet 1 us after each CNP and a few in the quiet periods."""
+    ep1 = [20 + 25 * k for k in range(9)]              # 20 .. 220
+    ep2 = [360 + 25 * k for k in range(7)]             # 360 .. 510
+    ep3 = [650, 675]                                   # after a quiet gap with no data at all
+    cnps = ep1 + ep2 + ep3
+    data = ([t + 1 for t in ep1] + [240, 330, 345] + [t + 1 for t in ep2]
+            + [t + 1 for t in ep3] + [800, 815])
+    return trp_case(cnps, sorted(data))
+
 
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
+    "themis_syn_cookie": case_themis_syn_cookie,
+    "themis_daemon": case_themis_daemon,
+    "themis_trp_loops": case_themis_trp_loops,
+    "themis_alg1_trace": case_themis_alg1_trace,
     "l3_forward_roce_tcp": case_l3_forward_roce_tcp,
     "ecn_marking": two_to_one,
     "pfc_xoff_xon": two_to_one,
@@ -231,12 +384,18 @@ def check_config(case_dir):
     with open(path, "rb") as f:
         cfg = tomllib.load(f)
     macs = {p["name"]: p["mac"] for p in cfg.get("ports", [])}
-    want = {"dc0": MAC_DC0, "dc1": MAC_DC1, "wan0": MAC_WAN0}
+    if cfg["switch"].get("pipeline") == "themis":
+        want = {"dc0": TH_MAC_DC0, "wan0": TH_MAC_WAN0}
+        nh = {"dc0": TH_MAC_HOST, "wan0": TH_MAC_PEER}
+    else:
+        want = {"dc0": MAC_DC0, "dc1": MAC_DC1, "wan0": MAC_WAN0}
+        nh = {"wan0": MAC_REMOTE_NH}
     for name, mac in macs.items():
-        assert want.get(name) == mac, f"{path}: port {name} mac {mac} != {want.get(name)}"
+        if name in want or cfg["switch"].get("pipeline") != "themis":
+            assert want.get(name) == mac, f"{path}: port {name} mac {mac} != {want.get(name)}"
     for r in cfg.get("routes", []):
-        if r["port"] == "wan0":
-            assert r["next_hop_mac"] == MAC_REMOTE_NH, f"{path}: route {r['prefix']}"
+        if r["port"] in nh:
+            assert r["next_hop_mac"] == nh[r["port"]], f"{path}: route {r['prefix']}"
 
 
 def main():

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The DESIGN.md section 7 yardstick: dpdk-testpmd io forwarding, then `longhaul run` (baseline
-# pipeline, one worker lcore), on the same vdevs for the same time; prints both packet rates and
+# The DESIGN.md section 7 yardstick: dpdk-testpmd io forwarding, then `longhaul run` (one worker
+# lcore) with a given config, on the same vdevs for the same time; prints both packet rates and
 # their ratio. No hugepages, no NIC (--no-huge --no-pci).
 #
-#   perf/testpmd.sh [SECONDS]        (default 10; run from anywhere, it cds to the repo root)
+#   perf/testpmd.sh [SECONDS] [CONFIG]   (defaults 10 and perf/dpdk-baseline.toml; run from
+#                                         anywhere, it cds to the repo root)
+#   perf/testpmd.sh 10 perf/dpdk-themis.toml     # the THEMIS ESW pipeline
+#
+# CONFIG must give one port `io = { kind = "dpdk", device = "net_null0" }` (the egress counted),
+# `[control] api_listen`, and `[dpdk] eal_args` whose --vdev arguments testpmd then uses too.
 #
 # Vdevs, for both: net_pcap0 reads examples/roce-64flows.pcap in a loop (infinite_rx=1: 64 RoCE
 # flows, 314-byte frames), net_null0 (no-rx=1) drops what it is given. EAL -l 0-1: lcore 0 is the
-# main lcore, lcore 1 forwards (testpmd's forwarding core; longhaul's worker). longhaul uses
-# perf/dpdk-baseline.toml (dc0 = net_pcap0, routed to wan0 = net_null0).
+# main lcore, lcore 1 forwards (testpmd's forwarding core; longhaul's worker). The default
+# config, perf/dpdk-baseline.toml, runs the baseline pipeline (dc0 = net_pcap0, routed to
+# wan0 = net_null0); perf/dpdk-themis.toml the THEMIS ESW with the same ports.
 #
 # Rates are steady state: after WARMUP seconds (default 2), testpmd's per-second Tx-pps of port 1
 # are averaged; longhaul's wan0 tx_pkts is read from the management API at the start and the end
@@ -18,11 +24,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${1:-10}
+CONFIG=${2:-perf/dpdk-baseline.toml}
 WARMUP=${WARMUP:-2}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
-TRACE=examples/roce-64flows.pcap
-API=127.0.0.1:9490 # perf/dpdk-baseline.toml [control] api_listen
 OUT=$(mktemp -d /tmp/longhaul-testpmd.XXXXXX)
+[ -f "$CONFIG" ] || { echo "no config $CONFIG" >&2; exit 1; }
+# From the config: the API address, the index of the net_null0 port (the one counted), the
+# pipeline's name, and the EAL --vdev arguments (testpmd gets the same ones).
+CFG_PY='
+import sys, tomllib
+cfg = tomllib.load(open(sys.argv[1], "rb"))
+idx = [i for i, p in enumerate(cfg["ports"]) if p.get("io", {}).get("device") == "net_null0"]
+if len(idx) != 1 or "api_listen" not in cfg.get("control", {}):
+    sys.exit(f"{sys.argv[1]}: need exactly one net_null0 port and [control] api_listen")
+vdevs = [a for a in cfg.get("dpdk", {}).get("eal_args", []) if a.startswith("--vdev=")]
+if not vdevs:
+    sys.exit(f"{sys.argv[1]}: no --vdev in [dpdk] eal_args")
+print(cfg["control"]["api_listen"], idx[0], cfg["switch"].get("pipeline", "baseline"), *vdevs)
+'
+read -r API TX_PORT PIPELINE VDEVS_STR < <(python3 -c "$CFG_PY" "$CONFIG")
+read -r -a VDEVS <<<"$VDEVS_STR"
 
 if [ -z "${LONGHAUL:-}" ]; then
   cargo build --release --features dpdk --locked -q
@@ -31,8 +52,7 @@ fi
 
 echo "== dpdk-testpmd io forwarding, ${DURATION} s (+${WARMUP} s warm-up)"
 TP_CMD=("$TESTPMD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry
-  --file-prefix=longhaul-testpmd-$$
-  "--vdev=net_pcap0,rx_pcap=$TRACE,infinite_rx=1" --vdev=net_null0,no-rx=1
+  --file-prefix=longhaul-testpmd-$$ "${VDEVS[@]}"
   -- --forward-mode=io --stats-period 1)
 echo "${TP_CMD[*]}"
 timeout -s INT $((DURATION + WARMUP + 1)) "${TP_CMD[@]}" </dev/null >"$OUT/testpmd.log" 2>&1 || true
@@ -47,15 +67,15 @@ if [ "$TP_PPS" = 0 ]; then
   exit 1
 fi
 
-echo "== longhaul run (baseline, 1 worker lcore), ${DURATION} s (+${WARMUP} s warm-up)"
-LH_CMD=("$LONGHAUL" run --config perf/dpdk-baseline.toml)
+echo "== longhaul run ($PIPELINE, $CONFIG, 1 worker lcore), ${DURATION} s (+${WARMUP} s warm-up)"
+LH_CMD=("$LONGHAUL" run --config "$CONFIG")
 echo "${LH_CMD[*]}"
 "${LH_CMD[@]}" >"$OUT/longhaul.out" 2>"$OUT/longhaul.err" &
 LH_PID=$!
 trap 'kill -INT $LH_PID 2>/dev/null || true' EXIT
 tx_wan0() {
   curl -sf "http://$API/stats" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["workers"][0]["ports"][2]["tx_pkts"])'
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["workers"][0]["ports"][int(sys.argv[1])]["tx_pkts"])' "$TX_PORT"
 }
 for _ in $(seq 100); do
   tx_wan0 >/dev/null 2>&1 && break
@@ -73,10 +93,10 @@ LH_PPS=$(python3 -c "print(round(($C1 - $C0) / ($T1 - $T0)))")
 grep -E '^run:|^drop\.' "$OUT/longhaul.out" || true
 
 echo "== result (logs in $OUT)"
-python3 - "$TP_PPS" "$LH_PPS" <<'EOF'
+python3 - "$TP_PPS" "$LH_PPS" "$PIPELINE" <<'EOF'
 import sys
-tp, lh = int(sys.argv[1]), int(sys.argv[2])
+tp, lh, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 print(f"testpmd io:        {tp / 1e6:8.2f} Mpps")
-print(f"longhaul baseline: {lh / 1e6:8.2f} Mpps")
+print(f"longhaul {name + ':':9s} {lh / 1e6:8.2f} Mpps")
 print(f"ratio:             {lh / tp:8.3f}  (goal >= 0.8)")
 EOF

@@ -21,7 +21,11 @@ cases!(
     l3_forward_roce_tcp,
     ecn_marking,
     pfc_xoff_xon,
-    themis_pnp_cnp
+    themis_pnp_cnp,
+    themis_syn_cookie,
+    themis_daemon,
+    themis_trp_loops,
+    themis_alg1_trace
 );
 
 #[test]

@@ -112,8 +112,9 @@ where
 }
 
 /// A counter snapshot as (name, value) pairs in a stable order: per port rx/tx/PFC, per queue
-/// (classes that saw traffic), drops by reason (non-zero), pipeline counters, switch totals,
-/// PFC generation, control channel.
+/// (classes that saw traffic), drops by reason (non-zero), pipeline counters, match-action tables
+/// (`table.<name>.{entries,capacity,hits,misses,full_events}`), switch totals, PFC generation,
+/// control channel.
 pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
     let mut c = Vec::new();
     for p in &s.ports {
@@ -149,6 +150,13 @@ pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
     }
     for (name, v) in &s.pipeline {
         c.push((name.to_string(), *v));
+    }
+    for (name, t) in &s.tables {
+        c.push((format!("table.{name}.entries"), t.entries));
+        c.push((format!("table.{name}.capacity"), t.capacity));
+        c.push((format!("table.{name}.hits"), t.hits));
+        c.push((format!("table.{name}.misses"), t.misses));
+        c.push((format!("table.{name}.full_events"), t.full_events));
     }
     c.push(("switch.generated".into(), s.stats.generated));
     c.push(("switch.emit_drops".into(), s.stats.emit_drops));

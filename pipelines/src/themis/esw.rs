@@ -437,6 +437,16 @@ impl<P: BufPool> Pipeline<P> for ThemisEsw {
         out("themis.cnp_without_qp", s.cnp_without_qp);
         out("themis.recirculated", s.recirculated);
         out("themis.emit_nobuf", s.emit_nobuf);
+        if let Some(c) = &self.cookies {
+            let s = c.stats();
+            out("themis.syncookie.synacks", s.synacks);
+            out("themis.syncookie.syn_ignored", s.syn_ignored);
+            out("themis.syncookie.valid_acks", s.valid_acks);
+            out("themis.syncookie.bad_cookies", s.bad_cookies);
+            out("themis.syncookie.expired_cookies", s.expired_cookies);
+            out("themis.syncookie.ack_ignored", s.ack_ignored);
+            out("themis.syncookie.no_room", s.no_room);
+        }
         if let Some(p) = &self.pnp {
             p.counters(out);
         }
@@ -456,6 +466,17 @@ impl<P: BufPool> Pipeline<P> for ThemisEsw {
                 entries: self.qp_field.len() as u64,
                 capacity: self.qp_field.table().capacity() as u64,
                 full_events: q.full_events,
+            },
+        );
+        let d = self.inter_dc.stats();
+        out(
+            "inter_dc",
+            TableCounters {
+                hits: d.hits,
+                misses: d.misses,
+                entries: self.inter_dc.len() as u64,
+                capacity: self.inter_dc.table_ref().capacity() as u64,
+                full_events: d.full_events,
             },
         );
         if let Some(t) = &self.trp {
