@@ -21,7 +21,9 @@ cases!(
     l3_forward_roce_tcp,
     ecn_marking,
     pfc_xoff_xon,
-    themis_pnp_cnp
+    themis_pnp_cnp,
+    spray_fig6_nack_validation,
+    spray_fig7_lazy_drop
 );
 
 #[test]
