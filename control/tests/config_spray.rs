@@ -171,5 +171,9 @@ fn ports_and_qps_are_checked() {
         "spray.qp_capacity",
         "out of range",
     );
-    assert_err(&format!("{SPRAY}paths = 4\n"), "spray.paths", "unknown field");
+    assert_err(
+        &format!("{SPRAY}paths = 4\n"),
+        "spray.paths",
+        "unknown field",
+    );
 }
