@@ -363,3 +363,45 @@ fn invalid_naks_dropped_valid_forwarded_unknown_qp_untouched() {
     assert_eq!(b.take().len(), 1);
     assert!(counter(&b, "spray.unknown_qp") >= 1);
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// No frame panics the spraying ToR: random bytes and mutated WRITEs and NAKs (of known
+        /// QPs, so Themis-S and Themis-D run on them) on every port.
+        #[test]
+        fn random_and_mutated_frames_do_not_panic(
+            muts in proptest::collection::vec((0usize..6, 0u8..3, 0u32..64, any::<u16>(), any::<u8>(), 0usize..200), 1..60)
+        ) {
+            let ta = small_windows(&text());
+            let mut a = harness(&parse(&ta));
+            let mut b = harness(&parse(&rack_b(&ta)));
+            let mut t = 1_000;
+            for (port, kind, psn, at, val, cut) in muts {
+                let mut f = match kind {
+                    0 => data(psn),
+                    1 => nak(psn),
+                    _ => vec![val; cut],
+                };
+                let i = at as usize % f.len().max(1);
+                if let Some(x) = f.get_mut(i) {
+                    *x ^= val;
+                }
+                if kind != 2 && cut < f.len() && cut % 3 == 0 {
+                    f.truncate(cut);
+                }
+                a.put(port, t, &f);
+                b.put(port, t, &f);
+                t += 500;
+            }
+            a.run_to_idle();
+            b.run_to_idle();
+            a.take();
+            b.take();
+        }
+    }
+}
