@@ -364,6 +364,116 @@ def case_themis_alg1_trace():
     return trp_case(cnps, sorted(data))
 
 
+# --------------------------------------------------------------------------------------------
+# Themis spraying (paper 002): Themis-D at a destination ToR, cases/spray_*/tor.toml
+# --------------------------------------------------------------------------------------------
+
+SPRAY_MAC_H0, SPRAY_MAC_UP = "02:00:00:00:00:01", ["02:00:00:00:00:03", "02:00:00:00:00:04"]
+SPRAY_MAC_SPINE = ["02:00:00:00:20:00", "02:00:00:00:20:01"]
+SPRAY_MAC_RNIC = "02:00:00:00:10:01"
+SPRAY_SENDER, SPRAY_RECEIVER = "10.0.0.1", "10.1.0.1"
+SPRAY_SQPN, SPRAY_RQPN = 0x11, 0x22
+SPRAY_NAK_SPORT, SPRAY_NAK_ID = 50000, 0x1234
+SPRAY_OFF_POLICY, SPRAY_AVOIDANCE = 0x10, 0x20  # BTH byte 4 reserved bits (resv6)
+
+
+def spray_data(psn):
+    """RDMA WRITE MIDDLE from the remote sender, arriving from spine `psn mod 2` (2 paths,
+    equation 1 with P_base 0), one hop already behind it (TTL 63)."""
+    path = psn % 2
+    return bytes(roce4(SPRAY_MAC_SPINE[path], SPRAY_MAC_UP[path], SPRAY_SENDER, SPRAY_RECEIVER,
+                       opcode=0x07, dqpn=SPRAY_RQPN, psn=psn, data=payload(256, psn), ttl=63,
+                       ipid=psn))
+
+
+def spray_ack(psn, syndrome, msn, ipid=SPRAY_NAK_ID, src=SPRAY_MAC_RNIC, dst=SPRAY_MAC_H0, ttl=64,
+              resv6=0):
+    """An RC ACK (syndrome < 0x20) or PSN-sequence-error NAK (0x60) from the receiver RNIC."""
+    return bytes(Ether(src=src, dst=dst)
+                 / IP(src=SPRAY_RECEIVER, dst=SPRAY_SENDER, tos=TOS_CNP, ttl=ttl, id=ipid, flags="DF")
+                 / UDP(sport=SPRAY_NAK_SPORT, dport=4791, chksum=0)
+                 / BTH(opcode=0x11, dqpn=SPRAY_SQPN, psn=psn, resv6=resv6)
+                 / AETH(syndrome=syndrome, msn=msn))
+
+
+def spray_regenerated_nak(epsn, msn, avoid):
+    """The NAK Themis-D sends itself (section 5): the stashed NAK's fields, IP ID 0, TTL 64 - 1,
+    routed out of up0 to spine 0; with the path avoidance signal when `avoid`."""
+    return spray_ack(epsn, 0x60, msn, ipid=0, src=SPRAY_MAC_UP[0], dst=SPRAY_MAC_SPINE[0], ttl=63,
+                     resv6=SPRAY_AVOIDANCE if avoid else 0)
+
+
+def spray_to_rnic(frame):
+    return forwarded(frame, SPRAY_MAC_H0, SPRAY_MAC_RNIC)
+
+
+def spray_to_spine0(frame):
+    return forwarded(frame, SPRAY_MAC_UP[0], SPRAY_MAC_SPINE[0])
+
+
+def spray_case(events):
+    """events: (us, port, frame, expected_port or None, expected frame). Returns the pcaps."""
+    us = 1000
+    ins, exp = {}, {"h0": [], "up0": [], "up1": []}
+    for t, port, frame, out_port, out_frame in events:
+        ins.setdefault(port, []).append((T0 + t * us, frame))
+        if out_port:
+            exp[out_port].append((T0 + t * us, out_frame))
+    out = {f"in_{p}.pcap": r for p, r in ins.items()}
+    out.update({f"expected_{p}.pcap": r for p, r in exp.items()})
+    return out
+
+
+def case_spray_fig6_nack_validation():
+    """Fig. 6: 0, 1, 3 reach the RNIC, then 2; the RNIC's NAK for ePSN 2 (sent when 3 arrived)
+    reaches the ToR after 2 went through: invalid, dropped. 4 is lost; 6 arrives: the NAK for 4
+    is valid (PathMaxPSN[0] = 6 > 4) and forwarded."""
+    ev = []
+    for t, psn in [(1, 0), (3, 1), (5, 3), (6, 2), (10, 6)]:
+        d = spray_data(psn)
+        ev.append((t, f"up{psn % 2}", d, "h0", spray_to_rnic(d)))
+    for t, psn, syn in [(2, 0, 0x00), (4, 1, 0x00), (8, 3, 0x00), (11, 4, 0x60)]:
+        a = spray_ack(psn, syn, 1)
+        ev.append((t, "h0", a, "up0", spray_to_spine0(a)))
+    ev.append((7, "h0", spray_ack(2, 0x60, 1), None, None))  # invalid: dropped
+    ev.sort(key=lambda e: e[0])
+    return spray_case(ev)
+
+
+def case_spray_fig7_lazy_drop():
+    """Fig. 7 then failure detection: 1 reaches the RNIC, whose NAK for 0 is undetermined
+    (PathMaxPSN[0] = -inf): stashed and dropped. 3 (path 1) changes nothing; 2 (path 0, 2 > 0)
+    confirms the loss: Themis-D sends the NAK for 0 itself. The retransmitted 0 comes back on
+    path 1 with Themis-S's off-policy mark, which is cleared toward the RNIC. Path 0 then fails:
+    the NAK for 4 is undetermined; 9 makes the OOO degree 9 - 4 = 5 > ooo_threshold 4: Themis-D
+    sends the NAK for 4 with the path avoidance signal."""
+    ev = []
+    for t, psn in [(1, 1), (3, 3), (4, 2), (7, 5), (9, 7), (10, 9)]:
+        d = spray_data(psn)
+        ev.append((t, f"up{psn % 2}", d, "h0", spray_to_rnic(d)))
+    # The retransmission of 0, rerouted by the source ToR onto path 1 and marked off-policy.
+    marked = Ether(spray_data(0))
+    marked.src, marked.dst = SPRAY_MAC_SPINE[1], SPRAY_MAC_UP[1]
+    marked[BTH].resv6 = SPRAY_OFF_POLICY
+    marked[BTH].icrc = None
+    ev.append((5, "up1", bytes(marked), "h0", spray_to_rnic(spray_data(0))))
+    ev.append((2, "h0", spray_ack(0, 0x60, 1), None, None))  # undetermined: stashed
+    ev.append((4, "h0", None, "up0", spray_regenerated_nak(0, 1, False)))
+    a = spray_ack(3, 0x00, 2)
+    ev.append((6, "h0", a, "up0", spray_to_spine0(a)))
+    ev.append((8, "h0", spray_ack(4, 0x60, 2), None, None))  # undetermined: stashed
+    ev.append((10, "h0", None, "up0", spray_regenerated_nak(4, 2, True)))
+    ev.sort(key=lambda e: (e[0], e[2] is None))
+    ins = [(t, p, f, op, of) for t, p, f, op, of in ev if f is not None]
+    outs = [(t, None, None, op, of) for t, p, f, op, of in ev if f is None]
+    out = spray_case(ins)
+    # Regenerated NAKs are emitted while the confirming data packet leaves toward the RNIC.
+    for t, _, _, op, of in outs:
+        out[f"expected_{op}.pcap"].append((T0 + t * 1000, of))
+        out[f"expected_{op}.pcap"].sort(key=lambda r: r[0])
+    return out
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "themis_syn_cookie": case_themis_syn_cookie,
@@ -373,6 +483,8 @@ CASES = {
     "l3_forward_roce_tcp": case_l3_forward_roce_tcp,
     "ecn_marking": two_to_one,
     "pfc_xoff_xon": two_to_one,
+    "spray_fig6_nack_validation": case_spray_fig6_nack_validation,
+    "spray_fig7_lazy_drop": case_spray_fig7_lazy_drop,
 }
 
 

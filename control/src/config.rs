@@ -161,6 +161,8 @@ pub enum PipelineKind {
     Baseline,
     /// THEMIS at the external switch (PNP and/or TRP), `[themis]`.
     Themis,
+    /// Themis packet spraying at the ToR (Themis-S and/or Themis-D), `[spray]`.
+    Spray,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -180,6 +182,8 @@ pub struct Config {
     pub dpdk: Option<DpdkConfig>,
     /// `[themis]`, present iff `switch.pipeline = "themis"`.
     pub themis: Option<ThemisConfig>,
+    /// `[spray]`, present iff `switch.pipeline = "spray"`.
+    pub spray: Option<SprayConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -491,4 +495,68 @@ pub struct ThemisTrpConfig {
     pub recirc_rate_bps: u64,
     pub loop_delay_ns: u64,
     pub recirc_capacity_pkts: usize,
+}
+
+/// Themis packet spraying at a ToR (paper 002): Themis-S for local senders, Themis-D for local
+/// receivers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SprayConfig {
+    /// Ports toward the local RNICs (Themis-D's egress, Themis-S's ingress).
+    pub host_ports: Vec<u16>,
+    /// Ports toward the fabric (spines).
+    pub fabric_ports: Vec<u16>,
+    /// Themis-S on.
+    pub source: bool,
+    /// Themis-D on.
+    pub dest: bool,
+    /// The PathMap: N entries.
+    pub paths: SprayPaths,
+    /// TX window W (packets, a power of two): sizes the proxy bitmap.
+    pub window: u32,
+    /// OOO_THRESHOLD (packets).
+    pub ooo_threshold: u32,
+    /// AVOIDANCE_WINDOW (packets).
+    pub avoidance_window: u32,
+    /// Cross-rack QPs (register arrays of S and D, the `spray_qps` table holds twice as many keys).
+    pub qp_capacity: usize,
+    /// Cross-rack QPs known at start (more through the API).
+    pub qps: Vec<SprayQp>,
+}
+
+/// The PathMap of Themis-S.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SprayPaths {
+    /// 3-tier: XOR this delta into the UDP source port (hashing linearity).
+    SportDeltas(Vec<u16>),
+    /// 2-tier: send out of this port, to this next hop.
+    Ports(Vec<NextHopConfig>),
+}
+
+impl SprayPaths {
+    /// N.
+    pub fn len(&self) -> usize {
+        match self {
+            SprayPaths::SportDeltas(v) => v.len(),
+            SprayPaths::Ports(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An egress port and the next hop's MAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextHopConfig {
+    pub port: u16,
+    pub next_hop_mac: [u8; 6],
+}
+
+/// A cross-rack RC QP pair: the local end (behind a host port) and the remote end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SprayQp {
+    pub local: std::net::IpAddr,
+    pub local_qpn: u32,
+    pub remote: std::net::IpAddr,
+    pub remote_qpn: u32,
 }

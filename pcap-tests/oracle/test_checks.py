@@ -80,5 +80,78 @@ class CheckScripts(unittest.TestCase):
         self.assert_fails("pfc_xoff_xon", inputs, dict(outs, wan0=wan[:-1]), "dropped")
 
 
+
+class SprayChecks(unittest.TestCase):
+    """The spray cases' check.py pass on their expected outputs and fail on mutants."""
+
+    GOOD = {
+        "spray_fig6_nack_validation": {"spray.d.nacks_invalid": 1, "spray.d.nacks_valid": 1,
+                                       "spray.d.nacks_undetermined": 0,
+                                       "spray.d.nacks_regenerated": 0, "spray.nacks_dropped": 1},
+        "spray_fig7_lazy_drop": {"spray.d.nacks_undetermined": 2, "spray.d.nacks_regenerated": 2,
+                                 "spray.d.nacks_avoidance": 1, "spray.nacks_generated": 2,
+                                 "spray.d.nacks_invalid": 0, "spray.d.nacks_valid": 0},
+    }
+
+    def run_check(self, case, outs, counters):
+        with tempfile.TemporaryDirectory() as d:
+            for p, recs in outs.items():
+                write_pcap(os.path.join(d, f"out_{p}.pcap"), recs)
+            with open(os.path.join(d, "counters.txt"), "w") as f:
+                for k, v in counters.items():
+                    f.write(f"{k} {v}\n")
+            r = subprocess.run([sys.executable, os.path.join(CASES, case, "check.py"), d],
+                               capture_output=True, text=True, cwd=os.path.join(CASES, case))
+            return r.returncode, r.stdout + r.stderr
+
+    def expected(self, case):
+        d = os.path.join(CASES, case)
+        return {p: read_pcap(os.path.join(d, f"expected_{p}.pcap")) for p in ("h0", "up0", "up1")}
+
+    def test_pass_on_expected(self):
+        for case, counters in self.GOOD.items():
+            rc, out = self.run_check(case, self.expected(case), counters)
+            self.assertEqual(rc, 0, out)
+
+    def test_fig7_mutants(self):
+        case = "spray_fig7_lazy_drop"
+        good = self.expected(case)
+        # The avoidance signal missing on the second generated NAK.
+        outs = dict(good)
+        ts, f = outs["up0"][-1]
+        f = bytearray(f)
+        f[46] &= ~0x20
+        outs["up0"] = outs["up0"][:-1] + [(ts, bytes(f))]
+        rc, _ = self.run_check(case, outs, self.GOOD[case])
+        self.assertEqual(rc, 1)
+        # The first generated NAK missing.
+        outs = dict(good)
+        outs["up0"] = outs["up0"][1:]
+        rc, _ = self.run_check(case, outs, self.GOOD[case])
+        self.assertEqual(rc, 1)
+        # The off-policy mark left on a packet to the RNIC.
+        outs = dict(good)
+        ts, f = outs["h0"][3]
+        f = bytearray(f)
+        f[46] |= 0x10
+        outs["h0"] = outs["h0"][:3] + [(ts, bytes(f))] + outs["h0"][4:]
+        rc, _ = self.run_check(case, outs, self.GOOD[case])
+        self.assertEqual(rc, 1)
+
+    def test_fig6_mutants(self):
+        case = "spray_fig6_nack_validation"
+        good = self.expected(case)
+        # The invalid NAK for 2 forwarded too.
+        outs = dict(good)
+        ts, f = outs["up0"][-1]
+        f = bytearray(f)
+        f[53] = 2  # BTH PSN low byte: a NAK for 2
+        outs["up0"] = outs["up0"] + [(ts + 1, bytes(f))]
+        rc, _ = self.run_check(case, outs, self.GOOD[case])
+        self.assertEqual(rc, 1)
+        bad = dict(self.GOOD[case], **{"spray.d.nacks_invalid": 0})
+        rc, _ = self.run_check(case, good, bad)
+        self.assertEqual(rc, 1)
+
 if __name__ == "__main__":
     unittest.main()

@@ -25,7 +25,9 @@ cases!(
     themis_syn_cookie,
     themis_daemon,
     themis_trp_loops,
-    themis_alg1_trace
+    themis_alg1_trace,
+    spray_fig6_nack_validation,
+    spray_fig7_lazy_drop
 );
 
 #[test]

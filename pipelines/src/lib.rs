@@ -8,4 +8,5 @@ pub mod live;
 pub mod platform;
 pub mod replay;
 pub mod run;
+pub mod spray;
 pub mod themis;

@@ -4,6 +4,8 @@
 use crate::baseline::control::BaselineControl;
 use crate::baseline::Baseline;
 use crate::build::{heap_pool, switch_spec};
+use crate::spray::control::SprayControl;
+use crate::spray::tor::SprayTor;
 use crate::themis::control::ThemisControl;
 use crate::themis::esw::ThemisEsw;
 use longhaul_control::config::{Config, PipelineKind};
@@ -54,6 +56,19 @@ pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, St
             let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), ThemisEsw::new(cfg));
             sw.set_inline_control(
                 Box::new(Inline(ThemisControl::new(cfg))),
+                cfg.control.control_latency_ns,
+            );
+            let res = drive(&mut sw, &inputs)?;
+            Ok(ReplayResult {
+                outputs: res.0,
+                counters: res.1,
+                summary: res.2,
+            })
+        }
+        PipelineKind::Spray => {
+            let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), SprayTor::new(cfg));
+            sw.set_inline_control(
+                Box::new(Inline(SprayControl::new(cfg))),
                 cfg.control.control_latency_ns,
             );
             let res = drive(&mut sw, &inputs)?;

@@ -12,6 +12,8 @@ use crate::baseline::Baseline;
 use crate::build::{heap_pool, worker_switch_spec};
 use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
 pub use crate::platform::run_on_platform;
+use crate::spray::control::SprayControl;
+use crate::spray::tor::SprayTor;
 use crate::themis::control::ThemisControl;
 use crate::themis::esw::ThemisEsw;
 use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
@@ -148,6 +150,10 @@ pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
         PipelineKind::Themis => {
             let handler = ThemisControl::new(&cfg);
             run_on_platform(cfg, path.to_path_buf(), ThemisEsw::new, handler, opts)
+        }
+        PipelineKind::Spray => {
+            let handler = SprayControl::new(&cfg);
+            run_on_platform(cfg, path.to_path_buf(), SprayTor::new, handler, opts)
         }
     }
 }

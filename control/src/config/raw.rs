@@ -30,6 +30,7 @@ pub(super) struct RawConfig {
     pub control: Option<RawControl>,
     pub dpdk: Option<RawDpdk>,
     pub themis: Option<RawThemis>,
+    pub spray: Option<RawSpray>,
 }
 
 #[derive(Deserialize, Default)]
@@ -39,6 +40,39 @@ pub(super) struct RawThemis {
     pub wan_ports: Option<S<Vec<S<PortRef>>>>,
     pub pnp: Option<RawThemisPnp>,
     pub trp: Option<RawThemisTrp>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpray {
+    pub host_ports: Option<S<Vec<S<PortRef>>>>,
+    pub fabric_ports: Option<S<Vec<S<PortRef>>>>,
+    pub source: Option<S<bool>>,
+    pub dest: Option<S<bool>>,
+    pub mode: Option<S<String>>,
+    pub sport_deltas: Option<S<Vec<S<i64>>>>,
+    pub path_ports: Option<S<Vec<S<RawSprayPathPort>>>>,
+    pub window: Option<S<i64>>,
+    pub ooo_threshold: Option<S<i64>>,
+    pub avoidance_window: Option<S<i64>>,
+    pub qp_capacity: Option<S<i64>>,
+    pub qps: Option<Vec<S<RawSprayQp>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSprayPathPort {
+    pub port: Option<S<PortRef>>,
+    pub next_hop_mac: Option<S<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSprayQp {
+    pub local: Option<S<String>>,
+    pub local_qpn: Option<S<i64>>,
+    pub remote: Option<S<String>>,
+    pub remote_qpn: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -87,6 +121,7 @@ pub(super) struct RawSwitch {
 pub(super) enum RawPipeline {
     Baseline,
     Themis,
+    Spray,
 }
 
 #[derive(Deserialize, Default)]

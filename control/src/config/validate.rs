@@ -15,6 +15,7 @@ use super::{
     SwitchConfig, Trust,
 };
 mod dpdk;
+mod spray;
 mod themis;
 
 use std::collections::HashMap;
@@ -306,6 +307,7 @@ impl<'a> Validator<'a> {
         let control = self.control(raw.control.as_ref());
         let dpdk = self.dpdk(raw.dpdk.as_ref(), &switch, &ports);
         let themis = self.themis(raw.themis.as_ref(), &switch, &infos);
+        let spray = self.spray(raw.spray.as_ref(), &switch, &infos);
 
         Config {
             switch,
@@ -317,6 +319,7 @@ impl<'a> Validator<'a> {
             routes,
             control,
             themis,
+            spray,
             dpdk,
         }
     }
@@ -548,6 +551,7 @@ impl<'a> Validator<'a> {
         let pipeline = match sw.pipeline.unwrap_or(RawPipeline::Baseline) {
             RawPipeline::Baseline => PipelineKind::Baseline,
             RawPipeline::Themis => PipelineKind::Themis,
+            RawPipeline::Spray => PipelineKind::Spray,
         };
         let pool_buffers = self.int_or(
             "switch.pool_buffers",

@@ -1,0 +1,331 @@
+//! Themis-S (paper 002, sections 4.1 and 4.4; appendix B table 3): PSN-based packet spraying,
+//! retransmission rerouting (lastNackPsn) and path avoidance counters, per cross-rack QP.
+//!
+//! Path of a data packet (equation 1): `path = (PSN mod N + P_base) mod N`, `P_base` from the
+//! ECMP hash of the packet's own 5-tuple ([`p_base`]). The PathMap (owned by the pipeline) turns
+//! the path into a header change: a UDP source-port XOR delta (3-tier, hashing linearity) or an
+//! egress port (2-tier).
+//!
+//! - Retransmission rerouting (4.4): every PSN-sequence-error NAK passing back to the local sender
+//!   sets `lastNackPsn` = its ePSN; a data packet whose PSN equals it takes a random other path.
+//! - Path avoidance (4.4): a NAK carrying the path avoidance signal sets the counter of path
+//!   `ePSN mod N` (relative to `P_base`, the index Themis-D reasons with) to AVOIDANCE_WINDOW; a
+//!   packet whose relative path has a non-zero counter takes a random other path and decrements
+//!   it. Our choice where the paper says "randomly selects an alternative path": a few random
+//!   draws that skip paths which are being avoided too, then whatever the last draw gave.
+//!
+//! Counters are indexed by the relative path `PSN mod N` rather than the absolute path: `P_base`
+//! is fixed per QP, so the two are the same path, and the NAK (whose 5-tuple is the receiver's)
+//! names only the relative one.
+
+use longhaul_dataplane::asic::rng::Rng;
+use longhaul_dataplane::wire::roce::PSN_MASK;
+
+/// lastNackPsn with nothing recorded.
+const NO_NACK: u32 = u32::MAX;
+
+/// Random draws for an alternative path before giving up on skipping avoided paths.
+const ALT_DRAWS: u32 = 4;
+
+/// Why a packet takes the path it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Equation 1.
+    Policy,
+    /// Retransmission rerouting (PSN == lastNackPsn).
+    Rerouted,
+    /// Path avoidance (the policy's path has a non-zero counter).
+    Avoided,
+}
+
+/// A path decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathChoice {
+    /// Index into the PathMap.
+    pub path: u32,
+    pub route: Route,
+}
+
+/// Themis-S's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceParams {
+    /// N.
+    pub paths: u32,
+    /// AVOIDANCE_WINDOW (packets).
+    pub avoidance_window: u32,
+    /// QPs (register array size).
+    pub capacity: usize,
+    /// RNG seed (random alternative paths).
+    pub seed: u64,
+}
+
+/// Counters of Themis-S.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    pub sprayed: u64,
+    pub rerouted: u64,
+    pub avoided: u64,
+    pub nacks_seen: u64,
+    pub avoidance_signals: u64,
+    pub bad_slot: u64,
+}
+
+/// Themis-S's registers for `capacity` QPs: `recved_nack_psn` and `path_adaptive_count` (appendix
+/// B, table 3).
+pub struct ThemisS {
+    p: SourceParams,
+    last_nack: Vec<u32>,
+    avoid: Vec<u32>,
+    rng: Rng,
+    pub stats: SourceStats,
+}
+
+/// `P_base`: the flow's ECMP hash (5-tuple, seeded) modulo N.
+#[inline]
+pub fn p_base(src: u128, dst: u128, sport: u16, dport: u16, seed: u64, n: u32) -> u32 {
+    let mut h = seed ^ 0x9e37_79b9_7f4a_7c15;
+    for w in [
+        src as u64,
+        (src >> 64) as u64,
+        dst as u64,
+        (dst >> 64) as u64,
+        (u64::from(sport) << 16) | u64::from(dport) | (17 << 32),
+    ] {
+        h = (h ^ w).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 29;
+    }
+    // splitmix64's finaliser.
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    ((h >> 32) % u64::from(n.max(1))) as u32
+}
+
+impl ThemisS {
+    /// Preallocate the registers (`None` when `paths` is 0).
+    pub fn new(p: SourceParams) -> Option<Self> {
+        if p.paths == 0 {
+            return None;
+        }
+        Some(ThemisS {
+            p,
+            last_nack: vec![NO_NACK; p.capacity],
+            avoid: vec![0; p.capacity * p.paths as usize],
+            rng: Rng::new(p.seed ^ 0x0073_7072_6179),
+            stats: SourceStats::default(),
+        })
+    }
+
+    pub fn params(&self) -> &SourceParams {
+        &self.p
+    }
+
+    /// Bytes of state per QP (table 3: 4 + 4N).
+    pub fn bytes_per_qp(&self) -> usize {
+        4 + 4 * self.p.paths as usize
+    }
+
+    /// lastNackPsn of `slot`.
+    pub fn last_nack_psn(&self, slot: usize) -> Option<u32> {
+        self.last_nack.get(slot).copied().filter(|v| *v != NO_NACK)
+    }
+
+    /// The avoidance counter of relative path `rel` of `slot`.
+    pub fn avoidance(&self, slot: usize, rel: u32) -> u32 {
+        self.avoid
+            .get(slot * self.p.paths as usize + rel as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Forget QP `slot`.
+    pub fn reset(&mut self, slot: usize) {
+        let n = self.p.paths as usize;
+        if let Some(v) = self.last_nack.get_mut(slot) {
+            *v = NO_NACK;
+        }
+        if let Some(c) = self.avoid.get_mut(slot * n..(slot + 1) * n) {
+            c.iter_mut().for_each(|x| *x = 0);
+        }
+    }
+
+    /// A random path other than `path`, preferring paths not being avoided.
+    fn alternative(&mut self, slot: usize, path: u32, base: u32) -> u32 {
+        let n = self.p.paths;
+        if n < 2 {
+            return path;
+        }
+        let mut c = path;
+        for _ in 0..ALT_DRAWS {
+            c = (path + 1 + self.rng.below(n - 1)) % n;
+            let rel = (c + n - base) % n;
+            if self.avoidance(slot, rel) == 0 {
+                break;
+            }
+        }
+        c
+    }
+
+    /// The path of a sprayed data packet with `psn` of QP `slot` whose `P_base` is `base`.
+    #[inline]
+    pub fn choose(&mut self, slot: usize, psn: u32, base: u32) -> PathChoice {
+        let n = self.p.paths;
+        let rel = (psn & PSN_MASK) % n;
+        let path = (rel + base % n) % n;
+        if slot >= self.last_nack.len() {
+            self.stats.bad_slot += 1;
+            return PathChoice {
+                path,
+                route: Route::Policy,
+            };
+        }
+        self.stats.sprayed += 1;
+        if self.last_nack[slot] == psn & PSN_MASK {
+            self.stats.rerouted += 1;
+            return PathChoice {
+                path: self.alternative(slot, path, base % n),
+                route: Route::Rerouted,
+            };
+        }
+        let i = slot * n as usize + rel as usize;
+        if let Some(c) = self.avoid.get_mut(i) {
+            if *c > 0 {
+                *c -= 1;
+                self.stats.avoided += 1;
+                return PathChoice {
+                    path: self.alternative(slot, path, base % n),
+                    route: Route::Avoided,
+                };
+            }
+        }
+        PathChoice {
+            path,
+            route: Route::Policy,
+        }
+    }
+
+    /// A PSN-sequence-error NAK for QP `slot` passes back toward the local sender.
+    pub fn on_nack(&mut self, slot: usize, epsn: u32, avoidance_signal: bool) {
+        if slot >= self.last_nack.len() {
+            self.stats.bad_slot += 1;
+            return;
+        }
+        self.stats.nacks_seen += 1;
+        self.last_nack[slot] = epsn & PSN_MASK;
+        if avoidance_signal {
+            self.stats.avoidance_signals += 1;
+            let n = self.p.paths as usize;
+            let rel = ((epsn & PSN_MASK) % self.p.paths) as usize;
+            if let Some(c) = self.avoid.get_mut(slot * n + rel) {
+                *c = self.p.avoidance_window;
+            }
+        }
+    }
+
+    /// Counters by name.
+    pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("spray.s.sprayed", s.sprayed);
+        out("spray.s.rerouted", s.rerouted);
+        out("spray.s.avoided", s.avoided);
+        out("spray.s.nacks_seen", s.nacks_seen);
+        out("spray.s.avoidance_signals", s.avoidance_signals);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(n: u32, window: u32) -> ThemisS {
+        ThemisS::new(SourceParams {
+            paths: n,
+            avoidance_window: window,
+            capacity: 2,
+            seed: 1,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn equation_1() {
+        let mut t = s(4, 10);
+        for psn in 0..16 {
+            let c = t.choose(0, psn, 3);
+            assert_eq!(
+                c,
+                PathChoice {
+                    path: (psn % 4 + 3) % 4,
+                    route: Route::Policy
+                }
+            );
+        }
+        // PSN wrap: 2^24 - 1 mod 4 = 3, then 0.
+        assert_eq!(t.choose(0, PSN_MASK, 0).path, 3);
+        assert_eq!(t.choose(0, 0, 0).path, 0);
+    }
+
+    #[test]
+    fn retransmission_rerouting() {
+        let mut t = s(4, 10);
+        t.on_nack(0, 6, false);
+        assert_eq!(t.last_nack_psn(0), Some(6));
+        for _ in 0..50 {
+            let c = t.choose(0, 6, 1);
+            assert_eq!(c.route, Route::Rerouted);
+            assert_ne!(c.path, 3, "PSN 6 with P_base 1 is path 3");
+            assert!(c.path < 4);
+        }
+        assert_eq!(t.choose(0, 7, 1).route, Route::Policy);
+        assert_eq!(t.choose(1, 6, 1).route, Route::Policy); // other QP
+    }
+
+    #[test]
+    fn path_avoidance_window() {
+        let mut t = s(4, 3);
+        t.on_nack(0, 9, true); // relative path 1
+        assert_eq!(t.avoidance(0, 1), 3);
+        let mut avoided = 0;
+        for psn in 100..140u32 {
+            let c = t.choose(0, psn, 2);
+            if psn % 4 == 1 && avoided < 3 {
+                assert_eq!(c.route, Route::Avoided);
+                assert_ne!(c.path, 3, "relative path 1 with P_base 2 is path 3");
+                avoided += 1;
+            } else {
+                assert_eq!(c.route, Route::Policy, "{psn}");
+            }
+        }
+        assert_eq!(t.avoidance(0, 1), 0);
+        assert_eq!(t.stats.avoided, 3);
+    }
+
+    #[test]
+    fn single_path_has_no_alternative() {
+        let mut t = s(1, 3);
+        t.on_nack(0, 5, true);
+        assert_eq!(t.choose(0, 5, 0).path, 0);
+        assert_eq!(t.choose(0, 6, 0).path, 0);
+    }
+
+    #[test]
+    fn memory_per_qp_is_table_3() {
+        let t = ThemisS::new(SourceParams {
+            paths: 128,
+            avoidance_window: 2_000_000,
+            capacity: 1,
+            seed: 0,
+        })
+        .unwrap();
+        assert_eq!(t.bytes_per_qp(), 516);
+    }
+
+    #[test]
+    fn p_base_is_in_range_and_spreads() {
+        let mut seen = [0u32; 8];
+        for q in 0..800u16 {
+            seen[p_base(1, 2, 0xc000 + q, 4791, 7, 8) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&c| c > 50), "{seen:?}");
+    }
+}
