@@ -136,7 +136,7 @@ impl BifrostState {
         // Line 11: ĉ <- c.
         let mut c_hat = c;
         // Lines 12-15: every k slots, deduct the over-granted bytes L + F - H (only an excess).
-        let leak_check = self.k.k != 0 && n % self.k.k as u64 == 0;
+        let leak_check = self.k.k != 0 && n.is_multiple_of(self.k.k as u64);
         if leak_check {
             c_hat = 0.max(c - 0.max(l + self.f - h));
         }
