@@ -379,6 +379,7 @@ pub fn needs_rebuild(old: &Config, new: &Config) -> bool {
         || old.pfc != new.pfc
         || old.parser != new.parser
         || old.themis != new.themis
+        || old.bifrost != new.bifrost
 }
 
 /// A worker's snapshot as JSON (the `/stats` body).

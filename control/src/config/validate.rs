@@ -14,6 +14,7 @@ use super::{
     PfcConfig, PipelineKind, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind,
     SwitchConfig, Trust,
 };
+mod bifrost;
 mod dpdk;
 mod themis;
 
@@ -306,6 +307,7 @@ impl<'a> Validator<'a> {
         let control = self.control(raw.control.as_ref());
         let dpdk = self.dpdk(raw.dpdk.as_ref(), &switch, &ports);
         let themis = self.themis(raw.themis.as_ref(), &switch, &infos);
+        let bifrost = self.bifrost(raw.bifrost.as_ref(), &switch, &ports, &qos, &infos);
 
         Config {
             switch,
@@ -318,6 +320,7 @@ impl<'a> Validator<'a> {
             control,
             themis,
             dpdk,
+            bifrost,
         }
     }
 
