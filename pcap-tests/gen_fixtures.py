@@ -215,11 +215,41 @@ def case_themis_pnp_cnp():
 THEMIS_CQPN, THEMIS_SQPN, THEMIS_SQPN_UNTRUSTED = 0x000111, 0x000222, 0x000333
 
 
+# --------------------------------------------------------------------------------------------
+# Bifrost: data from the long-haul link on wan0, the DC fabric pausing dc0
+# --------------------------------------------------------------------------------------------
+
+FRAME_BIFROST = 1000     # bytes; + 24 overhead = 1024 wire bytes = 819.2 ns at 10 Gb/s
+GAP_BIFROST = 820        # ns, back to back at 10 Gb/s
+PKTS_BIFROST = 300
+BIFROST_DC_PAUSE = 1954  # quanta of 51.2 ns at 10 Gb/s = 100 us
+
+
+def case_bifrost_slot_pause():
+    """wan0: PKTS_BIFROST back-to-back RC WRITE MIDDLE packets (DSCP 26) from the remote DC to a
+    local host; dc0: at the same instant, a PFC frame from the DC fabric pausing priority 3 for
+    100 us (built by hand from 802.1Qbb: opcode 0x0101, class-enable, 8 x u16)."""
+    data_len = FRAME_BIFROST - (14 + 20 + 8 + 12 + 4)
+    recs = []
+    for k in range(PKTS_BIFROST):
+        p = roce4(MAC_REMOTE_NH, MAC_WAN0, IP_R0, IP_H0, opcode=0x07, dqpn=0x000C01, psn=k,
+                  ipid=k, data=payload(data_len, k))
+        f = bytes(p)
+        assert len(f) == FRAME_BIFROST
+        recs.append((T0 + k * GAP_BIFROST, f))
+    times = [0, 0, 0, BIFROST_DC_PAUSE, 0, 0, 0, 0]
+    pfc = bytes(Ether(dst="01:80:c2:00:00:01", src=MAC_H0, type=0x8808)
+                / Raw(struct.pack("!HH8H", 0x0101, 1 << 3, *times)))
+    pfc += bytes(60 - len(pfc))
+    return {"in_wan0.pcap": recs, "in_dc0.pcap": [(T0, pfc)]}
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "l3_forward_roce_tcp": case_l3_forward_roce_tcp,
     "ecn_marking": two_to_one,
     "pfc_xoff_xon": two_to_one,
+    "bifrost_slot_pause": case_bifrost_slot_pause,
 }
 
 

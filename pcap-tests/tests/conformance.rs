@@ -21,7 +21,8 @@ cases!(
     l3_forward_roce_tcp,
     ecn_marking,
     pfc_xoff_xon,
-    themis_pnp_cnp
+    themis_pnp_cnp,
+    bifrost_slot_pause
 );
 
 #[test]
