@@ -219,16 +219,16 @@ THEMIS_CQPN, THEMIS_SQPN, THEMIS_SQPN_UNTRUSTED = 0x000111, 0x000222, 0x000333
 # Bifrost: data from the long-haul link on wan0, the DC fabric pausing dc0
 # --------------------------------------------------------------------------------------------
 
-FRAME_BIFROST = 1000     # bytes; + 24 overhead = 1024 wire bytes = 819.2 ns at 10 Gb/s
-GAP_BIFROST = 820        # ns, back to back at 10 Gb/s
-PKTS_BIFROST = 300
-BIFROST_DC_PAUSE = 1954  # quanta of 51.2 ns at 10 Gb/s = 100 us
+FRAME_BIFROST = 256      # bytes; + 24 overhead = 280 wire bytes = 224 ns at 10 Gb/s
+GAP_BIFROST = 224        # ns, back to back at 10 Gb/s
+PKTS_BIFROST = 500
+BIFROST_DC_PAUSE = 1172  # quanta of 51.2 ns at 10 Gb/s = 60 us
 
 
 def case_bifrost_slot_pause():
     """wan0: PKTS_BIFROST back-to-back RC WRITE MIDDLE packets (DSCP 26) from the remote DC to a
     local host; dc0: at the same instant, a PFC frame from the DC fabric pausing priority 3 for
-    100 us (built by hand from 802.1Qbb: opcode 0x0101, class-enable, 8 x u16)."""
+    60 us (built by hand from 802.1Qbb: opcode 0x0101, class-enable, 8 x u16)."""
     data_len = FRAME_BIFROST - (14 + 20 + 8 + 12 + 4)
     recs = []
     for k in range(PKTS_BIFROST):
