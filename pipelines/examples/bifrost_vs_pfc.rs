@@ -33,7 +33,10 @@ fn base(text: &str) -> String {
         .replace("pool_buffers = 16384", "pool_buffers = 200000")
         .replace("buffer_bytes = 67108864 ", "buffer_bytes = 800000000 ")
         .replace("limit_bytes = 27262976 ", "limit_bytes = 700000000 ")
-        .replace("one_way_delay_ns = 1000000", &format!("one_way_delay_ns = {D_NS}"))
+        .replace(
+            "one_way_delay_ns = 1000000",
+            &format!("one_way_delay_ns = {D_NS}"),
+        )
         .replace(
             "buffer_bytes = 25300000",
             &format!("buffer_bytes = {}", BDP + 2 * RST + 1_000_000),
@@ -129,12 +132,24 @@ fn main() {
     run("bifrost", &bifrost);
     // Classic PFC: drop [bifrost], XON = BDP, XOFF = BDP + 1 MB, headroom = BDP + 1 MB.
     let start = text.find("\n[bifrost]").expect("[bifrost]");
-    let stop = text[start..].find("[[l2]]").map(|i| start + i).expect("[[l2]]");
+    let stop = text[start..]
+        .find("[[l2]]")
+        .map(|i| start + i)
+        .expect("[[l2]]");
     let pfc = format!("{}{}", &text[..start], &text[stop..])
-        .replace("xoff_bytes = 524288", &format!("xoff_bytes = {}", BDP + 1_000_000))
+        .replace(
+            "xoff_bytes = 524288",
+            &format!("xoff_bytes = {}", BDP + 1_000_000),
+        )
         .replace("xon_bytes = 458752", &format!("xon_bytes = {BDP}"))
-        .replace("headroom_bytes = 65536", &format!("headroom_bytes = {}", BDP + 1_000_000))
+        .replace(
+            "headroom_bytes = 65536",
+            &format!("headroom_bytes = {}", BDP + 1_000_000),
+        )
         // 65535 quanta = 84 us at 400 Gb/s; refresh every 40 us while XOFF holds.
-        .replace("pause_quanta = 65535", "pause_quanta = 65535\nrefresh_ns = 40000");
+        .replace(
+            "pause_quanta = 65535",
+            "pause_quanta = 65535\nrefresh_ns = 40000",
+        );
     run("classic PFC", &load(pfc));
 }
