@@ -474,6 +474,35 @@ def case_spray_fig7_lazy_drop():
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# Bifrost: data from the long-haul link on wan0, the DC fabric pausing dc0
+# --------------------------------------------------------------------------------------------
+
+FRAME_BIFROST = 256      # bytes; + 24 overhead = 280 wire bytes = 224 ns at 10 Gb/s
+GAP_BIFROST = 224        # ns, back to back at 10 Gb/s
+PKTS_BIFROST = 500
+BIFROST_DC_PAUSE = 1172  # quanta of 51.2 ns at 10 Gb/s = 60 us
+
+
+def case_bifrost_slot_pause():
+    """wan0: PKTS_BIFROST back-to-back RC WRITE MIDDLE packets (DSCP 26) from the remote DC to a
+    local host; dc0: at the same instant, a PFC frame from the DC fabric pausing priority 3 for
+    60 us (built by hand from 802.1Qbb: opcode 0x0101, class-enable, 8 x u16)."""
+    data_len = FRAME_BIFROST - (14 + 20 + 8 + 12 + 4)
+    recs = []
+    for k in range(PKTS_BIFROST):
+        p = roce4(MAC_REMOTE_NH, MAC_WAN0, IP_R0, IP_H0, opcode=0x07, dqpn=0x000C01, psn=k,
+                  ipid=k, data=payload(data_len, k))
+        f = bytes(p)
+        assert len(f) == FRAME_BIFROST
+        recs.append((T0 + k * GAP_BIFROST, f))
+    times = [0, 0, 0, BIFROST_DC_PAUSE, 0, 0, 0, 0]
+    pfc = bytes(Ether(dst="01:80:c2:00:00:01", src=MAC_H0, type=0x8808)
+                / Raw(struct.pack("!HH8H", 0x0101, 1 << 3, *times)))
+    pfc += bytes(60 - len(pfc))
+    return {"in_wan0.pcap": recs, "in_dc0.pcap": [(T0, pfc)]}
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "themis_syn_cookie": case_themis_syn_cookie,
@@ -485,6 +514,7 @@ CASES = {
     "pfc_xoff_xon": two_to_one,
     "spray_fig6_nack_validation": case_spray_fig6_nack_validation,
     "spray_fig7_lazy_drop": case_spray_fig7_lazy_drop,
+    "bifrost_slot_pause": case_bifrost_slot_pause,
 }
 
 

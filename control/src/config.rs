@@ -184,6 +184,8 @@ pub struct Config {
     pub themis: Option<ThemisConfig>,
     /// `[spray]`, present iff `switch.pipeline = "spray"`.
     pub spray: Option<SprayConfig>,
+    /// `[bifrost]`: Bifrost on long-haul ports (any pipeline), present iff the section is.
+    pub bifrost: Option<BifrostConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -559,4 +561,30 @@ pub struct SprayQp {
     pub local_qpn: u32,
     pub remote: std::net::IpAddr,
     pub remote_qpn: u32,
+}
+
+/// Bifrost on the downstream end of long-haul links (paper 004, sections IV and V): every slot T,
+/// Algorithm 1 per governed (port, priority) instead of classic XOFF/XON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BifrostConfig {
+    /// Governed ingress ports (ids).
+    pub ports: Vec<u16>,
+    /// Governed priorities (lossless classes).
+    pub priorities: Vec<u8>,
+    /// T, ns.
+    pub slot_ns: u64,
+    /// D, the one-way delay of the link, ns.
+    pub one_way_delay_ns: u64,
+    /// Rs, the link rate, b/s.
+    pub rate_bps: u64,
+    /// Δ = Rs * 2D, bytes (derived).
+    pub bdp_bytes: u64,
+    /// Rs * T, bytes (derived).
+    pub slot_bytes: u64,
+    /// H: the buffer reserved per (port, priority), >= Δ + 2*Rs*T.
+    pub buffer_bytes: u64,
+    /// The leak check runs every k slots.
+    pub k: u32,
+    /// Headroom above H for leaked bytes (section IV-D: k * MTU).
+    pub leak_headroom_bytes: u64,
 }

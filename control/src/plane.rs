@@ -407,6 +407,7 @@ pub fn needs_rebuild(old: &Config, new: &Config) -> bool {
         || old.parser != new.parser
         || old.themis != new.themis
         || old.spray != new.spray
+        || old.bifrost != new.bifrost
 }
 
 /// A worker's snapshot as JSON (the `/stats` body).

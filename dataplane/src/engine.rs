@@ -17,6 +17,7 @@
 //! Nothing here allocates after [`Switch::new`]: packets come from the pool, the generated-packet
 //! list and the PFC action buffer are preallocated, and the queues are bounded.
 
+use crate::asic::bifrost::{BifrostGenerator, BifrostParams, BifrostStats};
 use crate::asic::pfc::{ActionBuf, Admit, PfcAction, PfcGenerator, PfcParams};
 use crate::asic::recirc::{RecircConfig, RecircPort};
 use crate::control::{Channel, Command, ControlStats, Envelope, Punt, PuntHandler};
@@ -108,6 +109,8 @@ pub struct SwitchSnapshot {
     pub stats: SwitchStats,
     pub control: ControlStats,
     pub pfc: Option<crate::asic::pfc::PfcGenStats>,
+    /// Bifrost's counters (slot timer lateness included), when `[bifrost]` is configured.
+    pub bifrost: Option<BifrostStats>,
     pub pipeline: Vec<(&'static str, u64)>,
     pub tables: Vec<(&'static str, TableCounters)>,
     /// (occupancy, capacity) of the command ring and the punt ring.
@@ -274,6 +277,9 @@ pub struct SwitchSpec {
     pub ports: Vec<PortSpec>,
     /// PFC generation on ingress (lossless classes), if enabled.
     pub pfc: Option<PfcParams>,
+    /// Bifrost (paper 004) on the governed (ingress port, priority) pairs, which it takes over
+    /// from classic XOFF/XON: per-slot pause frames from Algorithm 1.
+    pub bifrost: Option<BifrostParams>,
     /// Shared buffer over all egress queues, bytes (control frames excluded).
     pub shared_buffer_bytes: u64,
     /// The recirculation port, if the pipeline uses one.
@@ -331,6 +337,7 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     /// Port id -> index into `ports` (`u16::MAX` = no such port).
     port_index: Vec<u16>,
     pfc: Option<PfcGenerator>,
+    bifrost: Option<BifrostGenerator>,
     pfc_actions: ActionBuf,
     recirc: Option<RecircPort<P::Buf>>,
     shared_limit: u64,
@@ -391,12 +398,16 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         let pfc = spec
             .pfc
             .map(|params| PfcGenerator::new(ports.len(), params));
+        let bifrost = spec
+            .bifrost
+            .map(|params| BifrostGenerator::new(ports.len(), params));
         Switch {
             pool,
             pipeline,
             infos,
             port_index,
             pfc,
+            bifrost,
             pfc_actions: ActionBuf::new(),
             recirc: spec.recirc.map(RecircPort::new),
             shared_limit: spec.shared_buffer_bytes,
@@ -610,6 +621,11 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         self.pfc.as_ref()
     }
 
+    /// The Bifrost generator, if `[bifrost]` is configured.
+    pub fn bifrost(&self) -> Option<&BifrostGenerator> {
+        self.bifrost.as_ref()
+    }
+
     /// The recirculation port, if configured.
     pub fn recirc(&self) -> Option<&RecircPort<P::Buf>> {
         self.recirc.as_ref()
@@ -737,7 +753,22 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         } else {
             None
         };
-        if let (Some(pfc), Some(i)) = (self.pfc.as_mut(), ingress) {
+        let mut bifrost_accounted = false;
+        if let (Some(bf), Some(i)) = (self.bifrost.as_mut(), ingress) {
+            // Bifrost-governed pairs: L and r accounting instead of XOFF/XON (paper 004).
+            if bf.governs(i as u16, class) {
+                bifrost_accounted = true;
+                match bf.on_enqueue(i as u16, class, len, now) {
+                    Admit::Accept => pkt.meta_mut().flags |= FLAG_PFC_ACCOUNTED,
+                    Admit::Drop(r) => {
+                        self.stats.drops.inc(r);
+                        self.pool.free(pkt);
+                        return;
+                    }
+                }
+            }
+        }
+        if let (Some(pfc), Some(i), false) = (self.pfc.as_mut(), ingress, bifrost_accounted) {
             match pfc.on_enqueue(i as u16, class, len, now, &mut self.pfc_actions) {
                 Admit::Accept => pkt.meta_mut().flags |= FLAG_PFC_ACCOUNTED,
                 Admit::Drop(r) => {
@@ -770,6 +801,12 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             return;
         }
         let ingress = self.port_idx(m.ingress_port);
+        if let (Some(bf), Some(i)) = (self.bifrost.as_mut(), ingress) {
+            if bf.governs(i as u16, m.class) {
+                bf.on_dequeue(i as u16, m.class, pkt.len() as u64);
+                return;
+            }
+        }
         if let (Some(pfc), Some(i)) = (self.pfc.as_mut(), ingress) {
             pfc.on_dequeue(
                 i as u16,
@@ -835,6 +872,12 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if let Some(pfc) = self.pfc.as_mut() {
             if pfc.next_deadline().is_some_and(|t| t <= now) {
                 pfc.poll(now, &mut self.pfc_actions);
+                self.send_pfc_actions(now);
+            }
+        }
+        if let Some(bf) = self.bifrost.as_mut() {
+            if bf.next_deadline().is_some_and(|t| t <= now) {
+                bf.poll(now, &mut self.pfc_actions);
                 self.send_pfc_actions(now);
             }
         }
@@ -914,6 +957,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         snap.stats.clone_from(&self.stats);
         snap.control.clone_from(&self.ctl);
         snap.pfc = self.pfc.as_ref().map(|p| *p.stats());
+        match (&mut snap.bifrost, &self.bifrost) {
+            (Some(s), Some(b)) => s.clone_from(b.stats()),
+            (s, b) => *s = b.as_ref().map(|b| b.stats().clone()),
+        }
         snap.pipeline.clear();
         self.pipeline
             .counters(&mut |n, v| snap.pipeline.push((n, v)));
@@ -939,6 +986,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         }
         take(self.recirc.as_ref().and_then(|r| r.next_ready()));
         take(self.pfc.as_ref().and_then(|p| p.next_deadline()));
+        take(self.bifrost.as_ref().and_then(|b| b.next_deadline()));
         take(self.pipeline.next_deadline());
         // A held command blocks the ring behind it (commands apply in order), so only its time
         // counts; otherwise queued commands (and punts for the inline control) are due now.

@@ -101,6 +101,7 @@ fn switch(
     let spec = SwitchSpec {
         ports,
         pfc,
+        bifrost: None,
         shared_buffer_bytes: 64 << 20,
         recirc,
         emit_capacity: 64,

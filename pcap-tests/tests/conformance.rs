@@ -27,7 +27,8 @@ cases!(
     themis_trp_loops,
     themis_alg1_trace,
     spray_fig6_nack_validation,
-    spray_fig7_lazy_drop
+    spray_fig7_lazy_drop,
+    bifrost_slot_pause
 );
 
 #[test]

@@ -2,6 +2,7 @@
 //! their traffic managers, PFC, shared buffer) and the buffer pool.
 
 use longhaul_control::config::{Config, SchedulerKind};
+use longhaul_dataplane::asic::bifrost::{BifrostConsts, BifrostParams};
 use longhaul_dataplane::asic::pfc::PfcParams;
 use longhaul_dataplane::asic::recirc::RecircConfig;
 use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
@@ -90,6 +91,29 @@ pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
     })
 }
 
+/// Bifrost's parameters (`[bifrost]`), governed ports as indices into the switch's ports.
+pub fn bifrost_params(cfg: &Config) -> Option<BifrostParams> {
+    let b = cfg.bifrost.as_ref()?;
+    Some(BifrostParams {
+        ports: cfg
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| b.ports.contains(&p.id))
+            .map(|(i, _)| i as u16)
+            .collect(),
+        priorities: b.priorities.iter().fold(0u8, |m, &c| m | (1 << c)),
+        slot_ns: b.slot_ns,
+        consts: BifrostConsts {
+            bdp_bytes: b.bdp_bytes,
+            slot_bytes: b.slot_bytes,
+            h_bytes: b.buffer_bytes,
+            k: b.k,
+        },
+        limit_bytes: b.buffer_bytes + b.leak_headroom_bytes,
+    })
+}
+
 /// The recirculation port of `cfg`: THEMIS TRP's stand-in for the pre-filled port.
 pub fn recirc_config(cfg: &Config) -> Option<RecircConfig> {
     let t = cfg.themis.as_ref()?.trp.as_ref()?;
@@ -120,6 +144,7 @@ pub fn switch_spec(cfg: &Config) -> SwitchSpec {
             })
             .collect(),
         pfc: pfc_params(cfg),
+        bifrost: bifrost_params(cfg),
         shared_buffer_bytes: cfg.switch.buffer_bytes,
         recirc: recirc_config(cfg),
         emit_capacity: EMIT_CAPACITY,

@@ -190,6 +190,13 @@ pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
             }
         }
     }
+    if let Some(b) = &s.bifrost {
+        c.push(("bifrost.slots".into(), b.slots));
+        c.push(("bifrost.frames".into(), b.frames));
+        c.push(("bifrost.max_l_bytes".into(), b.max_l_bytes));
+        c.push(("bifrost.overflow_drops".into(), b.overflow_drops));
+        c.push(("bifrost.slots_missed".into(), b.slots_missed));
+    }
     let ctl = &s.control;
     c.push(("control.commands_applied".into(), ctl.applied));
     c.push(("control.commands_refused".into(), ctl.refused));

@@ -31,6 +31,21 @@ pub(super) struct RawConfig {
     pub dpdk: Option<RawDpdk>,
     pub themis: Option<RawThemis>,
     pub spray: Option<RawSpray>,
+    pub bifrost: Option<RawBifrost>,
+}
+
+/// `[bifrost]` (paper 004).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBifrost {
+    pub ports: Option<S<Vec<S<PortRef>>>>,
+    pub priorities: Option<S<Vec<S<i64>>>>,
+    pub slot_ns: Option<S<i64>>,
+    pub one_way_delay_ns: Option<S<i64>>,
+    pub rate_gbps: Option<S<f64>>,
+    pub buffer_bytes: Option<S<i64>>,
+    pub k: Option<S<i64>>,
+    pub leak_headroom_bytes: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]

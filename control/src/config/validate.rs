@@ -14,6 +14,7 @@ use super::{
     PfcConfig, PipelineKind, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind,
     SwitchConfig, Trust,
 };
+mod bifrost;
 mod dpdk;
 mod spray;
 mod themis;
@@ -308,6 +309,7 @@ impl<'a> Validator<'a> {
         let dpdk = self.dpdk(raw.dpdk.as_ref(), &switch, &ports);
         let themis = self.themis(raw.themis.as_ref(), &switch, &infos);
         let spray = self.spray(raw.spray.as_ref(), &switch, &infos);
+        let bifrost = self.bifrost(raw.bifrost.as_ref(), &switch, &ports, &qos, &infos);
 
         Config {
             switch,
@@ -321,6 +323,7 @@ impl<'a> Validator<'a> {
             themis,
             spray,
             dpdk,
+            bifrost,
         }
     }
 

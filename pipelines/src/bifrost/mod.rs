@@ -1,0 +1,12 @@
+//! Bifrost (paper 004) at the DCI switch: the downstream port algorithm runs in the engine on the
+//! governed (ingress port, priority) pairs (`longhaul_dataplane::asic::bifrost`, Algorithm 1),
+//! configured by a `[bifrost]` section next to any pipeline (`configs/bifrost-dci.toml` uses the
+//! baseline). The upstream side is the traffic manager's PFC pause timers, which every port
+//! already has, so two longhaul boxes back to back form a Bifrost link.
+//!
+//! Why a section and not a pipeline kind: Bifrost is MAC/traffic-manager behaviour (what PFC
+//! generation is to the baseline), not a match-action stage; a section lets it run under the
+//! baseline, THEMIS or any later pipeline without a combined kind for each.
+//!
+//! [`link`] is the emulated long link (virtual time) used by the tests and the perf example.
+pub mod link;
