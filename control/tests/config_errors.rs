@@ -216,9 +216,9 @@ fn unknown_choice_names_the_choices() {
         "expected `drop` or `forward`",
     );
     assert_err_contains(
-        &format!("[switch]\nname = \"t\"\npipeline = \"spray\"\n{PORTS}"),
+        &format!("[switch]\nname = \"t\"\npipeline = \"reflex\"\n{PORTS}"),
         "switch.pipeline",
-        "unknown variant `spray`, expected `baseline` or `themis`",
+        "unknown variant `reflex`, expected one of `baseline`, `themis`, `spray`",
     );
 }
 
