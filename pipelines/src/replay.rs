@@ -196,6 +196,11 @@ pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
         c.push(("bifrost.max_l_bytes".into(), b.max_l_bytes));
         c.push(("bifrost.overflow_drops".into(), b.overflow_drops));
         c.push(("bifrost.slots_missed".into(), b.slots_missed));
+        // Slot timer lateness (engine time of the update - the slot boundary): 0 in replay.
+        let h = &b.lateness;
+        c.push(("bifrost.slot_late_p50_ns".into(), h.quantile_upper_ns(0.5)));
+        c.push(("bifrost.slot_late_p99_ns".into(), h.quantile_upper_ns(0.99)));
+        c.push(("bifrost.slot_late_max_ns".into(), h.max_ns));
     }
     let ctl = &s.control;
     c.push(("control.commands_applied".into(), ctl.applied));
