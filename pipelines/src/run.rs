@@ -148,6 +148,7 @@ pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
             run_on_platform(cfg, path.to_path_buf(), Baseline::new, handler, opts)
         }
         PipelineKind::Themis => {
+            crate::themis::esw::use_random_cookie_secret();
             let handler = ThemisControl::new(&cfg);
             run_on_platform(cfg, path.to_path_buf(), ThemisEsw::new, handler, opts)
         }

@@ -118,6 +118,36 @@ pub fn trp_params(t: &longhaul_control::config::ThemisTrpConfig) -> TrpParams {
     }
 }
 
+/// The SYN-cookie secret of a live run, drawn once per process (see [`use_random_cookie_secret`]).
+static LIVE_COOKIE_SECRET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Make every ESW built from now on in this process derive its SYN-cookie secrets from a random
+/// value drawn now, instead of from `[switch] seed`. `longhaul run` calls it: a config (and its
+/// seed) is not a secret, and cookies derived from it could be forged by anyone who has read it.
+/// Every worker and every rebuilt switch of the process shares the value, so a handshake spans
+/// a reload. Replay does not call it: its cookies stay reproducible from the seed.
+pub fn use_random_cookie_secret() {
+    LIVE_COOKIE_SECRET.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        // RandomState's keys come from the OS's random source (getrandom) once per process.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(mono_ns_for_secret());
+        h.finish()
+    });
+}
+
+/// A little extra entropy next to RandomState's keys.
+fn mono_ns_for_secret() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The seed of the SYN-cookie secrets: the live run's random value, else `[switch] seed`.
+fn cookie_secret_seed(cfg: &Config) -> u64 {
+    LIVE_COOKIE_SECRET.get().copied().unwrap_or(cfg.switch.seed)
+}
+
 /// The `[themis]` section of a THEMIS config (validated: present iff the pipeline is THEMIS).
 fn themis_cfg(cfg: &Config) -> ThemisConfig {
     cfg.themis.clone().unwrap_or(ThemisConfig {
@@ -149,7 +179,7 @@ impl ThemisEsw {
                 .pnp
                 .as_ref()
                 .filter(|p| p.inter_dc_prefixes.is_empty())
-                .map(|p| SynCookies::new(cfg.switch.seed, p.syn_cookie_period_ns)),
+                .map(|p| SynCookies::new(cookie_secret_seed(cfg), p.syn_cookie_period_ns)),
             qp_field: QpField::new(t.pnp.as_ref().map_or(1024, |p| p.qp_capacity)),
             inter_dc: InterDcPairs::new(t.pnp.as_ref().map_or(1, |p| p.inter_dc_capacity)),
             trp: t.trp.as_ref().map(|p| Trp::new(trp_params(p))),
