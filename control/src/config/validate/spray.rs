@@ -1,6 +1,6 @@
 //! `[spray]`: Themis packet spraying at the ToR (paper 002).
 
-use super::super::raw::{PortRef, RawSpray, S};
+use super::super::raw::{RawSpray, S};
 use super::super::{NextHopConfig, PipelineKind, SprayConfig, SprayPaths, SprayQp, SwitchConfig};
 use super::{span, PortInfo, Validator};
 use std::net::IpAddr;
@@ -18,32 +18,6 @@ const MAX_WINDOW: i64 = 1 << 22;
 const QPN_MAX: i64 = 0xff_ffff;
 
 impl Validator<'_> {
-    fn spray_ports(
-        &mut self,
-        key: &str,
-        v: &Option<S<Vec<S<PortRef>>>>,
-        infos: &[PortInfo],
-    ) -> Vec<u16> {
-        let Some(list) = v else {
-            self.err(key, None, "missing (this key is required)");
-            return Vec::new();
-        };
-        if list.get_ref().is_empty() {
-            self.err(key, span(list), "must name at least one port");
-        }
-        let mut out: Vec<u16> = Vec::new();
-        for (i, r) in list.get_ref().iter().enumerate() {
-            if let Some(id) = self.port_ref(&format!("{key}[{i}]"), r, infos) {
-                if out.contains(&id) {
-                    self.err(format!("{key}[{i}]"), span(r), "port listed twice");
-                } else {
-                    out.push(id);
-                }
-            }
-        }
-        out
-    }
-
     fn ip_addr(&mut self, key: &str, v: &Option<S<String>>) -> Option<IpAddr> {
         let Some(v) = v else {
             self.err(key, None, "missing (this key is required)");
@@ -91,8 +65,8 @@ impl Validator<'_> {
             }
             (_, None) => return None,
         };
-        let host_ports = self.spray_ports("spray.host_ports", &t.host_ports, infos);
-        let fabric_ports = self.spray_ports("spray.fabric_ports", &t.fabric_ports, infos);
+        let host_ports = self.port_refs("spray.host_ports", &t.host_ports, infos);
+        let fabric_ports = self.port_refs("spray.fabric_ports", &t.fabric_ports, infos);
         for id in &host_ports {
             if fabric_ports.contains(id) {
                 self.err(

@@ -21,7 +21,9 @@ const DEFAULT_RECIRC_CAPACITY: i64 = 4096;
 const MAX_NS: i64 = 10_000_000_000;
 
 impl Validator<'_> {
-    fn port_refs(
+    /// A required, non-empty list of distinct ports (names or ids) as port ids (`[themis]`,
+    /// `[spray]`).
+    pub(super) fn port_refs(
         &mut self,
         key: &str,
         v: &Option<S<Vec<S<PortRef>>>>,
