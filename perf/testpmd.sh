@@ -6,20 +6,27 @@
 #   perf/testpmd.sh [SECONDS] [CONFIG]   (defaults 10 and perf/dpdk-baseline.toml; run from
 #                                         anywhere, it cds to the repo root)
 #   perf/testpmd.sh 10 perf/dpdk-themis.toml     # the THEMIS ESW pipeline
+#   perf/testpmd.sh 10 perf/dpdk-spray.toml      # the Themis spraying ToR (four net_null paths)
 #
 # CONFIG must give one port `io = { kind = "dpdk", device = "net_null0" }` (the egress counted),
 # `[control] api_listen`, and `[dpdk] eal_args` whose --vdev arguments testpmd then uses too.
+# Further net_null1, net_null2, ... ports are counted with it (longhaul's rate is the sum of the
+# tx of every net_null port: the spray config's four paths); testpmd still forwards port 0 (the
+# pcap) to port 1 (net_null0) only, its other null ports receiving nothing.
 #
 # Vdevs, for both: net_pcap0 reads examples/roce-64flows.pcap in a loop (infinite_rx=1: 64 RoCE
 # flows, 314-byte frames), net_null0 (no-rx=1) drops what it is given. EAL -l 0-1: lcore 0 is the
 # main lcore, lcore 1 forwards (testpmd's forwarding core; longhaul's worker). The default
 # config, perf/dpdk-baseline.toml, runs the baseline pipeline (dc0 = net_pcap0, routed to
-# wan0 = net_null0); perf/dpdk-themis.toml the THEMIS ESW with the same ports.
+# wan0 = net_null0); perf/dpdk-themis.toml the THEMIS ESW with the same ports; perf/dpdk-spray.toml
+# the spraying ToR (h0 = net_pcap0 reading perf/spray-64qps.pcap, 64 QPs of RDMA WRITEs, 314-byte
+# frames; up0..up3 = net_null0..net_null3).
 #
 # Rates are steady state: after WARMUP seconds (default 2), testpmd's per-second Tx-pps of port 1
-# are averaged; longhaul's wan0 tx_pkts is read from the management API at the start and the end
-# of the window. Env: WARMUP, LONGHAUL (binary; default: cargo build --release --features dpdk
-# and target/release/longhaul), TESTPMD (default dpdk-testpmd).
+# are averaged; longhaul's tx_pkts of the net_null ports (wan0; up0..up3 for spray) is read from
+# the management API at the start and the end of the window and summed. Env: WARMUP, LONGHAUL
+# (binary; default: cargo build --release --features dpdk and target/release/longhaul), TESTPMD
+# (default dpdk-testpmd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,20 +36,22 @@ WARMUP=${WARMUP:-2}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
 OUT=$(mktemp -d /tmp/longhaul-testpmd.XXXXXX)
 [ -f "$CONFIG" ] || { echo "no config $CONFIG" >&2; exit 1; }
-# From the config: the API address, the index of the net_null0 port (the one counted), the
-# pipeline's name, and the EAL --vdev arguments (testpmd gets the same ones).
+# From the config: the API address, the indices of the net_null ports (net_null0 first; their tx
+# is counted), the pipeline's name, and the EAL --vdev arguments (testpmd gets the same ones).
 CFG_PY='
 import sys, tomllib
 cfg = tomllib.load(open(sys.argv[1], "rb"))
 idx = [i for i, p in enumerate(cfg["ports"]) if p.get("io", {}).get("device") == "net_null0"]
 if len(idx) != 1 or "api_listen" not in cfg.get("control", {}):
     sys.exit(f"{sys.argv[1]}: need exactly one net_null0 port and [control] api_listen")
+idx += [i for i, p in enumerate(cfg["ports"])
+        if p.get("io", {}).get("device", "").startswith("net_null") and i != idx[0]]
 vdevs = [a for a in cfg.get("dpdk", {}).get("eal_args", []) if a.startswith("--vdev=")]
 if not vdevs:
     sys.exit(f"{sys.argv[1]}: no --vdev in [dpdk] eal_args")
-print(cfg["control"]["api_listen"], idx[0], cfg["switch"].get("pipeline", "baseline"), *vdevs)
+print(cfg["control"]["api_listen"], ",".join(map(str, idx)), cfg["switch"].get("pipeline", "baseline"), *vdevs)
 '
-read -r API TX_PORT PIPELINE VDEVS_STR < <(python3 -c "$CFG_PY" "$CONFIG")
+read -r API TX_PORTS PIPELINE VDEVS_STR < <(python3 -c "$CFG_PY" "$CONFIG")
 read -r -a VDEVS <<<"$VDEVS_STR"
 
 if [ -z "${LONGHAUL:-}" ]; then
@@ -56,10 +65,10 @@ TP_CMD=("$TESTPMD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry
   -- --forward-mode=io --stats-period 1)
 echo "${TP_CMD[*]}"
 timeout -s INT $((DURATION + WARMUP + 1)) "${TP_CMD[@]}" </dev/null >"$OUT/testpmd.log" 2>&1 || true
-# Port 1 (net_null0) Tx-pps, one line per second; skip the warm-up samples.
+# Port 1 (net_null0) Tx-pps, one line per second; skip the warm-up samples. (Any other port's
+# block ends port 1's: with the spray config, ports 2-4 follow it.)
 TP_PPS=$(awk -v warm="$WARMUP" -v dur="$DURATION" '
-  /NIC statistics for port 1/ { p1 = 1 }
-  /NIC statistics for port 0/ { p1 = 0 }
+  /NIC statistics for port / { p1 = ($0 ~ /NIC statistics for port 1 /) }
   p1 && /Tx-pps:/ { n++; if (n > warm && m < dur) { s += $2; m++ } }
   END { if (m == 0) { print 0 } else { printf "%.0f\n", s / m } }' "$OUT/testpmd.log")
 if [ "$TP_PPS" = 0 ]; then
@@ -73,9 +82,10 @@ echo "${LH_CMD[*]}"
 "${LH_CMD[@]}" >"$OUT/longhaul.out" 2>"$OUT/longhaul.err" &
 LH_PID=$!
 trap 'kill -INT $LH_PID 2>/dev/null || true' EXIT
+# The tx_pkts of the counted ports (wan0 for the baseline and THEMIS, up0..up3 for spray), summed.
 tx_wan0() {
   curl -sf "http://$API/stats" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["workers"][0]["ports"][int(sys.argv[1])]["tx_pkts"])' "$TX_PORT"
+    python3 -c 'import json,sys; p = json.load(sys.stdin)["workers"][0]["ports"]; print(sum(p[int(i)]["tx_pkts"] for i in sys.argv[1].split(",")))' "$TX_PORTS"
 }
 for _ in $(seq 100); do
   tx_wan0 >/dev/null 2>&1 && break
@@ -90,7 +100,7 @@ kill -INT $LH_PID
 wait $LH_PID || { echo "longhaul exited with $?" >&2; cat "$OUT/longhaul.err" >&2; exit 1; }
 trap - EXIT
 LH_PPS=$(python3 -c "print(round(($C1 - $C0) / ($T1 - $T0)))")
-grep -E '^run:|^drop\.' "$OUT/longhaul.out" || true
+grep -E '^run:|^drop\.|^spray\.(s\.|unknown_qp)|^port\.[^.]*\.tx_pkts' "$OUT/longhaul.out" || true
 
 echo "== result (logs in $OUT)"
 python3 - "$TP_PPS" "$LH_PPS" "$PIPELINE" <<'EOF'
