@@ -393,9 +393,12 @@ where
         // a ring shows in the owner's counters, not again here (summing workers stays exact).
         // Losses at the rings are this view's own.
         let mut s = self.io.as_ref().map(|p| p.stats()).unwrap_or_default();
-        s.rx_nobuf += self.stats.rx_nobuf;
-        s.rx_errors += self.stats.rx_errors;
-        s.tx_errors += self.stats.tx_errors;
+        s.add(&PortIoStats {
+            rx_nobuf: self.stats.rx_nobuf,
+            rx_errors: self.stats.rx_errors,
+            tx_errors: self.stats.tx_errors,
+            ..PortIoStats::default()
+        });
         s
     }
 

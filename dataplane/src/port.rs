@@ -50,6 +50,19 @@ pub struct PortIoStats {
     pub rx_errors: u64,
 }
 
+impl PortIoStats {
+    /// Add `o`'s counters (several workers' views of one port).
+    pub fn add(&mut self, o: &PortIoStats) {
+        self.rx_pkts += o.rx_pkts;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_pkts += o.tx_pkts;
+        self.tx_bytes += o.tx_bytes;
+        self.rx_nobuf += o.rx_nobuf;
+        self.tx_errors += o.tx_errors;
+        self.rx_errors += o.rx_errors;
+    }
+}
+
 /// A port backend: bursts of packet buffers in and out.
 ///
 /// All methods take the caller's clock (`now`); none reads a clock itself.

@@ -38,47 +38,37 @@ pub struct ReplayResult {
 pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, String> {
     match cfg.switch.pipeline {
         PipelineKind::Baseline => {
-            let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
-            // The control thread's punt handling runs inline, `control_latency_ns` after each
-            // punt, so replay stays deterministic.
-            sw.set_inline_control(
-                Box::new(Inline(BaselineControl::new(cfg))),
-                cfg.control.control_latency_ns,
-            );
-            let res = drive(&mut sw, &inputs)?;
-            Ok(ReplayResult {
-                outputs: res.0,
-                counters: res.1,
-                summary: res.2,
-            })
+            replay_with(cfg, Baseline::new(cfg), BaselineControl::new(cfg), &inputs)
         }
         PipelineKind::Themis => {
-            let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), ThemisEsw::new(cfg));
-            sw.set_inline_control(
-                Box::new(Inline(ThemisControl::new(cfg))),
-                cfg.control.control_latency_ns,
-            );
-            let res = drive(&mut sw, &inputs)?;
-            Ok(ReplayResult {
-                outputs: res.0,
-                counters: res.1,
-                summary: res.2,
-            })
+            replay_with(cfg, ThemisEsw::new(cfg), ThemisControl::new(cfg), &inputs)
         }
         PipelineKind::Spray => {
-            let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), SprayTor::new(cfg));
-            sw.set_inline_control(
-                Box::new(Inline(SprayControl::new(cfg))),
-                cfg.control.control_latency_ns,
-            );
-            let res = drive(&mut sw, &inputs)?;
-            Ok(ReplayResult {
-                outputs: res.0,
-                counters: res.1,
-                summary: res.2,
-            })
+            replay_with(cfg, SprayTor::new(cfg), SprayControl::new(cfg), &inputs)
         }
     }
+}
+
+/// Replay through a switch of `pipeline`, its control handler running inline
+/// `control_latency_ns` after each punt, so replay stays deterministic.
+fn replay_with<L, H>(
+    cfg: &Config,
+    pipeline: L,
+    handler: H,
+    inputs: &[ReplayInput],
+) -> Result<ReplayResult, String>
+where
+    L: longhaul_dataplane::engine::Pipeline<HeapPool, Command = H::Command>,
+    H: longhaul_control::plane::PipelineControl,
+{
+    let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), pipeline);
+    sw.set_inline_control(Box::new(Inline(handler)), cfg.control.control_latency_ns);
+    let (outputs, counters, summary) = drive(&mut sw, inputs)?;
+    Ok(ReplayResult {
+        outputs,
+        counters,
+        summary,
+    })
 }
 
 type Drive = (

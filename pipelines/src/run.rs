@@ -389,14 +389,7 @@ fn sum_summaries(all: &[WorkerSummary]) -> WorkerSummary {
             if t.ports.len() <= i {
                 t.ports.push(PortIoStats::default());
             }
-            let o = &mut t.ports[i];
-            o.rx_pkts += p.rx_pkts;
-            o.rx_bytes += p.rx_bytes;
-            o.tx_pkts += p.tx_pkts;
-            o.tx_bytes += p.tx_bytes;
-            o.rx_nobuf += p.rx_nobuf;
-            o.tx_errors += p.tx_errors;
-            o.rx_errors += p.rx_errors;
+            t.ports[i].add(p);
         }
     }
     t
