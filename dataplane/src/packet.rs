@@ -30,7 +30,9 @@ pub struct Meta {
     pub rx_ts: Nanos,
     /// Time it entered its egress queue (set by the traffic manager).
     pub enq_ts: Nanos,
-    /// Direction-independent flow hash (DESIGN.md section 3), 0 when not computed.
+    /// Direction-independent flow hash (DESIGN.md section 3), 0 when not computed. The parser
+    /// does not fill it: a stage that keys on flows calls `wire::parse::flow_hash_symmetric`
+    /// and may cache the result here for later stages.
     pub flow_hash: u32,
     /// Offset of the L3 header from the start of the frame (0 = not parsed / none).
     pub l3_off: u16,

@@ -19,9 +19,14 @@ pub fn serialization_ns(bytes: u64, rate_bps: u64) -> Nanos {
     if rate_bps == 0 {
         return 0;
     }
-    // bytes * 8 * 1e9 / rate, in u128 so that 64 KiB at 1 bps cannot overflow.
+    // bytes * 8 * 1e9 / rate. Every frame fits u64 arithmetic (up to 2.3 GB); the u128 path
+    // (a software division, __udivti3) is only for larger byte counts.
+    const U64_MAX_BYTES: u64 = u64::MAX / (8 * NS_PER_SEC);
+    if bytes <= U64_MAX_BYTES {
+        return (bytes * 8 * NS_PER_SEC).div_ceil(rate_bps);
+    }
     let num = bytes as u128 * 8 * NS_PER_SEC as u128;
-    num.div_ceil(rate_bps as u128) as Nanos
+    num.div_ceil(rate_bps as u128).min(Nanos::MAX as u128) as Nanos
 }
 
 /// Bytes a link of `rate_bps` carries in `ns` nanoseconds, rounded down.
@@ -59,6 +64,38 @@ mod tests {
         assert_eq!(serialization_ns(64, 10_000_000_000), 52);
         assert_eq!(serialization_ns(64, 0), 0);
         assert_eq!(bytes_in(120, 100_000_000_000), 1500);
+    }
+
+    #[test]
+    fn serialization_u64_path_matches_u128() {
+        let wide = |b: u64, r: u64| (b as u128 * 8 * NS_PER_SEC as u128).div_ceil(r as u128);
+        let limit = u64::MAX / (8 * NS_PER_SEC);
+        for b in [
+            0,
+            1,
+            64,
+            1500,
+            9216,
+            65535,
+            limit - 1,
+            limit,
+            limit + 1,
+            u64::MAX,
+        ] {
+            for r in [
+                1,
+                7,
+                1_000_000_000,
+                100_000_000_000,
+                400_000_000_000,
+                u64::MAX,
+            ] {
+                assert_eq!(
+                    serialization_ns(b, r) as u128,
+                    wide(b, r).min(u64::MAX as u128)
+                );
+            }
+        }
     }
 
     #[test]

@@ -172,18 +172,25 @@ struct ClassQ<B: PacketBuf> {
 /// The view the scheduler sees: head lengths of non-empty, unpaused classes.
 struct View<'a, B: PacketBuf> {
     classes: &'a [ClassQ<B>; NUM_CLASSES],
-    paused: u8,
+    /// Bit c set = class c is non-empty and not paused.
+    eligible: u8,
 }
 
 impl<B: PacketBuf> QueueView for View<'_, B> {
+    #[inline]
     fn n(&self) -> usize {
         NUM_CLASSES
     }
+    #[inline]
     fn head_len(&self, q: usize) -> Option<u32> {
-        if q >= NUM_CLASSES || self.paused & (1 << q) != 0 {
+        if q >= NUM_CLASSES || self.eligible & (1 << q) == 0 {
             return None;
         }
         self.classes[q].q.head_len()
+    }
+    #[inline]
+    fn eligible_mask(&self) -> u64 {
+        self.eligible as u64
     }
 }
 
@@ -199,6 +206,13 @@ pub struct TrafficManager<B: PacketBuf> {
     /// How far behind `now` the link clock may run (live drivers; 0 in replay): see
     /// [`TrafficManager::set_tx_slack`].
     slack_ns: Nanos,
+    /// Bit c set = class c's queue holds a packet (kept by `enqueue` and `dequeue`, the only
+    /// places that push or pop a class queue): the scheduler tests one byte instead of eight
+    /// queues.
+    nonempty: u8,
+    /// The last frame length serialized and its time: frames of one size (the common case) skip
+    /// the division in `serialization_ns`. Reset by `set_rate`.
+    ser_memo: (u64, Nanos),
     stats: TmPortStats,
 }
 
@@ -231,6 +245,8 @@ impl<B: PacketBuf> TrafficManager<B> {
             pause: PauseState::new(),
             busy_until: 0,
             slack_ns: 0,
+            nonempty: 0,
+            ser_memo: (u64::MAX, 0),
             stats: TmPortStats::default(),
         }
     }
@@ -283,6 +299,7 @@ impl<B: PacketBuf> TrafficManager<B> {
             self.stats.drops.inc(DropReason::QueueFull);
             return Err((p, DropReason::QueueFull));
         }
+        self.nonempty |= 1 << class;
         cq.st.enq_pkts += 1;
         cq.st.enq_bytes += len;
         cq.st.max_depth_bytes = cq.st.max_depth_bytes.max(cq.q.bytes());
@@ -321,19 +338,31 @@ impl<B: PacketBuf> TrafficManager<B> {
             self.stats.control_tx += 1;
             p
         } else {
+            if self.nonempty == 0 {
+                return None;
+            }
             let view = View {
                 classes: &self.classes,
-                paused: self.pause.paused_mask(now),
+                eligible: self.nonempty & !self.pause.paused_mask(now),
             };
             let c = self.sched.pick(&view)?;
             let cq = self.classes.get_mut(c)?;
             let p = cq.q.pop()?;
+            if cq.q.is_empty() {
+                self.nonempty &= !(1 << c);
+            }
             cq.st.deq_pkts += 1;
             cq.st.deq_bytes += p.len() as u64;
             p
         };
         let len = pkt.len() as u64;
-        let ser = serialization_ns(len + self.overhead, self.rate_bps);
+        let ser = if self.ser_memo.0 == len {
+            self.ser_memo.1
+        } else {
+            let ser = serialization_ns(len + self.overhead, self.rate_bps);
+            self.ser_memo = (len, ser);
+            ser
+        };
         // Replay dequeues exactly when the link frees (slack 0: the link clock is `now`). A live
         // driver polls every few microseconds with one `now` per loop: the link clock then runs
         // on from `busy_until` (at most `slack_ns` behind `now`), so each poll releases what the
@@ -398,6 +427,7 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// Change the link rate (applies from the next frame; the frame in flight keeps its time).
     pub fn set_rate(&mut self, rate_bps: u64) {
         self.rate_bps = rate_bps;
+        self.ser_memo = (u64::MAX, 0);
     }
 
     /// The link rate.

@@ -30,6 +30,12 @@ pub trait LpmAddr: Copy + Eq + Hash + Debug {
     const BITS: u8;
     /// The address with every bit after the first `len` cleared (`len >= BITS`: unchanged).
     fn mask(self, len: u8) -> Self;
+    /// The hash map's key for `prefix/len`: one machine word for IPv4 (one multiply to hash,
+    /// one compare), the pair for IPv6.
+    type Key: Copy + Eq + Hash + Debug;
+    fn key(self, len: u8) -> Self::Key;
+    /// The `(prefix, len)` of a key.
+    fn unkey(k: Self::Key) -> (Self, u8);
 }
 
 impl LpmAddr for u32 {
@@ -42,6 +48,15 @@ impl LpmAddr for u32 {
             l => self & (u32::MAX << (32 - l)),
         }
     }
+    type Key = u64;
+    #[inline]
+    fn key(self, len: u8) -> u64 {
+        (self as u64) << 8 | len as u64
+    }
+    #[inline]
+    fn unkey(k: u64) -> (u32, u8) {
+        ((k >> 8) as u32, k as u8)
+    }
 }
 
 impl LpmAddr for u128 {
@@ -53,6 +68,15 @@ impl LpmAddr for u128 {
             l if l >= 128 => self,
             l => self & (u128::MAX << (128 - l)),
         }
+    }
+    type Key = (u128, u8);
+    #[inline]
+    fn key(self, len: u8) -> (u128, u8) {
+        (self, len)
+    }
+    #[inline]
+    fn unkey(k: (u128, u8)) -> (u128, u8) {
+        k
     }
 }
 
@@ -101,7 +125,7 @@ pub struct LpmStats {
 /// A longest-prefix-match table of at most `capacity` routes `prefix/len -> V`.
 #[derive(Debug)]
 pub struct Lpm<A: LpmAddr, V: Copy> {
-    map: HashMap<(A, u8), V, RandomState>,
+    map: HashMap<A::Key, V, RandomState>,
     /// Routes per prefix length.
     per_len: [u32; 129],
     /// Bit `l` set iff `per_len[l] > 0`.
@@ -145,7 +169,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
             self.stats.bad_prefixes += 1;
             return Err(LpmError::HostBitsSet);
         }
-        if let Some(old) = self.map.get_mut(&(prefix, len)) {
+        if let Some(old) = self.map.get_mut(&prefix.key(len)) {
             self.stats.inserts += 1;
             return Ok(Some(core::mem::replace(old, v)));
         }
@@ -153,7 +177,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
             self.stats.full_events += 1;
             return Err(LpmError::Full);
         }
-        self.map.insert((prefix, len), v);
+        self.map.insert(prefix.key(len), v);
         let l = len as usize;
         self.per_len[l] += 1;
         self.populated[l / 64] |= 1 << (l % 64);
@@ -164,7 +188,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// Remove the route `prefix/len` (exactly that prefix), returning its value; `None` when there
     /// is no such route (including an invalid length or prefix).
     pub fn remove(&mut self, prefix: A, len: u8) -> Option<V> {
-        let v = self.map.remove(&(prefix, len))?;
+        let v = self.map.remove(&prefix.key(len))?;
         let l = len as usize;
         self.per_len[l] = self.per_len[l].saturating_sub(1);
         if self.per_len[l] == 0 {
@@ -177,7 +201,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// The value of exactly the route `prefix/len`, without counting (control plane).
     #[inline]
     pub fn get(&self, prefix: A, len: u8) -> Option<V> {
-        self.map.get(&(prefix, len)).copied()
+        self.map.get(&prefix.key(len)).copied()
     }
 
     /// The value of the longest route containing `addr`, counting a hit or a miss.
@@ -206,7 +230,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
                 bits &= !(1u64 << top);
                 let len = (w * 64) as u8 + top as u8;
                 let p = addr.mask(len);
-                if let Some(v) = self.map.get(&(p, len)) {
+                if let Some(v) = self.map.get(&p.key(len)) {
                     return Some((p, len, *v));
                 }
             }
@@ -242,7 +266,10 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
 
     /// Every route as `(prefix, len, value)`, in hash order (deterministic for a given history).
     pub fn iter(&self) -> impl Iterator<Item = (A, u8, V)> + '_ {
-        self.map.iter().map(|(&(p, l), &v)| (p, l, v))
+        self.map.iter().map(|(&k, &v)| {
+            let (p, l) = A::unkey(k);
+            (p, l, v)
+        })
     }
 
     /// Counters, with `entries` the current number of routes.

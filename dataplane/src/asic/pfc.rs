@@ -340,6 +340,9 @@ pub struct PauseStats {
 #[derive(Clone, Debug, Default)]
 pub struct PauseState {
     paused_until: [Nanos; NUM_CLASSES],
+    /// The latest of `paused_until`: at or after it nothing is paused, and `paused_mask` answers
+    /// without looking at the eight timers (the traffic manager asks on every dequeue).
+    latest: Nanos,
     stats: PauseStats,
 }
 
@@ -363,6 +366,7 @@ impl PauseState {
             }
             self.paused_until[i] = now.saturating_add(quanta_to_ns(t, rate_bps));
         }
+        self.latest = self.paused_until.iter().copied().max().unwrap_or(0);
     }
 
     /// An 802.3x PAUSE frame: pauses (or with time 0 resumes) every priority.
@@ -370,6 +374,7 @@ impl PauseState {
         self.stats.pause_rx += 1;
         let until = now.saturating_add(quanta_to_ns(time, rate_bps));
         self.paused_until = [until; NUM_CLASSES];
+        self.latest = until;
     }
 
     /// Is `prio` paused at `now` (`now < paused_until`)? Priorities >= 8 are never paused.
@@ -381,7 +386,11 @@ impl PauseState {
     }
 
     /// Bit `i` set = priority `i` paused at `now`.
+    #[inline]
     pub fn paused_mask(&self, now: Nanos) -> u8 {
+        if now >= self.latest {
+            return 0;
+        }
         let mut m = 0u8;
         for (i, &u) in self.paused_until.iter().enumerate() {
             if now < u {

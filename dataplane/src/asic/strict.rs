@@ -18,6 +18,14 @@ pub trait QueueView {
     /// Length in bytes of the head packet of queue `q`; `None` if the queue is empty, not
     /// eligible, or `q >= n()`.
     fn head_len(&self, q: usize) -> Option<u32>;
+    /// Bit `q` set = `head_len(q)` is `Some` (queues `0..min(n(), 64)`). Views that keep this
+    /// mask (the traffic manager's) override it; the default asks `head_len` for each queue.
+    #[inline]
+    fn eligible_mask(&self) -> u64 {
+        (0..self.n().min(64))
+            .filter(|&q| self.head_len(q).is_some())
+            .fold(0, |m, q| m | 1 << q)
+    }
 }
 
 /// A slice of head lengths is a view (handy for tests and small users).
@@ -54,6 +62,10 @@ impl<V: QueueView + ?Sized> QueueView for Masked<'_, V> {
         } else {
             self.view.head_len(q)
         }
+    }
+    #[inline]
+    fn eligible_mask(&self) -> u64 {
+        self.view.eligible_mask() & !self.exclude
     }
 }
 
@@ -134,12 +146,10 @@ impl Hierarchical {
 
 impl Scheduler for Hierarchical {
     fn pick<V: QueueView + ?Sized>(&mut self, view: &V) -> Option<usize> {
-        let n = view.n().min(64);
-        if let Some(q) = (0..n)
-            .rev()
-            .find(|&q| self.strict_mask & (1u64 << q) != 0 && view.head_len(q).is_some())
-        {
-            return Some(q);
+        // The highest eligible strict queue (eligible_mask covers queues below min(n, 64)).
+        let strict = view.eligible_mask() & self.strict_mask;
+        if strict != 0 {
+            return Some(63 - strict.leading_zeros() as usize);
         }
         let rest = Masked {
             view,

@@ -43,8 +43,9 @@ pub fn set(frame: &mut [u8], l3_off: usize, ecn: u8) -> bool {
                 return false;
             }
             let old_word = u16::from_be_bytes([frame[l3_off], frame[l3_off + 1]]);
-            frame[l3_off + 1] = (frame[l3_off + 1] & !0b11) | ecn;
-            let new_word = u16::from_be_bytes([frame[l3_off], frame[l3_off + 1]]);
+            // Computed, not read back after the byte store (store forwarding).
+            let new_word = (old_word & !0b11) | ecn as u16;
+            frame[l3_off + 1] = new_word as u8;
             let old_ck = u16::from_be_bytes([frame[l3_off + 10], frame[l3_off + 11]]);
             let ck = checksum_update(old_ck, old_word, new_word);
             frame[l3_off + 10..l3_off + 12].copy_from_slice(&ck.to_be_bytes());

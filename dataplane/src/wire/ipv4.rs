@@ -245,10 +245,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         if ttl <= 1 {
             return Err(WireError::TtlExpired);
         }
+        // The TTL is the high byte of word 8 (TTL, protocol). The new word is computed, not read
+        // back after a byte store (a 2-byte load of a just-stored byte stalls store forwarding).
         let old = self.word(8);
-        self.set_ttl(ttl - 1);
-        let new = self.word(8);
+        let new = old - 0x0100;
         let ck = checksum::update(self.checksum(), old, new);
+        put16(self.bm(), 8, new);
         self.set_checksum(ck);
         Ok(ttl - 1)
     }

@@ -31,11 +31,19 @@ use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::wire::ipv4::Ipv4Packet;
 use longhaul_dataplane::wire::ipv6::Ipv6Packet;
-use longhaul_dataplane::wire::parse::{flow_hash_symmetric, parse, L3Kind, ParseOptions, Parsed};
+use longhaul_dataplane::wire::parse::{parse, L3Kind, ParseOptions, Parsed};
 
 /// Spare capacity in the forwarding tables beyond the configured entries, for entries the control
 /// plane adds at run time.
 const TABLE_HEADROOM: usize = 1024;
+
+/// The L2 table's key for a MAC: its 48 bits in a `u64` (one word to hash and compare, where a
+/// `[u8; 6]` key is hashed and compared byte-wise).
+#[inline]
+pub fn mac_key(mac: &[u8; 6]) -> u64 {
+    let [a, b, c, d, e, f] = *mac;
+    u64::from_be_bytes([0, 0, a, b, c, d, e, f])
+}
 
 /// Where a route sends a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +94,8 @@ pub struct Forwarding {
     pcp_map: [u8; 8],
     /// Port id -> MAC, for the source MAC of routed packets.
     port_macs: Vec<Option<[u8; 6]>>,
-    l2: ExactTable<[u8; 6], u16>,
+    /// Destination MAC (as [`mac_key`]) -> port.
+    l2: ExactTable<u64, u16>,
     v4: Lpm<u32, NextHop>,
     v6: Lpm<u128, NextHop>,
     pub stats: BaselineStats,
@@ -109,7 +118,7 @@ impl Forwarding {
         );
         for e in &cfg.l2 {
             // Cannot fail: capacity covers every configured entry (duplicates were refused).
-            let _ = l2.insert(e.mac, e.port, 0);
+            let _ = l2.insert(mac_key(&e.mac), e.port, 0);
         }
         let n4 = cfg
             .routes
@@ -151,13 +160,12 @@ impl Forwarding {
 
     /// Parse the frame and apply the anomaly policy. `Err` is the drop decision. `Ok(routable)`:
     /// whether the L3 header may be used for routing.
-    #[inline]
+    #[inline(always)]
     pub fn parse_stage<B: PacketBuf>(&mut self, pkt: &mut B) -> Result<(Parsed, bool), DropReason> {
         let p = parse(pkt.data(), &self.parse_opts);
-        let hash = flow_hash_symmetric(pkt.data(), &p);
-        let m = pkt.meta_mut();
-        p.apply_to_meta(m);
-        m.flow_hash = hash;
+        // meta.flow_hash is left 0 ("not computed"): no baseline stage reads it, and hashing
+        // every packet cost ~8% of the forwarding rate (perf/README.md).
+        p.apply_to_meta(pkt.meta_mut());
         let Some(a) = p.anomaly else {
             return Ok((p, p.is_ip()));
         };
@@ -192,7 +200,7 @@ impl Forwarding {
     }
 
     /// Traffic class from DSCP or PCP.
-    #[inline]
+    #[inline(always)]
     pub fn classify(&self, p: &Parsed) -> u8 {
         let c = match self.trust {
             Trust::Dscp if p.is_ip() => self.dscp_map[(p.dscp & 63) as usize],
@@ -206,7 +214,7 @@ impl Forwarding {
 
     /// The forwarding decision without touching the frame: L2 table by destination MAC, then
     /// (when `routable`) LPM on the destination IP.
-    #[inline]
+    #[inline(always)]
     pub fn lookup_stage<B: PacketBuf>(
         &mut self,
         now: u64,
@@ -215,10 +223,8 @@ impl Forwarding {
         routable: bool,
     ) -> Result<Egress, DropReason> {
         let frame = pkt.data();
-        if frame.len() >= 6 {
-            let mut dst = [0u8; 6];
-            dst.copy_from_slice(&frame[..6]);
-            if let Some(&port) = self.l2.lookup(&dst, now) {
+        if let Some(dst) = frame.first_chunk::<6>() {
+            if let Some(&port) = self.l2.lookup(&mac_key(dst), now) {
                 return Ok(Egress::Bridge(port));
             }
         }
@@ -243,7 +249,7 @@ impl Forwarding {
 
     /// Carry out a decision of [`Forwarding::lookup_stage`]: set `meta.egress_port`; for a route,
     /// decrement the TTL / hop limit (IPv4 checksum updated incrementally) and rewrite the MACs.
-    #[inline]
+    #[inline(always)]
     pub fn apply_stage<B: PacketBuf>(
         &mut self,
         pkt: &mut B,
@@ -287,7 +293,7 @@ impl Forwarding {
     }
 
     /// L2 then L3 forwarding: sets `meta.egress_port`, rewrites the frame for routed packets.
-    #[inline]
+    #[inline(always)]
     pub fn forward_stage<B: PacketBuf>(
         &mut self,
         now: u64,
@@ -345,7 +351,7 @@ impl Forwarding {
     }
 
     /// Static L2 entries (for listing).
-    pub fn l2(&self) -> &ExactTable<[u8; 6], u16> {
+    pub fn l2(&self) -> &ExactTable<u64, u16> {
         &self.l2
     }
 }
@@ -412,13 +418,15 @@ impl Forwarding {
                     return Err("no such port");
                 }
                 self.l2
-                    .insert(mac, port, now)
+                    .insert(mac_key(&mac), port, now)
                     .map(|_| ())
                     .map_err(|_| "l2 table full")
             }
-            BaselineCommand::L2Delete { mac } => {
-                self.l2.remove(&mac).map(|_| ()).ok_or("no such l2 entry")
-            }
+            BaselineCommand::L2Delete { mac } => self
+                .l2
+                .remove(&mac_key(&mac))
+                .map(|_| ())
+                .ok_or("no such l2 entry"),
             BaselineCommand::RouteInsert { prefix, next_hop } => {
                 if !port_ok(next_hop.port) {
                     return Err("no such port");
