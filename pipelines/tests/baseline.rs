@@ -78,6 +78,47 @@ fn l2_entry_bridges_unchanged() {
     assert_eq!(h.sw.pipeline().fwd.stats.bridged, 1);
 }
 
+/// Frames to the ingress port's own MAC skip the L2 lookup (the router-MAC shortcut) only while
+/// no L2 entry holds a port MAC: an entry for dc0's MAC, added at run time, bridges them, and its
+/// removal routes them again.
+#[test]
+fn l2_entry_for_a_port_mac_turns_the_router_mac_shortcut_off() {
+    use longhaul_dataplane::control::Command;
+    use longhaul_pipelines::baseline::BaselineCommand;
+    let cfg = config();
+    let dc0_mac = cfg.ports[0].mac;
+    let mut h = harness(&cfg);
+    let f = roce_frames().remove(0);
+    assert_eq!(f[0..6], dc0_mac, "the trace is sent to dc0's MAC");
+    for k in 0..3u64 {
+        h.put(0, 1_000 + k * 1_000, &f);
+    }
+    let insert = BaselineCommand::L2Insert {
+        mac: dc0_mac,
+        port: 1,
+    };
+    let delete = BaselineCommand::L2Delete { mac: dc0_mac };
+    assert!(h
+        .sw
+        .enqueue_command(1_500, Command::Pipeline(insert))
+        .is_ok());
+    assert!(h
+        .sw
+        .enqueue_command(2_500, Command::Pipeline(delete))
+        .is_ok());
+    h.run_to_idle();
+    let out = h.take();
+    let ports: Vec<usize> = out.iter().map(|e| e.port_idx).collect();
+    assert_eq!(
+        ports,
+        vec![2, 1, 2],
+        "routed, bridged by the new entry, routed again"
+    );
+    assert_eq!(out[1].data, f, "the bridged frame is unchanged");
+    let st = &h.sw.pipeline().fwd.stats;
+    assert_eq!((st.routed, st.bridged), (2, 1));
+}
+
 #[test]
 fn anomalies_follow_the_configured_policy() {
     let base = roce_frames().remove(0);

@@ -8,6 +8,15 @@
 //! lengths in the table) probes, at most 33 for IPv4 and 129 for IPv6, typically a handful. Memory
 //! is proportional to the capacity (a DIR-24-8 array would make IPv4 lookups a single access but
 //! costs 64 MiB whatever the route count; a switch's route tables are small, so we chose this).
+//!
+//! IPv4 adds a direct first level (DIR-16, after DPDK's DIR-24-8 but 256 times smaller): one
+//! slot per /16, 65536 slots of 16 bytes (1 MiB per table), holding the longest route of length
+//! <= 16 that covers the slot and how many routes longer than /16 lie inside it. A lookup whose
+//! /16 holds no longer route is one array access; otherwise it probes the populated lengths above
+//! 16 and falls back to the slot's route. Inserting or removing a route of length l <= 16 rewrites
+//! the 2^(16-l) slots it covers (removing one re-probes the shorter lengths for each slot it was
+//! the best of: a default route's removal is about a million probes, some milliseconds, on the
+//! worker that applies it).
 //! As in [`crate::asic::table`], the map gets room for `2 * capacity` entries so that churn never
 //! makes it reallocate: nothing allocates after `new`.
 //!
@@ -36,6 +45,12 @@ pub trait LpmAddr: Copy + Eq + Hash + Debug {
     fn key(self, len: u8) -> Self::Key;
     /// The `(prefix, len)` of a key.
     fn unkey(k: Self::Key) -> (Self, u8);
+    /// Whether [`Lpm`] keeps a direct table indexed by the top 16 bits (see the module doc).
+    const DIR16: bool;
+    /// The top 16 bits, as a slot index.
+    fn top16(self) -> usize;
+    /// The first address of slot `s` (its top 16 bits `s`, the rest 0).
+    fn from_top16(s: usize) -> Self;
 }
 
 impl LpmAddr for u32 {
@@ -57,6 +72,15 @@ impl LpmAddr for u32 {
     fn unkey(k: u64) -> (u32, u8) {
         ((k >> 8) as u32, k as u8)
     }
+    const DIR16: bool = true;
+    #[inline]
+    fn top16(self) -> usize {
+        (self >> 16) as usize
+    }
+    #[inline]
+    fn from_top16(s: usize) -> u32 {
+        (s as u32) << 16
+    }
 }
 
 impl LpmAddr for u128 {
@@ -77,6 +101,16 @@ impl LpmAddr for u128 {
     #[inline]
     fn unkey(k: (u128, u8)) -> (u128, u8) {
         k
+    }
+    // IPv6 tables are prefixes under a few /32s: the top 16 bits would not tell routes apart.
+    const DIR16: bool = false;
+    #[inline]
+    fn top16(self) -> usize {
+        (self >> 112) as usize
+    }
+    #[inline]
+    fn from_top16(s: usize) -> u128 {
+        (s as u128) << 112
     }
 }
 
@@ -130,8 +164,29 @@ pub struct Lpm<A: LpmAddr, V: Copy> {
     per_len: [u32; 129],
     /// Bit `l` set iff `per_len[l] > 0`.
     populated: [u64; 3],
+    /// The DIR-16 first level (`A::DIR16`; empty otherwise), [`DIR_SLOTS`] slots.
+    dir: Vec<DirSlot<V>>,
     capacity: usize,
     stats: LpmStats,
+}
+
+/// Slots of the DIR-16 first level.
+const DIR_SLOTS: usize = 1 << 16;
+
+/// One /16 of the first level.
+#[derive(Clone, Copy, Debug)]
+struct DirSlot<V: Copy> {
+    /// The longest route of length <= 16 covering the slot, as (length, value).
+    best: Option<(u8, V)>,
+    /// Routes longer than /16 inside the slot.
+    longer: u32,
+}
+
+impl<V: Copy> DirSlot<V> {
+    const EMPTY: Self = DirSlot {
+        best: None,
+        longer: 0,
+    };
 }
 
 /// IPv4 routes.
@@ -150,6 +205,11 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
             ),
             per_len: [0; 129],
             populated: [0; 3],
+            dir: if A::DIR16 {
+                vec![DirSlot::EMPTY; DIR_SLOTS]
+            } else {
+                Vec::new()
+            },
             capacity,
             stats: LpmStats::default(),
         }
@@ -171,7 +231,9 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         }
         if let Some(old) = self.map.get_mut(&prefix.key(len)) {
             self.stats.inserts += 1;
-            return Ok(Some(core::mem::replace(old, v)));
+            let old = core::mem::replace(old, v);
+            self.dir_insert(prefix, len, v, false);
+            return Ok(Some(old));
         }
         if self.map.len() >= self.capacity {
             self.stats.full_events += 1;
@@ -181,8 +243,83 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         let l = len as usize;
         self.per_len[l] += 1;
         self.populated[l / 64] |= 1 << (l % 64);
+        self.dir_insert(prefix, len, v, true);
         self.stats.inserts += 1;
         Ok(None)
+    }
+
+    /// The slots a route of length <= 16 covers.
+    #[inline]
+    fn dir_range(prefix: A, len: u8) -> core::ops::Range<usize> {
+        let first = prefix.top16();
+        first..first + (1 << (16 - len))
+    }
+
+    /// Record `prefix/len -> v` in the first level (`new`: not a replacement).
+    fn dir_insert(&mut self, prefix: A, len: u8, v: V, new: bool) {
+        if self.dir.is_empty() {
+            return;
+        }
+        if len > 16 {
+            if let (true, Some(s)) = (new, self.dir.get_mut(prefix.top16())) {
+                s.longer += 1;
+            }
+            return;
+        }
+        let range = Self::dir_range(prefix, len);
+        for s in self.dir.get_mut(range).into_iter().flatten() {
+            if s.best.is_none_or(|(l, _)| l <= len) {
+                s.best = Some((len, v));
+            }
+        }
+    }
+
+    /// Forget the removed route `prefix/len` in the first level: the slots it was the best
+    /// route of get the next shorter covering route.
+    fn dir_remove(&mut self, prefix: A, len: u8) {
+        if self.dir.is_empty() {
+            return;
+        }
+        if len > 16 {
+            if let Some(s) = self.dir.get_mut(prefix.top16()) {
+                s.longer = s.longer.saturating_sub(1);
+            }
+            return;
+        }
+        for i in Self::dir_range(prefix, len) {
+            if self.dir.get(i).and_then(|s| s.best).map(|(l, _)| l) != Some(len) {
+                continue;
+            }
+            let best = self.probe(A::from_top16(i), 0, len).map(|(_, l, v)| (l, v));
+            if let Some(s) = self.dir.get_mut(i) {
+                s.best = best;
+            }
+        }
+    }
+
+    /// The longest route containing `addr` among the populated lengths in `lo..hi`, by hash
+    /// probes, longest first.
+    #[inline]
+    fn probe(&self, addr: A, lo: u8, hi: u8) -> Option<(A, u8, V)> {
+        for w in (0..self.populated.len()).rev() {
+            let mut bits = self.populated[w];
+            while bits != 0 {
+                let top = 63 - bits.leading_zeros();
+                bits &= !(1u64 << top);
+                let len = (w * 64) as u8 + top as u8;
+                if len >= hi {
+                    continue;
+                }
+                if len < lo {
+                    return None;
+                }
+                let p = addr.mask(len);
+                if let Some(v) = self.map.get(&p.key(len)) {
+                    return Some((p, len, *v));
+                }
+            }
+        }
+        None
     }
 
     /// Remove the route `prefix/len` (exactly that prefix), returning its value; `None` when there
@@ -194,6 +331,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         if self.per_len[l] == 0 {
             self.populated[l / 64] &= !(1 << (l % 64));
         }
+        self.dir_remove(prefix, len);
         self.stats.deletes += 1;
         Some(v)
     }
@@ -222,20 +360,17 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     }
 
     /// As [`lookup_route`](Self::lookup_route), without counting.
+    #[inline]
     pub fn longest(&self, addr: A) -> Option<(A, u8, V)> {
-        for w in (0..self.populated.len()).rev() {
-            let mut bits = self.populated[w];
-            while bits != 0 {
-                let top = 63 - bits.leading_zeros();
-                bits &= !(1u64 << top);
-                let len = (w * 64) as u8 + top as u8;
-                let p = addr.mask(len);
-                if let Some(v) = self.map.get(&p.key(len)) {
-                    return Some((p, len, *v));
-                }
+        let Some(slot) = self.dir.get(addr.top16()) else {
+            return self.probe(addr, 0, u8::MAX);
+        };
+        if slot.longer != 0 {
+            if let Some(r) = self.probe(addr, 17, u8::MAX) {
+                return Some(r);
             }
         }
-        None
+        slot.best.map(|(l, v)| (addr.mask(l), l, v))
     }
 
     /// Routes in the table.
@@ -262,6 +397,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         self.map.clear();
         self.per_len = [0; 129];
         self.populated = [0; 3];
+        self.dir.fill(DirSlot::EMPTY);
     }
 
     /// Every route as `(prefix, len, value)`, in hash order (deterministic for a given history).

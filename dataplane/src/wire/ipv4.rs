@@ -158,6 +158,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         checksum::finish(s)
     }
     /// The header checksum verifies.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::checksum(self.header()) == 0
     }

@@ -96,6 +96,11 @@ pub struct Forwarding {
     port_macs: Vec<Option<[u8; 6]>>,
     /// Destination MAC (as [`mac_key`]) -> port.
     l2: ExactTable<u64, u16>,
+    /// Port id -> the port's MAC as an L2 key (`u64::MAX`, never a MAC key, for no port).
+    port_mac_keys: Vec<u64>,
+    /// L2 entries whose MAC is one of the switch's port MACs. While there are none, a frame sent
+    /// to its ingress port's own MAC (every routed frame) skips the L2 lookup, which would miss.
+    l2_port_macs: u32,
     v4: Lpm<u32, NextHop>,
     v6: Lpm<u128, NextHop>,
     pub stats: BaselineStats,
@@ -116,9 +121,15 @@ impl Forwarding {
                 idle_timeout: None,
             },
         );
+        let port_mac_keys: Vec<u64> = port_macs
+            .iter()
+            .map(|m| m.as_ref().map_or(u64::MAX, mac_key))
+            .collect();
+        let mut l2_port_macs = 0;
         for e in &cfg.l2 {
             // Cannot fail: capacity covers every configured entry (duplicates were refused).
             let _ = l2.insert(mac_key(&e.mac), e.port, 0);
+            l2_port_macs += port_mac_keys.contains(&mac_key(&e.mac)) as u32;
         }
         let n4 = cfg
             .routes
@@ -152,6 +163,8 @@ impl Forwarding {
             pcp_map: cfg.qos.pcp_map,
             port_macs,
             l2,
+            port_mac_keys,
+            l2_port_macs,
             v4,
             v6,
             stats: BaselineStats::default(),
@@ -224,8 +237,13 @@ impl Forwarding {
     ) -> Result<Egress, DropReason> {
         let frame = pkt.data();
         if let Some(dst) = frame.first_chunk::<6>() {
-            if let Some(&port) = self.l2.lookup(&mac_key(dst), now) {
-                return Ok(Egress::Bridge(port));
+            let key = mac_key(dst);
+            let to_me = self.l2_port_macs == 0
+                && self.port_mac_keys.get(pkt.meta().ingress_port as usize) == Some(&key);
+            if !to_me {
+                if let Some(&port) = self.l2.lookup(&key, now) {
+                    return Ok(Egress::Bridge(port));
+                }
             }
         }
         if !routable {
@@ -417,16 +435,20 @@ impl Forwarding {
                 if !port_ok(port) {
                     return Err("no such port");
                 }
+                let key = mac_key(&mac);
+                let new = self.l2.peek(&key).is_none();
                 self.l2
-                    .insert(mac_key(&mac), port, now)
-                    .map(|_| ())
-                    .map_err(|_| "l2 table full")
+                    .insert(key, port, now)
+                    .map_err(|_| "l2 table full")?;
+                self.l2_port_macs += (new && self.port_mac_keys.contains(&key)) as u32;
+                Ok(())
             }
-            BaselineCommand::L2Delete { mac } => self
-                .l2
-                .remove(&mac_key(&mac))
-                .map(|_| ())
-                .ok_or("no such l2 entry"),
+            BaselineCommand::L2Delete { mac } => {
+                let key = mac_key(&mac);
+                self.l2.remove(&key).ok_or("no such l2 entry")?;
+                self.l2_port_macs -= self.port_mac_keys.contains(&key) as u32;
+                Ok(())
+            }
             BaselineCommand::RouteInsert { prefix, next_hop } => {
                 if !port_ok(next_hop.port) {
                     return Err("no such port");
