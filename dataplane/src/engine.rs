@@ -719,7 +719,15 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         }
     }
 
+    #[inline(always)]
     fn flush_emitted(&mut self, now: Nanos) {
+        if !self.emitted.is_empty() {
+            self.flush_emitted_slow(now);
+        }
+    }
+
+    #[inline(never)]
+    fn flush_emitted_slow(&mut self, now: Nanos) {
         while let Some(p) = self.emitted.pop() {
             self.stats.generated += 1;
             self.enqueue(now, p, false);
@@ -819,10 +827,16 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// Turn pending PFC actions into 802.1Qbb frames on the control queue of their port.
+    /// Called after every packet: the usual nothing-to-do test is inlined, the work is not.
+    #[inline(always)]
     fn send_pfc_actions(&mut self, now: Nanos) {
-        if self.pfc_actions.is_empty() {
-            return;
+        if !self.pfc_actions.is_empty() {
+            self.send_pfc_actions_slow(now);
         }
+    }
+
+    #[inline(never)]
+    fn send_pfc_actions_slow(&mut self, now: Nanos) {
         // ActionBuf is Copy-sized and small; index instead of borrowing across the loop.
         for k in 0..self.pfc_actions.len() {
             let a: PfcAction = self.pfc_actions.as_slice()[k];
