@@ -188,10 +188,21 @@ impl BifrostState {
 
     /// Slots after the last update and before `n` that ran no update (the generator was at rest
     /// and disarmed, or the worker was late): no frame was sent for them, so the upstream was free
-    /// to send a whole slot each: record full grants. At most one history's worth of work.
+    /// to send a whole slot each: record full grants. At rest (F = Δ + Rs*T: every grant that
+    /// still counts is a whole slot) that changes nothing, so an idle period costs O(1); a late
+    /// worker costs at most one history's worth of work.
     #[inline]
     fn catch_up(&mut self, n: u64) {
         if self.last_n == 0 || n <= self.last_n + 1 {
+            return;
+        }
+        if self.at_rest() {
+            // F = Δ + Rs*T: every grant still counted is a whole slot; the only other entry, the
+            // one slot `last_n` took off in full (ρ = 0), becomes one too.
+            let w = self.grants.len() as u64;
+            self.grants[((self.last_n + 1) % w) as usize] =
+                self.k.slot_bytes.min(u32::MAX as u64) as u32;
+            self.closed = false;
             return;
         }
         let rs_t = self.k.slot_bytes.min(u32::MAX as u64) as u32;
@@ -644,6 +655,24 @@ mod tests {
         assert!(!s.at_rest());
         let r = s.update(0, 0, 100);
         assert_eq!(r.f_before, 11_000);
+    }
+
+    #[test]
+    fn an_idle_gap_after_rest_is_a_fixed_point() {
+        // Slot 1 grants nothing; by slot 12 that grant is taken off and F is back at rest, with
+        // the zero grant still in the ring (its later part weighs nothing, ρ = 0).
+        let mut s = BifrostState::new(K);
+        s.update(1_000, 1_000, 1);
+        for n in 2..=12 {
+            s.update(0, 0, n);
+        }
+        assert!(s.at_rest());
+        // An idle gap of any length, then activity: F never exceeds Δ + Rs*T.
+        for gap in [2u64, 3, 11, 12, 13, 24, 25] {
+            let mut t = s.clone();
+            let r = t.update(0, 0, 12 + gap);
+            assert_eq!((r.expected, r.f), (1_000, 11_000), "gap {gap}");
+        }
     }
 
     #[test]
