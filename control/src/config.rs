@@ -587,4 +587,7 @@ pub struct BifrostConfig {
     pub k: u32,
     /// Headroom above H for leaked bytes (section IV-D: k * MTU).
     pub leak_headroom_bytes: u64,
+    /// The largest frame on a governed port on the wire (MTU + frame overhead), bytes (derived):
+    /// what a pause frame arriving during a transmission can let through (section IV-D).
+    pub frame_bytes: u64,
 }

@@ -17,7 +17,8 @@
 //! latencies in [2^i, 2^(i+1)) ns), which cannot be replayed into a facade histogram; it is
 //! rendered by hand as a standard Prometheus histogram in seconds,
 //! `longhaul_control_command_latency_seconds{_bucket{le},_sum,_count}`, appended to the
-//! exporter's output.
+//! exporter's output. Bifrost's slot timer lateness (`longhaul_bifrost_slot_lateness_seconds`)
+//! is rendered the same way, when `[bifrost]` is configured.
 
 use crate::http::{Head, HttpServer, Response, Service};
 use longhaul_dataplane::control::LatencyHist;
@@ -135,6 +136,25 @@ pub struct RingSnap {
     pub punt_cap: usize,
 }
 
+/// Bifrost's counters (paper 004, `BifrostStats`), summed over the workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BifrostSnap {
+    /// Slot timer firings, and slots skipped because a worker was more than a slot late.
+    pub slots: u64,
+    pub slots_missed: u64,
+    /// Algorithm 1 updates (one per governed (port, priority) per slot).
+    pub updates: u64,
+    /// Pause frames sent, and frames that did not fit the action buffer.
+    pub frames: u64,
+    pub deferred: u64,
+    /// Packets refused above H + leak headroom (`headroom_overflow`).
+    pub overflow_drops: u64,
+    /// Largest L of any governed pair since start (the largest of the workers').
+    pub max_l_bytes: u64,
+    /// Slot timer lateness (engine time of the update - the slot boundary).
+    pub lateness: LatencySnap,
+}
+
 /// Everything published at each stats interval (plain data, filled by the control thread).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
@@ -156,6 +176,8 @@ pub struct Snapshot {
     pub command_latency: LatencySnap,
     /// One per worker.
     pub rings: Vec<RingSnap>,
+    /// `None` without `[bifrost]` (no Bifrost series are published then).
+    pub bifrost: Option<BifrostSnap>,
 }
 
 /// One worker's switch snapshot as a [`Snapshot`] (`worker`: its lcore id, for the ring
@@ -177,6 +199,7 @@ fn from_switches_with_ids<'a>(
     let mut out = Snapshot::default();
     let mut drops = DropCounters::default();
     let mut hists: Vec<&LatencyHist> = Vec::new();
+    let mut bifrost_hists: Vec<&LatencyHist> = Vec::new();
     for (worker, s) in snaps {
         for p in &s.ports {
             let i = match out.ports.iter().position(|o| o.name == p.name) {
@@ -256,6 +279,17 @@ fn from_switches_with_ids<'a>(
                 out.pfc_xon_sent[p] += pfc.xon_sent.get(p).copied().unwrap_or(0);
             }
         }
+        if let Some(b) = &s.bifrost {
+            let o = out.bifrost.get_or_insert_with(BifrostSnap::default);
+            o.slots += b.slots;
+            o.slots_missed += b.slots_missed;
+            o.updates += b.updates;
+            o.frames += b.frames;
+            o.deferred += b.deferred;
+            o.overflow_drops += b.overflow_drops;
+            o.max_l_bytes = o.max_l_bytes.max(b.max_l_bytes);
+            bifrost_hists.push(&b.lateness);
+        }
         out.commands_applied += s.control.applied;
         out.commands_refused += s.control.refused;
         out.punts += s.control.punts;
@@ -275,6 +309,9 @@ fn from_switches_with_ids<'a>(
         .map(|r| (r.name().to_owned(), drops.get(*r)))
         .collect();
     out.command_latency = LatencySnap::from_hists(hists);
+    if let Some(b) = out.bifrost.as_mut() {
+        b.lateness = LatencySnap::from_hists(bifrost_hists);
+    }
     out
 }
 
@@ -309,14 +346,29 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_control_command_latency_seconds",
     "longhaul_ring_occupancy",
     "longhaul_ring_capacity",
+    "longhaul_bifrost_slots_total",
+    "longhaul_bifrost_slots_missed_total",
+    "longhaul_bifrost_updates_total",
+    "longhaul_bifrost_frames_total",
+    "longhaul_bifrost_frames_deferred_total",
+    "longhaul_bifrost_overflow_drops_total",
+    "longhaul_bifrost_max_queue_bytes",
+    "longhaul_bifrost_slot_lateness_seconds",
 ];
 
 const LATENCY: &str = "longhaul_control_command_latency_seconds";
+const LATENCY_HELP: &str =
+    "Time from the control plane enqueuing a command to a worker applying it.";
+const BIFROST_LATENESS: &str = "longhaul_bifrost_slot_lateness_seconds";
+const BIFROST_LATENESS_HELP: &str =
+    "Bifrost slot timer lateness: engine time of the slot update minus the slot boundary.";
 
 struct State {
     /// Per counter series (`name{labels}`): (last value published, offset from earlier runs).
     counters: HashMap<String, (u64, u64)>,
     latency: LatencySnap,
+    /// Bifrost's slot lateness, once a snapshot with `[bifrost]` was published.
+    bifrost_lateness: Option<LatencySnap>,
 }
 
 /// The process's Prometheus recorder and what `publish` remembers. Cheap to clone (shared).
@@ -349,6 +401,7 @@ impl Metrics {
                     state: Arc::new(Mutex::new(State {
                         counters: HashMap::new(),
                         latency: LatencySnap::default(),
+                        bifrost_lateness: None,
                     })),
                 })
             })
@@ -423,7 +476,22 @@ impl Metrics {
         );
         counter("longhaul_control_punts_total", &[], s.punts);
         counter("longhaul_control_punt_drops_total", &[], s.punt_drops);
+        if let Some(b) = &s.bifrost {
+            counter("longhaul_bifrost_slots_total", &[], b.slots);
+            counter("longhaul_bifrost_slots_missed_total", &[], b.slots_missed);
+            counter("longhaul_bifrost_updates_total", &[], b.updates);
+            counter("longhaul_bifrost_frames_total", &[], b.frames);
+            counter("longhaul_bifrost_frames_deferred_total", &[], b.deferred);
+            counter(
+                "longhaul_bifrost_overflow_drops_total",
+                &[],
+                b.overflow_drops,
+            );
+        }
         st.latency = s.command_latency.clone();
+        if let Some(b) = &s.bifrost {
+            st.bifrost_lateness = Some(b.lateness.clone());
+        }
         drop(st);
 
         let gauge = |name: &'static str, labels: &[(&'static str, &str)], v: f64| {
@@ -455,6 +523,13 @@ impl Metrics {
             gauge("longhaul_table_entries", &l, t.entries as f64);
             gauge("longhaul_table_capacity", &l, t.capacity as f64);
         }
+        if let Some(b) = &s.bifrost {
+            gauge(
+                "longhaul_bifrost_max_queue_bytes",
+                &[],
+                b.max_l_bytes as f64,
+            );
+        }
         for r in &s.rings {
             let w = r.worker.to_string();
             for (ring, len, cap) in [
@@ -472,13 +547,14 @@ impl Metrics {
     pub fn render(&self) -> String {
         self.handle.run_upkeep();
         let mut out = self.handle.render();
-        let lat = self
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .latency
-            .clone();
-        render_latency(&mut out, &lat);
+        let (lat, bifrost) = {
+            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            (st.latency.clone(), st.bifrost_lateness.clone())
+        };
+        render_histogram(&mut out, LATENCY, LATENCY_HELP, &lat);
+        if let Some(b) = &bifrost {
+            render_histogram(&mut out, BIFROST_LATENESS, BIFROST_LATENESS_HELP, b);
+        }
         out
     }
 }
@@ -502,25 +578,23 @@ fn to_labels(labels: &[(&'static str, &str)]) -> Vec<Label> {
         .collect()
 }
 
-fn render_latency(out: &mut String, lat: &LatencySnap) {
+/// A [`LatencySnap`] as a standard Prometheus histogram `name` in seconds.
+fn render_histogram(out: &mut String, name: &str, help: &str, lat: &LatencySnap) {
     if !out.is_empty() && !out.ends_with("\n\n") {
         out.push('\n');
     }
-    let _ = writeln!(
-        out,
-        "# HELP {LATENCY} Time from the control plane enqueuing a command to a worker applying it."
-    );
-    let _ = writeln!(out, "# TYPE {LATENCY} histogram");
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
     let mut cumulative = 0u64;
     for &(le_ns, n) in &lat.buckets {
         cumulative = cumulative.saturating_add(n);
         let le = le_ns as f64 / 1e9;
-        let _ = writeln!(out, "{LATENCY}_bucket{{le=\"{le}\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
     }
     let total = lat.count.max(cumulative);
-    let _ = writeln!(out, "{LATENCY}_bucket{{le=\"+Inf\"}} {total}");
-    let _ = writeln!(out, "{LATENCY}_sum {}", lat.sum_ns as f64 / 1e9);
-    let _ = writeln!(out, "{LATENCY}_count {total}");
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {total}");
+    let _ = writeln!(out, "{name}_sum {}", lat.sum_ns as f64 / 1e9);
+    let _ = writeln!(out, "{name}_count {total}");
 }
 
 fn describe() {
@@ -650,6 +724,41 @@ fn describe() {
         "longhaul_ring_capacity",
         "Capacity of a worker's command or punt ring."
     );
+    describe_counter!(
+        "longhaul_bifrost_slots_total",
+        Unit::Count,
+        "Bifrost slot timer firings (all workers)."
+    );
+    describe_counter!(
+        "longhaul_bifrost_slots_missed_total",
+        Unit::Count,
+        "Bifrost slots skipped because a worker was more than a slot late."
+    );
+    describe_counter!(
+        "longhaul_bifrost_updates_total",
+        Unit::Count,
+        "Bifrost Algorithm 1 updates (one per governed port and priority per slot)."
+    );
+    describe_counter!(
+        "longhaul_bifrost_frames_total",
+        Unit::Count,
+        "Bifrost pause frames sent (one per port per slot with a pause)."
+    );
+    describe_counter!(
+        "longhaul_bifrost_frames_deferred_total",
+        Unit::Count,
+        "Bifrost pause frames that did not fit the action buffer."
+    );
+    describe_counter!(
+        "longhaul_bifrost_overflow_drops_total",
+        Unit::Count,
+        "Packets Bifrost refused above H plus the leak headroom."
+    );
+    describe_gauge!(
+        "longhaul_bifrost_max_queue_bytes",
+        Unit::Bytes,
+        "Largest ingress queue L of any Bifrost-governed port and priority since start."
+    );
 }
 
 /// Serves `GET /metrics` (Prometheus text format 0.0.4) on its own thread. Read-only and
@@ -720,7 +829,7 @@ mod tests {
         assert_eq!(s.buckets[12], (4096, 2));
         assert_eq!(s.buckets.iter().map(|b| b.1).sum::<u64>(), 4);
         let mut out = String::new();
-        render_latency(&mut out, &s);
+        render_histogram(&mut out, LATENCY, LATENCY_HELP, &s);
         assert!(out.contains(&format!("{LATENCY}_bucket{{le=\"0.000000128\"}} 2\n")));
         assert!(out.contains(&format!("{LATENCY}_bucket{{le=\"0.000004096\"}} 4\n")));
         assert!(out.contains(&format!("{LATENCY}_bucket{{le=\"+Inf\"}} 6\n")));

@@ -469,6 +469,21 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
         })
         .collect();
     let c = &s.control;
+    // Bifrost (paper 004), `null` without `[bifrost]`; the names `longhaul replay` prints.
+    let bifrost = s.bifrost.as_ref().map(|b| {
+        json!({
+            "slots": b.slots,
+            "slots_missed": b.slots_missed,
+            "updates": b.updates,
+            "frames": b.frames,
+            "deferred": b.deferred,
+            "overflow_drops": b.overflow_drops,
+            "max_l_bytes": b.max_l_bytes,
+            "slot_late_p50_ns": b.lateness.quantile_upper_ns(0.5),
+            "slot_late_p99_ns": b.lateness.quantile_upper_ns(0.99),
+            "slot_late_max_ns": b.lateness.max_ns,
+        })
+    });
     json!({
         "worker": worker,
         "taken_at_ns": s.taken_at,
@@ -491,6 +506,7 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
             "command": {"len": s.command_ring.0, "capacity": s.command_ring.1},
             "punt": {"len": s.punt_ring.0, "capacity": s.punt_ring.1},
         },
+        "bifrost": bifrost,
     })
 }
 

@@ -109,6 +109,7 @@ pub fn bifrost_params(cfg: &Config) -> Option<BifrostParams> {
             slot_bytes: b.slot_bytes,
             h_bytes: b.buffer_bytes,
             k: b.k,
+            frame_bytes: b.frame_bytes,
         },
         limit_bytes: b.buffer_bytes + b.leak_headroom_bytes,
     })

@@ -27,7 +27,9 @@
 //! - Line 15, `ĉ = max(0, c - (L + F - H))`: taken literally, L + F < H would *add* H - L - F to
 //!   the grant (up to twice the free space), which contradicts its comment "deduct over-granted
 //!   bytes" and section IV-D ("check the L + F periodically to see if it exceeds H"). We deduct
-//!   the excess only: `ĉ = max(0, c - max(0, L + F - H))`.
+//!   the excess only: `ĉ = max(0, c - max(0, L + F - H))`. With the grant clamped to [0, Rs*T]
+//!   below, an excess already makes c < 0 and the grant 0 in every slot, so the check changes
+//!   nothing (kept for the reading next to the paper); k only sizes the leak headroom k * MTU.
 //! - c' in `p = T - c'/Rs` (line 16) is ĉ clamped to [0, Rs*T]: "the pause time in Bifrost is
 //!   bounded to one time slot" (section V). c itself goes negative whenever the arrivals of a slot
 //!   exceed the previous slot's plus the drain (L + F > H before the update); a pause longer than T
@@ -37,11 +39,29 @@
 //!   L + F <= H stays exact) and saturated at 65535 (the config refuses Rs*T/64 > 65535,
 //!   section V). p = 0 sends no frame (line 7). The lower bound of Theorem 1 then holds to within
 //!   one quantum (63 B) when H is exactly Δ + 2*Rs*T, exactly with 64 B more.
-//! - Line 17 adds the grant the frame actually carries (Rs*T - 64 * quanta, i.e. ĉ after clamping
-//!   and rounding) rather than the raw c: F then stays what the upstream can really still send,
-//!   and Theorem 1 holds with the clamp (the property test `theorem1_fluid` fails with the raw c:
-//!   F goes negative and L exceeds H). F is also kept >= 0: more received than granted is a leak,
-//!   which then shows as L + F > H for the check of line 13.
+//! - Line 17, `F <- F - r + c`: F is kept as the *history of the grants* of the last RTT + T
+//!   (a ring of RTT/T + 2 grants per pair, allocated at start): each slot F takes off the bytes the
+//!   grants expected in it (the grant sent RTT + T earlier; split over two slots when RTT is not
+//!   a multiple of T) instead of the bytes r measured, and adds the grant the frame carries
+//!   (Rs*T - 64 * quanta, not the raw c: with the raw c the fluid property test `theorem1_fluid`
+//!   fails, F goes negative and L exceeds H). Section IV-D's leak handling ("those bytes will
+//!   finally lead to L larger than expected by l and cause L + F > H") needs exactly this: with
+//!   the measured r, a leaked byte lowers F as much as it raises L, L + F never moves, and the
+//!   leaks add up unseen as a deficit of F against the bytes still in flight until F reaches 0
+//!   (issue 7: 14 808 bytes after a 24-slot standstill, one packet refused at H + k*MTU; see
+//!   docs/bifrost.md). With the history a leak shows as L + F > H at once, and the grant is 0
+//!   until it is worked off. F stays in [0, Δ + Rs*T] by construction. Slots without an update
+//!   (timer disarmed at rest, or missed) sent no frame, so they count as whole-slot grants.
+//! - Whole frames (section IV-D's first leak, a pause frame reaching the upstream while it is
+//!   sending a packet): an 802.3 upstream finishes the frame in transmission, so a window of w
+//!   bytes carries up to w + one frame. A frame that opens a window (any partial grant, or a whole
+//!   slot right after a slot that granted nothing) grants one largest frame (`frame_bytes`, MTU +
+//!   overhead) less than ĉ, and F counts the window plus that frame (at most ĉ). A whole-slot
+//!   grant while the window is open sends no frame and extends the window. Without this, every
+//!   window leaks up to a frame and one RTT of windows is in flight before any leak is seen.
+//!   The cost is on the other side of Theorem 1: F may over-count by up to a frame per window, so
+//!   no-throughput-loss in every slot needs H >= Δ + 2*Rs*T + (RTT/T + 1) frames (the loss at
+//!   the bound itself is a few frames per slot at most, under 0.5 % in total in the tests).
 //! - r (line 4) counts every byte that arrived on the port in the priority in the slot, admitted
 //!   or not (a byte dropped for lack of buffer was still sent by the upstream).
 
@@ -65,6 +85,10 @@ pub struct BifrostConsts {
     pub h_bytes: u64,
     /// k: the leak check (lines 12-15) runs when `n % k == 0`.
     pub k: u32,
+    /// The largest frame the upstream sends, on the wire (MTU + preamble, IFG, FCS), bytes: a
+    /// grant is cut so that the frame the upstream may start at the end of its window still fits
+    /// (see the module doc, "whole frames"). 0 = a fluid upstream (no cut).
+    pub frame_bytes: u64,
 }
 
 /// What one `Bifrost_update` computed (for tests, counters and traces).
@@ -75,6 +99,9 @@ pub struct SlotResult {
     /// L and r passed in.
     pub l: i64,
     pub r: i64,
+    /// The bytes the grant history expected in this slot (what F takes off in line 17). r above
+    /// it is a pause-frame leak (section IV-D), below it bytes the upstream did not send (yet).
+    pub expected: i64,
     /// Granted bytes c (line 10), possibly negative.
     pub c: i64,
     /// ĉ after the leak check (line 11 or 15).
@@ -90,20 +117,34 @@ pub struct SlotResult {
     pub leak_check: bool,
 }
 
-/// Algorithm 1's state for one (port, priority): the virtual incoming bytes F.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Algorithm 1's state for one (port, priority): the virtual incoming bytes F, kept as the
+/// history of the grants of the last RTT + T (see the module doc, "Line 17").
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BifrostState {
     k: BifrostConsts,
-    /// F: bytes that may still arrive in the next RTT + T (an upper bound).
+    /// F: bytes that may still arrive in the next RTT + T (an upper bound, leaks aside).
     f: i64,
+    /// Grants of the last `m + 2` slots (m = Δ / (Rs*T)), slot j at `j % len`: the grant sent
+    /// at the end of slot j covers the arrivals of [jT + RTT, (j+1)T + RTT), i.e. the last
+    /// `Rs*T - ρ` bytes of slot j + m + 1 and the first ρ of slot j + m + 2 (ρ = Δ mod Rs*T).
+    grants: Box<[u32]>,
+    /// The slot number of the last update (0 = none yet).
+    last_n: u64,
+    /// The last frame granted nothing: the upstream is stopped, and the window a grant opens
+    /// next needs room for its last frame even if it is a whole slot.
+    closed: bool,
 }
 
 impl BifrostState {
-    /// Line 1: `F <- Δ + Rs*T`.
+    /// Line 1: `F <- Δ + Rs*T`: every grant of the history is a full slot (allocates the history).
     pub fn new(k: BifrostConsts) -> Self {
+        let m = k.bdp_bytes / k.slot_bytes.max(1);
         BifrostState {
             k,
             f: (k.bdp_bytes + k.slot_bytes) as i64,
+            grants: vec![k.slot_bytes.min(u32::MAX as u64) as u32; m as usize + 2].into(),
+            last_n: 0,
+            closed: false,
         }
     }
 
@@ -124,9 +165,66 @@ impl BifrostState {
         self.f == (self.k.bdp_bytes + self.k.slot_bytes) as i64
     }
 
+    /// Bytes of grant `g` (for arrivals [jT + RTT, (j+1)T + RTT)) that fall in the later of the
+    /// two slots it overlaps: ρ / (Rs*T) of it, rounded down (the earlier gets the rest, so the
+    /// two parts add up to g exactly).
+    #[inline]
+    fn late_part(&self, g: u32) -> i64 {
+        let rho = self.k.bdp_bytes % self.k.slot_bytes.max(1);
+        (g as u64 * rho / self.k.slot_bytes.max(1)) as i64
+    }
+
+    /// Slot `n` ended: what the history expects to have arrived in it, and `g` recorded as the
+    /// grant sent at its end. Returns the expected bytes.
+    #[inline]
+    fn shift(&mut self, n: u64, g: u32) -> i64 {
+        let w = self.grants.len() as u64;
+        // Grants n - m - 1 (its earlier part) and n - m - 2 (its later part) cover slot n.
+        let a = self.grants[((n + 1) % w) as usize];
+        let b = self.grants[(n % w) as usize];
+        self.grants[(n % w) as usize] = g;
+        (a as i64 - self.late_part(a)) + self.late_part(b)
+    }
+
+    /// Slots after the last update and before `n` that ran no update (the generator was at rest
+    /// and disarmed, or the worker was late): no frame was sent for them, so the upstream was free
+    /// to send a whole slot each: record full grants. At rest (F = Δ + Rs*T: every grant that
+    /// still counts is a whole slot) that changes nothing, so an idle period costs O(1); a late
+    /// worker costs at most one history's worth of work.
+    #[inline]
+    fn catch_up(&mut self, n: u64) {
+        if self.last_n == 0 || n <= self.last_n + 1 {
+            return;
+        }
+        if self.at_rest() {
+            // F = Δ + Rs*T: every grant still counted is a whole slot; the only other entry, the
+            // one slot `last_n` took off in full (ρ = 0), becomes one too.
+            let w = self.grants.len() as u64;
+            self.grants[((self.last_n + 1) % w) as usize] =
+                self.k.slot_bytes.min(u32::MAX as u64) as u32;
+            self.closed = false;
+            return;
+        }
+        let rs_t = self.k.slot_bytes.min(u32::MAX as u64) as u32;
+        let w = self.grants.len() as u64;
+        if n - self.last_n > w {
+            // A whole history of full slots: back at line 1.
+            self.grants.fill(rs_t);
+            self.f = (self.k.bdp_bytes + self.k.slot_bytes) as i64;
+        } else {
+            for j in self.last_n + 1..n {
+                let e = self.shift(j, rs_t);
+                self.f = self.f - e + rs_t as i64;
+            }
+        }
+        self.closed = false;
+    }
+
     /// `Bifrost_update(L, r, n)`, lines 9-18 of Algorithm 1 (see the module doc for the choices).
     #[inline]
     pub fn update(&mut self, l: u64, r: u64, n: u64) -> SlotResult {
+        self.catch_up(n);
+        self.last_n = n;
         let (l, r) = (l as i64, r as i64);
         let rs_t = self.k.slot_bytes as i64;
         let h = self.k.h_bytes as i64;
@@ -144,19 +242,38 @@ impl BifrostState {
         // [0, Rs*T] (section V: "the pause time in Bifrost is bounded to one time slot"), in
         // bytes at line rate, rounded up to whole quanta.
         let grant = c_hat.clamp(0, rs_t);
-        let pause_bytes = rs_t - grant;
+        // Whole frames (section IV-D): the upstream starts a frame whenever it is not paused and
+        // finishes it even if the next pause frame arrives meanwhile, so a window of w bytes can
+        // carry w + one frame. A frame that opens a window (any partial grant, or a whole slot
+        // after the upstream was stopped) therefore grants one frame less than ĉ; a whole slot
+        // while the window is open sends no frame (line 7) and extends the window, whose last
+        // frame its opener already left room for.
+        let opens = grant > 0 && (grant < rs_t || self.closed);
+        let cut = if opens {
+            (self.k.frame_bytes as i64).min(grant)
+        } else {
+            0
+        };
+        let pause_bytes = rs_t - (grant - cut);
         let quanta = (pause_bytes as u64)
             .div_ceil(QUANTUM_BYTES as u64)
             .min(u16::MAX as u64) as u16;
-        let granted = (rs_t - quanta as i64 * QUANTUM_BYTES).max(0);
-        // Line 17: F <- min(Δ + Rs*T, F - r + c), with c the grant actually sent (`granted`,
-        // see the module doc) and F >= 0 (bytes still to come cannot be negative; more received
-        // than granted is a leak, which then shows as L + F > H for the check of line 13).
-        self.f = ((self.k.bdp_bytes + self.k.slot_bytes) as i64).min((self.f - r + granted).max(0));
+        let window = (rs_t - quanta as i64 * QUANTUM_BYTES).max(0);
+        self.closed = quanta > 0 && window == 0;
+        // What the upstream can send in answer to this slot: the window, plus its last frame if
+        // the window is open (at most ĉ).
+        let granted = if window > 0 { window + cut } else { 0 };
+        // Line 17: F <- F - r + c, with r the bytes the grant history expected in this slot
+        // rather than the bytes measured (section IV-D's leak analysis needs a leaked byte to
+        // raise L without lowering F; see the module doc), and c the grant the frame carries.
+        // F stays within [0, Δ + Rs*T] by construction (a sum of grants of one RTT + T).
+        let expected = self.shift(n, granted as u32);
+        self.f = self.f - expected + granted;
         SlotResult {
             n,
             l,
             r,
+            expected,
             c,
             c_hat,
             pause_bytes,
@@ -204,7 +321,7 @@ pub struct BifrostStats {
     pub deferred: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Pair {
     on: bool,
     /// L: bytes of this (port, priority) in the buffer.
@@ -405,6 +522,7 @@ mod tests {
         slot_bytes: 1_000,
         h_bytes: 12_000,
         k: 4,
+        frame_bytes: 0,
     };
 
     #[test]
@@ -454,12 +572,14 @@ mod tests {
         s.update(2_500, 1_000, 3);
         // A leak: more than expected sits in the queue, L + F = 3800 + 8488 = 12288 > H.
         // Slot 4 is a check slot (4 % 4 == 0): c = min(1000, 12000 - 12288) = -288;
-        // ĉ = max(0, -288 - 288) = 0 -> p = T (16 quanta); F = 8488 - 500 + 0 = 7988.
+        // ĉ = max(0, -288 - 288) = 0 -> p = T (16 quanta). F takes off what the grant history
+        // expected in slot 4 (the initial full grant, 1000), not the 500 measured:
+        // F = 8488 - 1000 + 0 = 7488.
         let r = s.update(3_800, 500, 4);
         assert!(r.leak_check);
         assert_eq!(
-            (r.c, r.c_hat, r.pause_bytes, r.quanta, r.f),
-            (-288, 0, 1000, 16, 7_988)
+            (r.c, r.c_hat, r.pause_bytes, r.quanta, r.expected, r.f),
+            (-288, 0, 1000, 16, 1000, 7_488)
         );
         // Not a check slot: a negative c is clamped, p = T (never more than one slot).
         let mut s2 = BifrostState::new(K);
@@ -478,12 +598,116 @@ mod tests {
     }
 
     #[test]
+    fn a_leak_raises_l_plus_f() {
+        // Line rate, then 300 B more arrive than the history expected (a leak) and stay queued.
+        // c = min(1000, 12000 - 300 - 11000) = 700 -> 5 quanta (320 B), the frame grants 680 B.
+        // F takes off the 1000 B expected, not the 1300 B measured: F = 11000 - 1000 + 680, and
+        // L + F = 10 980 is 300 B above where it would be without the leak (10 680).
+        let mut s = BifrostState::new(K);
+        let r = s.update(300, 1_300, 1);
+        assert_eq!((r.c, r.quanta, r.expected, r.f), (700, 5, 1_000, 10_680));
+        assert_eq!(r.l + r.f, 10_980);
+        // Algorithm 1's line 17 as written (F - r + c) gives F = 11000 - 1300 + 680 = 10 380 and
+        // L + F = 10 680, exactly as without the leak: the check of line 13 cannot see it.
+    }
+
+    #[test]
+    fn grants_split_over_two_slots_when_rtt_is_not_a_multiple_of_t() {
+        // Δ = 10.5 slots: the grant of slot j covers half of slot j + 11 and half of j + 12.
+        let k = BifrostConsts {
+            bdp_bytes: 10_500,
+            slot_bytes: 1_000,
+            h_bytes: 12_500,
+            k: 0,
+            frame_bytes: 0,
+        };
+        let mut s = BifrostState::new(k);
+        assert_eq!(s.f(), 11_500);
+        // Slot 1 grants nothing (L = 1000 fills H - F exactly).
+        let r = s.update(1_000, 1_000, 1);
+        assert_eq!((r.c, r.quanta, r.f), (0, 16, 10_500));
+        for n in 2..12 {
+            assert_eq!(s.update(0, 1_000, n).f, 10_500, "slot {n}");
+        }
+        // Slots 12 and 13 each miss half of slot 1's grant.
+        let r = s.update(0, 500, 12);
+        assert_eq!((r.expected, r.f), (500, 11_000));
+        let r = s.update(0, 500, 13);
+        assert_eq!((r.expected, r.f), (500, 11_500));
+        assert!(s.at_rest());
+    }
+
+    #[test]
+    fn slots_without_an_update_are_whole_slots() {
+        let mut s = BifrostState::new(K);
+        s.update(1_000, 1_000, 1); // grants 0: F = 10 000
+                                   // The timer did not run for slots 2..4 (no frame sent): three full grants recorded.
+        let r = s.update(0, 0, 5);
+        assert_eq!((r.f_before, r.f), (10_000, 10_000));
+        // Slot 12 expects slot 1's grant (0), then the full ones: F climbs back.
+        for n in 6..12 {
+            s.update(0, 0, n);
+        }
+        assert_eq!(s.update(0, 0, 12).expected, 0);
+        assert!(s.at_rest());
+        // A gap longer than the history: back at line 1.
+        s.update(5_000, 0, 13);
+        assert!(!s.at_rest());
+        let r = s.update(0, 0, 100);
+        assert_eq!(r.f_before, 11_000);
+    }
+
+    #[test]
+    fn an_idle_gap_after_rest_is_a_fixed_point() {
+        // Slot 1 grants nothing; by slot 12 that grant is taken off and F is back at rest, with
+        // the zero grant still in the ring (its later part weighs nothing, ρ = 0).
+        let mut s = BifrostState::new(K);
+        s.update(1_000, 1_000, 1);
+        for n in 2..=12 {
+            s.update(0, 0, n);
+        }
+        assert!(s.at_rest());
+        // An idle gap of any length, then activity: F never exceeds Δ + Rs*T.
+        for gap in [2u64, 3, 11, 12, 13, 24, 25] {
+            let mut t = s.clone();
+            let r = t.update(0, 0, 12 + gap);
+            assert_eq!((r.expected, r.f), (1_000, 11_000), "gap {gap}");
+        }
+    }
+
+    #[test]
+    fn whole_frame_grants_leave_room_for_the_last_frame() {
+        let k = BifrostConsts {
+            frame_bytes: 300,
+            ..K
+        };
+        let mut s = BifrostState::new(k);
+        // c = 500: the window is 500 - 300 = 200 B (pause 800 B -> 13 quanta = 832 B, window
+        // 168 B); F counts the window plus its last frame: 468 B <= ĉ.
+        let r = s.update(500, 1_000, 1);
+        assert_eq!((r.c, r.quanta), (500, 13));
+        assert_eq!(r.f, 11_000 - 1_000 + 468);
+        // A grant below one frame opens no window: the whole slot is paused.
+        let mut s = BifrostState::new(k);
+        let r = s.update(800, 1_000, 1);
+        assert_eq!((r.c, r.quanta, r.f), (200, 16, 10_000));
+        // After that stop, a whole-slot grant still opens a window and leaves room for its last
+        // frame: a short pause (300 B -> 5 quanta), F adds 680 + 300.
+        let r = s.update(0, 0, 2);
+        assert_eq!((r.c, r.quanta, r.f), (1_000, 5, 10_000 - 1_000 + 980));
+        // The window is open now: a whole slot sends no frame (line 7).
+        let r = s.update(0, 0, 3);
+        assert_eq!((r.c, r.quanta), (1_000, 0));
+    }
+
+    #[test]
     fn pause_never_overflows_u16() {
         let k = BifrostConsts {
             bdp_bytes: 1 << 40,
             slot_bytes: 1 << 30,
             h_bytes: (1 << 40) + (1 << 31),
             k: 1,
+            frame_bytes: 0,
         };
         let mut s = BifrostState::new(k);
         let r = s.update(1 << 31, 0, 3);
@@ -494,6 +718,7 @@ mod tests {
             slot_bytes: 500_000,
             h_bytes: 301_000_000,
             k: 8,
+            frame_bytes: 0,
         };
         let mut s = BifrostState::new(k);
         let r = s.update(500_000, 0, 1);
@@ -622,7 +847,7 @@ mod tests {
         ) {
             let slot_bytes = quanta_per_slot * 64 + odd;
             let bdp = 2 * d_slots as u64 * slot_bytes;
-            let k = BifrostConsts { bdp_bytes: bdp, slot_bytes, h_bytes: bdp + 2 * slot_bytes + extra, k: kk };
+            let k = BifrostConsts { bdp_bytes: bdp, slot_bytes, h_bytes: bdp + 2 * slot_bytes + extra, k: kk, frame_bytes: 0 };
             let drain: Vec<u64> = drain.iter().map(|&x| slot_bytes * x as u64 / 10).collect();
             // Pauses are whole quanta rounded up (never more than ĉ granted), so the lower
             // bound and the drain hold to within one quantum (63 B) when H is at the bound, and

@@ -7,9 +7,11 @@ transmission on dc0 started before b (the switch receives, then updates, then tr
 instant); r = bytes arrived since the previous update. The slot timer runs on the grid of multiples
 of T, is armed by an arrival and stops when L = 0 and F is back at BDP + Rs*T. The longhaul choices
 (docs/bifrost.md) are applied: the leak check deducts only an excess, the grant is clamped to
-[0, Rs*T], p is rounded up to quanta of 64 bytes at line rate, F adds the grant the frame carries
-and stays >= 0. Then every frame on wan0 must be exactly the expected PFC frame at the expected
-time, and every data packet must leave on dc0.
+[0, Rs*T], a frame that opens a window grants one largest frame (MTU + overhead) less than that
+(whole frames), p is rounded up to quanta of 64 bytes at line rate, and F is the history of the
+grants of the last RTT + T: line 17 takes off what the grants expected in the slot (not the bytes
+measured) and adds the window plus its last frame. Then every frame on wan0 must be exactly the
+expected PFC frame at the expected time, and every data packet must leave on dc0.
 """
 import os
 import sys
@@ -32,6 +34,19 @@ def main(outdir):
     bdp = rate * 2 * b["one_way_delay_ns"] // 8_000_000_000
     H, k = b["buffer_bytes"], b["k"]
     cap = bdp + rs_t
+    frame = max(p.get("mtu", 1500) + p.get("frame_overhead", 24)
+                for p in cfg["ports"] if p["name"] == "wan0")
+    # The grant history: the grant sent at the end of slot j covers arrivals [jT + RTT, (j+1)T +
+    # RTT), i.e. Rs*T - rho bytes of slot j + m + 1 and rho of slot j + m + 2.
+    m, rho = bdp // rs_t, bdp % rs_t
+    hist = {}  # slot -> grant (missing: a whole slot, no frame was sent)
+
+    def late(g):
+        return g * rho // rs_t
+
+    def expected_in(n):
+        a, b_ = hist.get(n - m - 1, rs_t), hist.get(n - m - 2, rs_t)
+        return a - late(a) + late(b_)
 
     arr = [(ts, len(f)) for ts, f in read_pcap(os.path.join(outdir, "in_wan0.pcap"))]
     dep = [(ts, len(f)) for ts, f in read_pcap(os.path.join(outdir, "out_dc0.pcap"))]
@@ -41,7 +56,7 @@ def main(outdir):
         return sum(s for ts, s in events if (ts < t if strict else ts <= t))
 
     expected = []  # (ts, quanta)
-    F, i, armed, rx = cap, 0, None, 0
+    F, i, armed, rx, closed, last_n = cap, 0, None, 0, False, None
     while True:
         if armed is None:
             if i >= len(arr):
@@ -53,13 +68,25 @@ def main(outdir):
             i += 1
         L = bytes_by(arr, bnd, False) - bytes_by(dep, bnd, True)
         n = bnd // T
+        if last_n is not None and n > last_n + 1:     # disarmed at rest: whole slots, no frame
+            for j in range(last_n + 1, n):
+                F = F - expected_in(j) + rs_t
+                hist[j] = rs_t
+            closed = False
+        last_n = n
         c = min(rs_t, H - L - F)                      # line 10
         c_hat = c                                     # line 11
         if n % k == 0:                                # lines 12-15
             c_hat = max(0, c - max(0, L + F - H))
         grant = min(max(c_hat, 0), rs_t)              # line 16, one slot at most
-        q = min(65535, -(-(rs_t - grant) // 64))
-        F = min(cap, max(0, F - rx + max(0, rs_t - 64 * q)))  # line 17
+        opens = grant > 0 and (grant < rs_t or closed)
+        cut = min(frame, grant) if opens else 0       # whole frames
+        q = min(65535, -(-(rs_t - (grant - cut)) // 64))
+        window = max(0, rs_t - 64 * q)
+        closed = q > 0 and window == 0
+        g = window + cut if window > 0 else 0
+        F = F - expected_in(n) + g                       # line 17, grant history
+        hist[n] = g
         rx = 0
         if q > 0:
             expected.append((bnd, q))

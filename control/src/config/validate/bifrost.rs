@@ -183,6 +183,7 @@ impl Validator<'_> {
             buffer_bytes: h,
             k: kk,
             leak_headroom_bytes,
+            frame_bytes: largest_frame,
         })
     }
 
