@@ -26,7 +26,9 @@
 # are averaged; longhaul's tx_pkts of the net_null ports (wan0; up0..up3 for spray) is read from
 # the management API at the start and the end of the window and summed. Env: WARMUP, LONGHAUL
 # (binary; default: cargo build --release --features dpdk and target/release/longhaul), TESTPMD
-# (default dpdk-testpmd).
+# (default dpdk-testpmd), L3FWD (optional: DPDK's l3fwd built by perf/build-l3fwd.sh; when set, it
+# runs between the two on the same vdevs and its rate is printed too: a minimal DPDK router as a
+# second yardstick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,6 +78,33 @@ if [ "$TP_PPS" = 0 ]; then
   exit 1
 fi
 
+L3_PPS=
+if [ -n "${L3FWD:-}" ]; then
+  # DPDK's l3fwd (perf/build-l3fwd.sh) on the same vdevs: LPM routes as the baseline config's
+  # (10.1.0.0/16 -> port 1 = net_null0), lcore 1 forwarding port 0's one rx queue. l3fwd opens a
+  # tx queue per lcore on every port, so net_pcap0 gets two tx_pcap files (nothing is sent there).
+  printf 'R10.1.0.0/16 1\nR10.0.0.0/24 0\n' >"$OUT/l3fwd.v4"
+  printf 'R2001:0db8:0001:0000:0000:0000:0000:0000/48 1\n' >"$OUT/l3fwd.v6"
+  L3_VDEVS=()
+  for v in "${VDEVS[@]}"; do
+    case "$v" in
+      --vdev=net_pcap0,*) L3_VDEVS+=("$v,tx_pcap=$OUT/l3fwd-tx0.pcap,tx_pcap=$OUT/l3fwd-tx1.pcap") ;;
+      *) L3_VDEVS+=("$v") ;;
+    esac
+  done
+  echo "== DPDK l3fwd (LPM), ${DURATION} s (+${WARMUP} s warm-up)"
+  L3_CMD=("$L3FWD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry
+    --file-prefix=longhaul-l3fwd-$$ "${L3_VDEVS[@]}"
+    -- -p 0x3 --config="(0,0,1)" --parse-ptype --lookup=lpm
+    --rule_ipv4="$OUT/l3fwd.v4" --rule_ipv6="$OUT/l3fwd.v6")
+  echo "${L3_CMD[*]}"
+  timeout -s INT $((DURATION + WARMUP + 1)) "${L3_CMD[@]}" </dev/null >"$OUT/l3fwd.log" 2>&1 || true
+  L3_PPS=$(awk -v warm="$WARMUP" -v dur="$DURATION" '
+    /Tx-pps:/ { n++; if (n > warm && m < dur) { s += $2; m++ } }
+    END { if (m == 0) { print 0 } else { printf "%.0f\n", s / m } }' "$OUT/l3fwd.log")
+  [ "$L3_PPS" != 0 ] || { echo "l3fwd reported no rate; its output is in $OUT/l3fwd.log" >&2; exit 1; }
+fi
+
 echo "== longhaul run ($PIPELINE, $CONFIG, 1 worker lcore), ${DURATION} s (+${WARMUP} s warm-up)"
 LH_CMD=("$LONGHAUL" run --config "$CONFIG")
 echo "${LH_CMD[*]}"
@@ -103,10 +132,15 @@ LH_PPS=$(python3 -c "print(round(($C1 - $C0) / ($T1 - $T0)))")
 grep -E '^run:|^drop\.|^spray\.(s\.|unknown_qp)|^port\.[^.]*\.tx_pkts' "$OUT/longhaul.out" || true
 
 echo "== result (logs in $OUT)"
-python3 - "$TP_PPS" "$LH_PPS" "$PIPELINE" <<'EOF'
+python3 - "$TP_PPS" "$LH_PPS" "$PIPELINE" "$L3_PPS" <<'EOF'
 import sys
 tp, lh, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 print(f"testpmd io:        {tp / 1e6:8.2f} Mpps")
+if sys.argv[4]:
+    l3 = int(sys.argv[4])
+    print(f"DPDK l3fwd (LPM):  {l3 / 1e6:8.2f} Mpps  ({l3 / tp:.3f} of testpmd io)")
 print(f"longhaul {name + ':':9s} {lh / 1e6:8.2f} Mpps")
 print(f"ratio:             {lh / tp:8.3f}  (goal >= 0.8)")
+if sys.argv[4]:
+    print(f"longhaul / l3fwd:  {lh / l3:8.3f}")
 EOF
