@@ -41,6 +41,8 @@ pub struct PortSnap {
     pub tx_bytes: u64,
     /// PFC frames sent by this port (XOFF, refresh and XON).
     pub pfc_tx: u64,
+    /// Of `tx_pkts`, frames that skipped the port's empty queues (traffic manager bypass).
+    pub tx_bypassed: u64,
     /// PFC frames received by this port, per priority they paused or resumed.
     pub pfc_rx: [u64; 8],
     pub link_up: bool,
@@ -219,6 +221,7 @@ fn from_switches_with_ids<'a>(
             o.tx_pkts += p.stats.tx_pkts;
             o.tx_bytes += p.stats.tx_bytes;
             o.pfc_tx += p.stats.pfc_tx;
+            o.tx_bypassed += p.stats.tx_bypassed;
             for (a, b) in o.pfc_rx.iter_mut().zip(p.stats.pfc_rx.iter()) {
                 *a += b;
             }
@@ -321,6 +324,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_port_rx_bytes_total",
     "longhaul_port_tx_packets_total",
     "longhaul_port_tx_bytes_total",
+    "longhaul_port_tx_bypassed_packets_total",
     "longhaul_port_link_up",
     "longhaul_port_xstat",
     "longhaul_drops_total",
@@ -435,6 +439,7 @@ impl Metrics {
             counter("longhaul_port_tx_packets_total", &l, p.tx_pkts);
             counter("longhaul_port_tx_bytes_total", &l, p.tx_bytes);
             counter("longhaul_pfc_frames_sent_total", &l, p.pfc_tx);
+            counter("longhaul_port_tx_bypassed_packets_total", &l, p.tx_bypassed);
             for (i, &n) in p.pfc_rx.iter().enumerate() {
                 let l = [("port", p.name.as_str()), ("priority", prio[i].as_str())];
                 counter("longhaul_pfc_frames_received_total", &l, n);
@@ -618,6 +623,11 @@ fn describe() {
         "longhaul_port_tx_bytes_total",
         Unit::Bytes,
         "Bytes sent by a port (frames without FCS)."
+    );
+    describe_counter!(
+        "longhaul_port_tx_bypassed_packets_total",
+        Unit::Count,
+        "Of the frames sent by a port, those that found it idle and skipped its queues."
     );
     describe_gauge!("longhaul_port_link_up", "1 when the port's link is up.");
     describe_gauge!(

@@ -441,6 +441,7 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
                 "tx_pkts": p.stats.tx_pkts,
                 "tx_bytes": p.stats.tx_bytes,
                 "pfc_tx": p.stats.pfc_tx,
+                "tx_bypassed": p.stats.tx_bypassed,
                 "pfc_rx": p.stats.pfc_rx,
                 "queues": queues,
             })

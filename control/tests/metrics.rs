@@ -143,6 +143,7 @@ fn snapshot(scale: u64) -> Snapshot {
                 tx_pkts: 7 * scale,
                 tx_bytes: 7000 * scale,
                 pfc_tx: 3 * scale,
+                tx_bypassed: 6 * scale,
                 pfc_rx: [0, 0, 0, 5 * scale, 0, 0, 0, 0],
                 link_up: true,
                 xstats: vec![("rx_missed_errors".into(), 4 * scale)],
@@ -271,6 +272,10 @@ fn scrape_has_every_documented_metric() {
         4.0
     );
     assert_eq!(s.value("longhaul_pfc_frames_sent_total", &dc0), 3.0);
+    assert_eq!(
+        s.value("longhaul_port_tx_bypassed_packets_total", &dc0),
+        6.0
+    );
     assert_eq!(
         s.value(
             "longhaul_pfc_frames_received_total",

@@ -20,6 +20,7 @@
 use crate::asic::bifrost::{BifrostGenerator, BifrostParams, BifrostStats};
 use crate::asic::pfc::{ActionBuf, Admit, PfcAction, PfcGenerator, PfcParams};
 use crate::asic::recirc::{RecircConfig, RecircPort};
+use crate::asic::ring::Ring;
 use crate::control::{Channel, Command, ControlStats, Envelope, Punt, PuntHandler};
 use crate::counters::{DropCounters, DropReason};
 use crate::packet::{
@@ -133,6 +134,7 @@ impl SwitchSnapshot {
             a.tx_bytes += b.tx_bytes;
             a.pfc_tx += b.pfc_tx;
             a.mac_control_other += b.mac_control_other;
+            a.tx_bypassed += b.tx_bypassed;
             for (x, y) in a.pfc_rx.iter_mut().zip(b.pfc_rx.iter()) {
                 *x += y;
             }
@@ -305,13 +307,25 @@ pub struct PortStats {
     pub pfc_tx: u64,
     /// MAC control frames with an opcode we do not handle (consumed).
     pub mac_control_other: u64,
+    /// Of `tx_pkts`, frames that found the port idle and skipped its queues (the traffic
+    /// manager's empty-queue bypass, docs/engine.md).
+    pub tx_bypassed: u64,
 }
 
 struct PortState<B: PacketBuf> {
     info: PortInfo,
     tm: TrafficManager<B>,
     stats: PortStats,
+    /// Frames the traffic manager let bypass its empty queues ([`TrafficManager::bypass`]):
+    /// already on the wire as far as the link clock is concerned, handed out by the next
+    /// [`Switch::transmit`] before anything it dequeues. Preallocated ([`BYPASS_RING`]); when it
+    /// is full, frames take the queue.
+    ready: Ring<B>,
 }
+
+/// Frames one port holds between the bypass and the next `transmit` (one rx burst and what its
+/// stages emit fit; beyond that frames are queued as usual).
+pub const BYPASS_RING: usize = 64;
 
 /// Switch-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -393,6 +407,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 info: p.info,
                 tm: TrafficManager::new(&p.tm),
                 stats: PortStats::default(),
+                ready: Ring::with_capacity(BYPASS_RING),
             })
             .collect::<Vec<_>>();
         let pfc = spec
@@ -787,7 +802,33 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 }
             }
         }
-        match self.ports[e].tm.enqueue(pkt, now) {
+        let port = &mut self.ports[e];
+        let pkt = if port.ready.len() < BYPASS_RING {
+            match port.tm.bypass(pkt, now) {
+                Ok(p) => {
+                    match port.ready.push_back(p) {
+                        Ok(()) => {
+                            port.stats.tx_bypassed += 1;
+                            self.stats.buffer_bytes += len;
+                            self.stats.buffer_max_bytes =
+                                self.stats.buffer_max_bytes.max(self.stats.buffer_bytes);
+                        }
+                        // Unreachable (room checked above), but never lose a frame uncounted.
+                        Err(p) => {
+                            self.release_pfc(now, &p);
+                            self.stats.drops.inc(DropReason::QueueFull);
+                            self.pool.free(p);
+                        }
+                    }
+                    self.send_pfc_actions(now);
+                    return;
+                }
+                Err(p) => p,
+            }
+        } else {
+            pkt
+        };
+        match port.tm.enqueue(pkt, now) {
             Ok(_) => {
                 self.stats.buffer_bytes += len;
                 self.stats.buffer_max_bytes =
@@ -916,7 +957,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             let Some(port) = self.ports.get_mut(idx) else {
                 return n;
             };
-            let Some(mut pkt) = port.tm.dequeue(now) else {
+            let Some(mut pkt) = port.ready.pop_front().or_else(|| port.tm.dequeue(now)) else {
                 break;
             };
             let len = pkt.len() as u64;
@@ -996,6 +1037,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             }
         };
         for p in &self.ports {
+            if !p.ready.is_empty() {
+                take(Some(now));
+            }
             take(p.tm.next_event(now));
         }
         take(self.recirc.as_ref().and_then(|r| r.next_ready()));
@@ -1015,7 +1059,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         t
     }
 
-    /// Packets held in egress queues (control frames included) and the recirculation loop.
+    /// Packets held in egress queues (control frames included), bypassed frames not yet handed to
+    /// `transmit`, and the recirculation loop.
     pub fn buffered_packets(&self) -> u64 {
         let q: u64 = self
             .ports
@@ -1024,6 +1069,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 (0..NUM_CLASSES as u8)
                     .map(|c| p.tm.depth_pkts(c) as u64)
                     .sum::<u64>()
+                    + p.ready.len() as u64
             })
             .sum();
         q + self.recirc.as_ref().map_or(0, |r| r.len() as u64)

@@ -160,6 +160,9 @@ pub struct TmPortStats {
     pub bad_class: u64,
     /// Nanoseconds the link spent serializing.
     pub busy_ns: u64,
+    /// Data frames that found the port idle and went out without being queued
+    /// ([`TrafficManager::bypass`]); included in the class and port counters as usual.
+    pub bypassed: u64,
 }
 
 struct ClassQ<B: PacketBuf> {
@@ -355,7 +358,64 @@ impl<B: PacketBuf> TrafficManager<B> {
             cq.st.deq_bytes += p.len() as u64;
             p
         };
+        self.start_tx(pkt.len() as u64, now);
+        Some(pkt)
+    }
+
+    /// Empty-queue bypass (as Linux's qdiscs bypass an empty queue, `TCQ_F_CAN_BYPASS`): when
+    /// nothing is queued on this port (no class, no control frame), the link is free at `now`
+    /// (`dequeue(now)` would send at once) and the packet's class is not paused, the packet goes
+    /// on the wire now without entering its queue: what `enqueue` then `dequeue` at `now` would
+    /// do with it alone. Its queue's limits and ECN marker see it as `enqueue` would (depth 0),
+    /// it is counted as enqueued and dequeued, and the link is busy for its serialization time.
+    /// The scheduler is not asked (there is nothing to choose between), so DRR deficits and the
+    /// WRR turn are left as they are, as for any queue that was never backlogged.
+    ///
+    /// `Ok(pkt)`: the caller transmits it, ahead of anything `dequeue` returns later. `Err(pkt)`:
+    /// the bypass does not apply (untouched); call [`enqueue`](Self::enqueue).
+    ///
+    /// What changes against always queueing: packets that reach an idle port at the same `now`
+    /// leave in arrival order for the first of them, instead of the scheduler's order among all
+    /// of them (a strict class arriving second no longer overtakes a frame that found the link
+    /// idle: on a real link that frame is already being serialized).
+    #[inline]
+    pub fn bypass(&mut self, mut pkt: B, now: Nanos) -> Result<B, B> {
+        let class = pkt.meta().class;
+        if self.nonempty != 0 || now < self.busy_until || !self.control.is_empty() {
+            return Err(pkt);
+        }
+        let Some(cq) = self.classes.get_mut(class as usize) else {
+            return Err(pkt);
+        };
+        if !cq.q.fits(pkt.len()) || self.pause.paused_mask(now) & (1 << class) != 0 {
+            return Err(pkt);
+        }
+        if let Some(red) = cq.red.as_mut() {
+            let l3 = pkt.meta().l3_off;
+            match red.apply(pkt.data_mut(), l3, 0) {
+                RedOutcome::Marked => {
+                    cq.st.ecn_marks += 1;
+                    pkt.meta_mut().flags |= FLAG_ECN_MARKED;
+                }
+                RedOutcome::NotEct => cq.st.ecn_not_ect += 1,
+                _ => {}
+            }
+        }
+        pkt.meta_mut().enq_ts = now;
         let len = pkt.len() as u64;
+        cq.st.enq_pkts += 1;
+        cq.st.enq_bytes += len;
+        cq.st.deq_pkts += 1;
+        cq.st.deq_bytes += len;
+        cq.st.max_depth_bytes = cq.st.max_depth_bytes.max(len);
+        self.stats.bypassed += 1;
+        self.start_tx(len, now);
+        Ok(pkt)
+    }
+
+    /// A frame of `len` bytes starts on the wire: the link is busy for its serialization time.
+    #[inline]
+    fn start_tx(&mut self, len: u64, now: Nanos) {
         let ser = if self.ser_memo.0 == len {
             self.ser_memo.1
         } else {
@@ -376,7 +436,6 @@ impl<B: PacketBuf> TrafficManager<B> {
         self.stats.busy_ns += ser;
         self.stats.tx_pkts += 1;
         self.stats.tx_bytes += len;
-        Some(pkt)
     }
 
     /// The earliest time at or after `now` at which [`dequeue`](Self::dequeue) returns a frame,
@@ -802,6 +861,171 @@ mod tests {
                 }
             }
             now += rng.below(300) as u64;
+        }
+    }
+
+    #[test]
+    fn bypass_only_on_an_idle_port() {
+        let mut c = cfg();
+        c.classes[1].limit_bytes = 500;
+        c.classes[3].ecn = Some(RedParams {
+            kmin_bytes: 0,
+            kmax_bytes: 0,
+            pmax: 1.0,
+        });
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&c);
+        // Idle: out at once, counted as enqueued and dequeued, link busy for its time.
+        let p = tm.bypass(pkt(1000, 0), 100).unwrap();
+        assert_eq!(p.meta().enq_ts, 100);
+        assert_eq!(tm.busy_until(), 100 + serialization_ns(1024, RATE));
+        let s = tm.class_stats(0);
+        assert_eq!(
+            (s.enq_pkts, s.deq_pkts, s.deq_bytes, s.max_depth_bytes),
+            (1, 1, 1000, 1000)
+        );
+        assert_eq!((tm.port_stats().bypassed, tm.port_stats().tx_pkts), (1, 1));
+        assert!(tm.is_empty());
+        // Link busy: refused, untouched.
+        let p = tm.bypass(pkt(100, 0), 101).unwrap_err();
+        assert_eq!(p.meta().enq_ts, 0);
+        let free = tm.busy_until();
+        // Something queued (here: that packet): refused even once the link is free.
+        tm.enqueue(p, 101).unwrap();
+        assert!(tm.bypass(pkt(100, 2), free).is_err());
+        assert!(tm.dequeue(free).is_some());
+        let free = tm.busy_until();
+        // A control frame waiting: refused.
+        tm.enqueue_control(pkt(64, 0), free).unwrap();
+        assert!(tm.bypass(pkt(100, 2), free).is_err());
+        assert_eq!(tm.dequeue(free).unwrap().len(), 64);
+        let free = tm.busy_until();
+        // Paused class: refused; another class goes.
+        let mut times = [0u16; 8];
+        times[2] = 100;
+        tm.on_pfc_received(1 << 2, times, free);
+        assert!(tm.bypass(pkt(100, 2), free).is_err());
+        let free = {
+            assert!(tm.bypass(pkt(100, 4), free).is_ok());
+            tm.busy_until()
+        };
+        // Over the class's byte limit: refused (enqueue then counts the drop).
+        assert!(tm.bypass(pkt(600, 1), free).is_err());
+        // Bad class: refused (enqueue counts it).
+        assert!(tm.bypass(pkt(100, 9), free).is_err());
+        // RED sees depth 0, as enqueue would: with Kmin = 0 an ECT frame is marked.
+        let p = tm.bypass(ipv4_frame(200, 3, ecn::ECT0), free).unwrap();
+        assert_eq!(p.data()[15] & 3, ecn::CE);
+        assert_ne!(p.meta().flags & FLAG_ECN_MARKED, 0);
+        assert_eq!(ipv4_checksum(&p.data()[14..34]), 0);
+        assert_eq!(tm.class_stats(3).ecn_marks, 1);
+        assert_eq!(tm.port_stats().bypassed, 3);
+    }
+
+    /// Departures `(id, time)` of `arrivals` (time, class, len, id), driven as the engine does:
+    /// at each instant the arrivals, then transmission; `bypass` on or off.
+    fn departures(
+        c: &TmConfig,
+        arrivals: &[(Nanos, u8, usize, u32)],
+        bypass: bool,
+    ) -> (Vec<(u32, Nanos)>, TmPortStats) {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(c);
+        let mut out = Vec::new();
+        let mut ready = std::collections::VecDeque::new();
+        let mut i = 0;
+        let mut now: Nanos = 0;
+        loop {
+            let next_arrival = arrivals.get(i).map(|a| a.0);
+            now = match (next_arrival, tm.next_event(now)) {
+                (Some(a), Some(e)) => a.min(e),
+                (Some(a), None) => a,
+                (None, Some(e)) => e,
+                (None, None) => break,
+            };
+            while let Some(&(t, class, len, id)) = arrivals.get(i) {
+                if t > now {
+                    break;
+                }
+                i += 1;
+                let mut p = pkt(len, class);
+                p.meta_mut().flow_hash = id;
+                let p = if bypass {
+                    match tm.bypass(p, now) {
+                        Ok(p) => {
+                            ready.push_back(p);
+                            continue;
+                        }
+                        Err(p) => p,
+                    }
+                } else {
+                    p
+                };
+                tm.enqueue(p, now).unwrap();
+            }
+            while let Some(p) = ready.pop_front().or_else(|| tm.dequeue(now)) {
+                out.push((p.meta().flow_hash, now));
+            }
+        }
+        (out, tm.port_stats().clone())
+    }
+
+    fn arrivals_from(steps: &[(u64, u8, usize)]) -> Vec<(Nanos, u8, usize, u32)> {
+        let mut t = 0;
+        steps
+            .iter()
+            .enumerate()
+            .map(|(id, &(gap, class, len))| {
+                t += gap;
+                (t, class, len, id as u32)
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// One arrival per instant and a stateless scheduler (strict): the bypass changes
+        /// nothing at all, departure by departure.
+        #[test]
+        fn bypass_is_invisible_with_one_arrival_per_instant(
+            steps in proptest::collection::vec((1u64..400, 0u8..8, 64usize..1500), 1..150),
+        ) {
+            let c = cfg();
+            let a = arrivals_from(&steps);
+            let (with, s1) = departures(&c, &a, true);
+            let (without, s2) = departures(&c, &a, false);
+            proptest::prop_assert_eq!(with, without);
+            proptest::prop_assert_eq!((s1.tx_pkts, s1.busy_ns), (s2.tx_pkts, s2.busy_ns));
+            proptest::prop_assert_eq!(s2.bypassed, 0);
+        }
+
+        /// Any arrivals (several per instant allowed), any scheduler, frames of one length: the
+        /// link is work-conserving either way, so the departure times are the same; every frame
+        /// leaves once and each class stays FIFO.
+        #[test]
+        fn bypass_keeps_the_link_work_conserving(
+            steps in proptest::collection::vec((0u64..200, 0u8..8), 1..150),
+            len in 64usize..1500,
+            kind in 0u8..3,
+            strict_mask in 0u8..=255,
+        ) {
+            let mut c = cfg();
+            c.strict_mask = strict_mask;
+            c.sched = match kind {
+                0 => TmSched::Strict,
+                1 => TmSched::Wrr { weights: [1, 2, 3, 4, 1, 2, 3, 4] },
+                _ => TmSched::Drr { quanta: [1500, 3000, 1500, 6000, 1500, 1500, 3000, 1500] },
+            };
+            let steps: Vec<_> = steps.iter().map(|&(g, cl)| (g, cl, len)).collect();
+            let a = arrivals_from(&steps);
+            let (with, _) = departures(&c, &a, true);
+            let (without, _) = departures(&c, &a, false);
+            let times = |v: &[(u32, Nanos)]| v.iter().map(|d| d.1).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(times(&with), times(&without));
+            let mut ids: Vec<u32> = with.iter().map(|d| d.0).collect();
+            ids.sort_unstable();
+            proptest::prop_assert_eq!(ids, (0..a.len() as u32).collect::<Vec<_>>());
+            for class in 0..8u8 {
+                let order: Vec<u32> = with.iter().map(|d| d.0).filter(|&id| a[id as usize].1 == class).collect();
+                proptest::prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "class {} not FIFO: {:?}", class, order);
+            }
         }
     }
 }

@@ -142,6 +142,39 @@ fn egress_serializes_at_port_rate() {
 }
 
 #[test]
+fn an_idle_port_sends_the_first_frame_of_an_instant_at_once() {
+    // Every class strict (highest first). Class 0 then class 7 reach idle port 1 at one instant:
+    // class 0 found the link idle and is on the wire (empty-queue bypass, docs/engine.md), so
+    // class 7 follows it instead of overtaking it. Later, with class 0 queued behind a busy
+    // link, class 7 does overtake.
+    let mut h = switch(
+        vec![port(0, 10 * GBPS, 0), port(1, 10 * GBPS, 0)],
+        None,
+        None,
+    );
+    let t0 = 1_000_000;
+    h.put(0, t0, &frame(1, 0, 0, 1000));
+    h.put(0, t0, &frame(1, 7, 0, 1000));
+    h.put(0, t0, &frame(1, 0, 0, 1000));
+    h.put(0, t0, &frame(1, 7, 0, 1000));
+    h.run_to_idle();
+    let out = h.take();
+    let got: Vec<(u64, u8)> = on(&out, 1).iter().map(|e| (e.ts, e.data[1])).collect();
+    let ser = serialization_ns(1024, 10 * GBPS);
+    assert_eq!(
+        got,
+        vec![(t0, 0), (t0 + ser, 7), (t0 + 2 * ser, 7), (t0 + 3 * ser, 0)]
+    );
+    let st = h.sw.port_stats(1).unwrap();
+    assert_eq!((st.tx_pkts, st.tx_bypassed), (4, 1));
+    // Held in the shared buffer until handed out, then released: nothing left.
+    assert_eq!(h.sw.stats().buffer_bytes, 0);
+    assert_eq!(h.sw.stats().buffer_max_bytes, 4000);
+    let c0 = h.sw.tm(1).unwrap().class_stats(0);
+    assert_eq!((c0.enq_pkts, c0.deq_pkts, c0.depth_pkts), (2, 2, 0));
+}
+
+#[test]
 fn pfc_xoff_then_xon_and_no_lossless_drops() {
     // Two 10G ingress ports at line rate into one 10G egress, class 3 lossless.
     let pfc = PfcParams {

@@ -130,6 +130,7 @@ pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
         c.push((format!("port.{n}.tx_pkts"), st.tx_pkts));
         c.push((format!("port.{n}.tx_bytes"), st.tx_bytes));
         c.push((format!("port.{n}.pfc_tx"), st.pfc_tx));
+        c.push((format!("port.{n}.tx_bypassed"), st.tx_bypassed));
         for (prio, v) in st.pfc_rx.iter().enumerate() {
             if *v != 0 {
                 c.push((format!("port.{n}.pfc_rx.prio{prio}"), *v));

@@ -10,6 +10,7 @@ pub mod queue;
 pub mod recirc;
 pub mod red;
 pub mod register;
+pub mod ring;
 pub mod rng;
 pub mod shaper;
 pub mod strict;

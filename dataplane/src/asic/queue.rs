@@ -4,8 +4,7 @@
 //! [`PktQueue::push`] refuses (and counts) a packet that would exceed either the packet limit or the
 //! byte limit, and hands it back so the caller can count the drop by reason and free the buffer.
 
-use std::collections::VecDeque;
-
+use super::ring::Ring;
 use crate::packet::PacketBuf;
 
 /// Counters of one [`PktQueue`].
@@ -35,7 +34,7 @@ pub struct QueueStats {
 /// lengths of the queued packets. No method allocates after [`PktQueue::new`].
 #[derive(Debug)]
 pub struct PktQueue<B: PacketBuf> {
-    ring: VecDeque<B>,
+    ring: Ring<B>,
     max_pkts: usize,
     max_bytes: u64,
     bytes: u64,
@@ -48,7 +47,7 @@ impl<B: PacketBuf> PktQueue<B> {
     /// `max_bytes == 0` gives a queue that refuses everything.
     pub fn new(max_pkts: usize, max_bytes: u64) -> Self {
         PktQueue {
-            ring: VecDeque::with_capacity(max_pkts),
+            ring: Ring::with_capacity(max_pkts),
             max_pkts,
             max_bytes,
             bytes: 0,
@@ -76,7 +75,12 @@ impl<B: PacketBuf> PktQueue<B> {
             self.stats.drop_bytes += len;
             return Err(pkt);
         }
-        self.ring.push_back(pkt);
+        if let Err(pkt) = self.ring.push_back(pkt) {
+            // Unreachable: `fits` checked the packet limit, which is the ring's capacity.
+            self.stats.drops += 1;
+            self.stats.drop_bytes += len;
+            return Err(pkt);
+        }
         self.bytes += len;
         self.stats.enq_pkts += 1;
         self.stats.enq_bytes += len;
