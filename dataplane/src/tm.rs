@@ -172,6 +172,31 @@ struct ClassQ<B: PacketBuf> {
     st: ClassStats,
 }
 
+impl<B: PacketBuf> ClassQ<B> {
+    /// The class's ECN marker on `pkt` at a queue depth of `depth_bytes` (before the packet):
+    /// CE and `FLAG_ECN_MARKED` on a mark, counted; Not-ECT left unchanged and counted. Returns
+    /// whether it marked.
+    #[inline]
+    fn mark(&mut self, pkt: &mut B, depth_bytes: u64) -> bool {
+        let Some(red) = self.red.as_mut() else {
+            return false;
+        };
+        let l3 = pkt.meta().l3_off;
+        match red.apply(pkt.data_mut(), l3, depth_bytes) {
+            RedOutcome::Marked => {
+                self.st.ecn_marks += 1;
+                pkt.meta_mut().flags |= FLAG_ECN_MARKED;
+                true
+            }
+            RedOutcome::NotEct => {
+                self.st.ecn_not_ect += 1;
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The view the scheduler sees: head lengths of non-empty, unpaused classes.
 struct View<'a, B: PacketBuf> {
     classes: &'a [ClassQ<B>; NUM_CLASSES],
@@ -281,19 +306,7 @@ impl<B: PacketBuf> TrafficManager<B> {
         }
         let depth_bytes_before = cq.q.bytes();
         let depth_pkts_before = cq.q.len() as u32;
-        let mut marked = false;
-        if let Some(red) = cq.red.as_mut() {
-            let l3 = pkt.meta().l3_off;
-            match red.apply(pkt.data_mut(), l3, depth_bytes_before) {
-                RedOutcome::Marked => {
-                    marked = true;
-                    cq.st.ecn_marks += 1;
-                    pkt.meta_mut().flags |= FLAG_ECN_MARKED;
-                }
-                RedOutcome::NotEct => cq.st.ecn_not_ect += 1,
-                _ => {}
-            }
-        }
+        let marked = cq.mark(&mut pkt, depth_bytes_before);
         pkt.meta_mut().enq_ts = now;
         let len = pkt.len() as u64;
         if let Err(p) = cq.q.push(pkt) {
@@ -390,17 +403,7 @@ impl<B: PacketBuf> TrafficManager<B> {
         if !cq.q.fits(pkt.len()) || self.pause.paused_mask(now) & (1 << class) != 0 {
             return Err(pkt);
         }
-        if let Some(red) = cq.red.as_mut() {
-            let l3 = pkt.meta().l3_off;
-            match red.apply(pkt.data_mut(), l3, 0) {
-                RedOutcome::Marked => {
-                    cq.st.ecn_marks += 1;
-                    pkt.meta_mut().flags |= FLAG_ECN_MARKED;
-                }
-                RedOutcome::NotEct => cq.st.ecn_not_ect += 1,
-                _ => {}
-            }
-        }
+        cq.mark(&mut pkt, 0);
         pkt.meta_mut().enq_ts = now;
         let len = pkt.len() as u64;
         cq.st.enq_pkts += 1;
