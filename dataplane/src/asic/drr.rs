@@ -18,7 +18,7 @@
 //! no queue with a positive quantum is eligible ("scavenger"), which keeps the scheduler
 //! work-conserving.
 
-use super::strict::{QueueView, Scheduler};
+use super::scheduler::{QueueView, Scheduler};
 
 /// Most queues a [`Drr`] can schedule.
 pub const DRR_MAX_QUEUES: usize = 64;

@@ -2,6 +2,7 @@
 //! construction, bounded, and counts what it refuses.
 pub mod bifrost;
 pub mod drr;
+pub mod hierarchical;
 pub mod lpm;
 pub mod mirror;
 pub mod pfc;
@@ -12,6 +13,7 @@ pub mod red;
 pub mod register;
 pub mod ring;
 pub mod rng;
+pub mod scheduler;
 pub mod shaper;
 pub mod strict;
 pub mod table;

@@ -11,7 +11,7 @@
 //! (round robin among the weight-0 queues) whenever no queue with a positive weight is eligible, so
 //! weight 0 means "scavenger": it takes only otherwise idle link time.
 
-use super::strict::{QueueView, Scheduler};
+use super::scheduler::{QueueView, Scheduler};
 
 /// Most queues a [`Wrr`] can schedule.
 pub const WRR_MAX_QUEUES: usize = 64;
