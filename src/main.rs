@@ -5,7 +5,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use longhaul_control::config::Config;
 use longhaul_dataplane::pcap::{read_pcap, read_pcap_from, write_pcap, PcapRecord};
-use longhaul_pipelines::replay::{replay, ReplayInput};
+use longhaul_pipelines::{load_config, load_config_all, parse_config, replay};
+use longhaul_runtime::ReplayInput;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -113,7 +114,7 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
         .context("installing the SIGINT/SIGTERM handler")?;
-    let mut opts = longhaul_pipelines::run::RunOptions::new(stop);
+    let mut opts = longhaul_runtime::RunOptions::new(stop);
     opts.until_idle = until_idle;
     opts.on_ready = Some(Arc::new(|api, metrics| {
         eprintln!("longhaul: management API on http://{api}");
@@ -122,13 +123,13 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
         }
         eprintln!("longhaul: running; Ctrl-C (SIGINT) or SIGTERM stops");
     }));
-    let report = longhaul_pipelines::run::run(config, opts).map_err(|e| anyhow!(e))?;
+    let report = longhaul_pipelines::run(config, opts).map_err(|e| anyhow!(e))?;
     let w = &report.worker;
     println!(
         "run: {} frames in, {} out, {} loop iterations",
         w.rx, w.tx, w.iterations
     );
-    for (name, v) in longhaul_pipelines::replay::snapshot_counters(&report.snapshot) {
+    for (name, v) in longhaul_pipelines::snapshot_counters(&report.snapshot) {
         if !nonzero || v != 0 {
             println!("{name} {v}");
         }
@@ -137,10 +138,10 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
 }
 
 fn cmd_check_config(file: &Path) -> Result<ExitCode> {
-    match Config::load_all(file) {
+    match load_config_all(file) {
         Ok(cfg) => {
             println!(
-                "{}: ok ({} ports, {} routes, {} L2 entries, pipeline {:?})",
+                "{}: ok ({} ports, {} routes, {} L2 entries, pipeline {})",
                 file.display(),
                 cfg.ports.len(),
                 cfg.routes.len(),
@@ -182,8 +183,8 @@ fn cmd_replay(
     nonzero: bool,
 ) -> Result<ExitCode> {
     let cfg = match &config {
-        Some(path) => Config::load(path)?,
-        None => Config::parse(
+        Some(path) => load_config(path)?,
+        None => parse_config(
             EMBEDDED_CONFIG,
             Path::new("<embedded configs/baseline.toml>"),
         )?,

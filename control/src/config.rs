@@ -16,10 +16,18 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod raw;
+mod section;
 mod validate;
 
+pub use raw::{PortRef, S};
+pub use section::{Section, SectionConfig, Sections};
+use crate::mechanisms::{Mechanisms, NoMechanisms};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub use validate::pause_time_ns;
+pub use validate::{fmt_mac, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS, MIN_RATE_GBPS};
+
+/// `switch.pipeline` when the file does not say.
+pub const DEFAULT_PIPELINE: &str = "baseline";
 
 /// A configuration error: file, key path, reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,30 +51,74 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
-    /// Parses and validates `text`; `file` names the file in errors, and relative paths in the
-    /// config (`ports[].io.rx`/`tx`) are resolved against its directory. Returns the first error
-    /// (in file order for syntax and type errors, then in validation order: switch, ports, qos,
-    /// pfc, parser, l2, routes, control); see [`Config::parse_all`] for every error.
+    /// Parses and validates `text` with the generic layer alone (the default pipeline,
+    /// no mechanism sections; a build with mechanisms uses [`Config::parse_with`] and its
+    /// registry). `file` names the file in errors, and relative paths in the config
+    /// (`ports[].io.rx`/`tx`) are resolved against its directory. Returns the first error (in
+    /// file order for syntax and type errors, then in validation order: switch, ports, qos, pfc,
+    /// parser, l2, routes, control, dpdk, then each section in registry order); see
+    /// [`Config::parse_all`] for every error.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-        Self::parse_all(text, file).map_err(|mut errors| errors.swap_remove(0))
+        Self::parse_with(text, file, &NoMechanisms)
     }
 
     /// Reads, parses and validates the file at `path` (read errors are `ConfigError`s too).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+        Self::load_with(path, &NoMechanisms)
     }
 
-    /// Like [`Config::parse`], but on failure returns every error found (never an empty
+    /// Like [`Config::parse`], but on failure returns every error found.
+    pub fn parse_all(text: &str, file: &Path) -> Result<Config, Vec<ConfigError>> {
+        Self::parse_all_with(text, file, &NoMechanisms)
+    }
+
+    /// Like [`Config::load`], but on failure returns every error found.
+    pub fn load_all(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        Self::load_all_with(path, &NoMechanisms)
+    }
+
+    /// [`Config::parse`] with the pipelines and sections of `mechanisms` (the registry).
+    pub fn parse_with(text: &str, file: &Path, mechanisms: &dyn Mechanisms) -> Result<Config, ConfigError> {
+        Self::parse_all_with(text, file, mechanisms).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// [`Config::load`] with the pipelines and sections of `mechanisms`.
+    pub fn load_with(path: &Path, mechanisms: &dyn Mechanisms) -> Result<Config, ConfigError> {
+        Self::load_all_with(path, mechanisms).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// Like [`Config::parse_with`], but on failure returns every error found (never an empty
     /// vector). A syntax, unknown-key or type error stops parsing, so it is always alone; the
     /// validation pass goes on after an error and reports all of them.
-    pub fn parse_all(text: &str, file: &Path) -> Result<Config, Vec<ConfigError>> {
+    pub fn parse_all_with(
+        text: &str,
+        file: &Path,
+        mechanisms: &dyn Mechanisms,
+    ) -> Result<Config, Vec<ConfigError>> {
+        let sections = mechanisms.sections();
+        let names: Vec<&'static str> = sections.iter().map(|s| s.name()).collect();
+        let mut track = serde_path_to_error::Track::new();
         let de = toml::Deserializer::new(text);
-        let raw: raw::RawConfig = match serde_path_to_error::deserialize(de) {
+        let seed = raw::RawConfigSeed { sections: &names };
+        let raw = match serde::de::DeserializeSeed::deserialize(
+            seed,
+            serde_path_to_error::Deserializer::new(de, &mut track),
+        ) {
             Ok(raw) => raw,
-            Err(e) => return Err(vec![serde_error(text, file, e)]),
+            Err(e) => {
+                let e = serde_path_to_error::Error::new(track.path(), e);
+                return Err(vec![serde_error(text, file, e)]);
+            }
         };
         let mut v = validate::Validator::new(file, text);
-        let config = v.config(raw);
+        let mut config = v.config(raw, &mechanisms.pipelines());
+        for s in sections {
+            match s.validate(&mut v, &config) {
+                Ok(Some(c)) => config.sections.0.push((s.name(), c)),
+                Ok(None) => {}
+                Err(e) => return Err(vec![e]),
+            }
+        }
         if v.errors.is_empty() {
             Ok(config)
         } else {
@@ -74,8 +126,8 @@ impl Config {
         }
     }
 
-    /// Like [`Config::load`], but on failure returns every error found.
-    pub fn load_all(path: &Path) -> Result<Config, Vec<ConfigError>> {
+    /// Like [`Config::load_with`], but on failure returns every error found.
+    pub fn load_all_with(path: &Path, mechanisms: &dyn Mechanisms) -> Result<Config, Vec<ConfigError>> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             vec![ConfigError {
                 file: path.to_path_buf(),
@@ -83,13 +135,18 @@ impl Config {
                 msg: format!("cannot read the file: {e}"),
             }]
         })?;
-        Self::parse_all(&text, path)
+        Self::parse_all_with(&text, path, mechanisms)
+    }
+
+    /// The mechanism section of type `T` (e.g. a mechanism's own config struct), if present.
+    pub fn section<T: std::any::Any>(&self) -> Option<&T> {
+        self.sections.get::<T>()
     }
 }
 
 /// A serde (syntax, unknown key, wrong type) error as a `ConfigError`: the key path without
 /// toml's `Spanned` internals, toml's message in words a user knows, and the line and column.
-fn serde_error(
+pub(crate) fn serde_error(
     text: &str,
     file: &Path,
     e: serde_path_to_error::Error<toml::de::Error>,
@@ -155,16 +212,6 @@ impl fmt::Display for IpPrefix {
 // Validated configuration (what the dataplane is built from).
 // ---------------------------------------------------------------------------------------------
 
-/// Which pipeline the switch runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PipelineKind {
-    Baseline,
-    /// THEMIS at the external switch (PNP and/or TRP), `[themis]`.
-    Themis,
-    /// Themis packet spraying at the ToR (Themis-S and/or Themis-D), `[spray]`.
-    Spray,
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub switch: SwitchConfig,
@@ -180,18 +227,16 @@ pub struct Config {
     /// `[dpdk]`: EAL arguments and the mbuf pool; present iff the section is (required when a
     /// port has `io.kind = "dpdk"`).
     pub dpdk: Option<DpdkConfig>,
-    /// `[themis]`, present iff `switch.pipeline = "themis"`.
-    pub themis: Option<ThemisConfig>,
-    /// `[spray]`, present iff `switch.pipeline = "spray"`.
-    pub spray: Option<SprayConfig>,
-    /// `[bifrost]`: Bifrost on long-haul ports (any pipeline), present iff the section is.
-    pub bifrost: Option<BifrostConfig>,
+    /// The registered mechanisms' sections present in the file (validated by each
+    /// mechanism; [`Config::section`] finds one by type).
+    pub sections: Sections,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SwitchConfig {
     pub name: String,
-    pub pipeline: PipelineKind,
+    /// The pipeline (`switch.pipeline`): a registered pipeline's name.
+    pub pipeline: String,
     /// Packet buffers in the pool.
     pub pool_buffers: usize,
     /// Bytes of data room per buffer (largest frame + room for encapsulation).
@@ -445,149 +490,4 @@ pub struct Route {
     pub port: u16,
     /// Destination MAC written into forwarded frames (the next hop's).
     pub next_hop_mac: [u8; 6],
-}
-
-/// THEMIS at the external switch (paper 000, sections IV and V).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThemisConfig {
-    /// Ports facing the local DC (hosts, daemons, the TCP handshakes THEMIS monitors).
-    pub dc_ports: Vec<u16>,
-    /// Ports facing the WAN / DCI.
-    pub wan_ports: Vec<u16>,
-    /// PNP (CNPs generated at the DC edge); `None` = disabled.
-    pub pnp: Option<ThemisPnpConfig>,
-    /// TRP (throttling by recirculation); `None` = disabled.
-    pub trp: Option<ThemisTrpConfig>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThemisPnpConfig {
-    /// At most one CNP per QP per interval (ns).
-    pub cnp_interval_ns: u64,
-    /// DSCP of generated CNPs.
-    pub cnp_dscp: u8,
-    /// QP_field capacity (entries).
-    pub qp_capacity: usize,
-    /// CNP timestamp register size (cells).
-    pub register_size: usize,
-    /// Daemon messages are accepted only from these IPv4 prefixes (on DC ports).
-    pub host_prefixes: Vec<(u32, u8)>,
-    /// Remote-DC prefixes: when non-empty, a pair is inter-DC when the daemon's destination is in
-    /// one of them; when empty, the TCP handshake monitor decides.
-    pub inter_dc_prefixes: Vec<(u32, u8)>,
-    /// SYN-cookie secret rotation period (ns).
-    pub syn_cookie_period_ns: u64,
-    /// Inter-DC pairs remembered (entries; the oldest is evicted when full).
-    pub inter_dc_capacity: usize,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThemisTrpConfig {
-    /// Algorithm 1's initial alpha.
-    pub alpha: u32,
-    /// Algorithm 1's beta (ns without CNPs before recovery).
-    pub beta_ns: u64,
-    /// Appendix D's direct recovery (for RNICs that accept out-of-order packets) instead of the
-    /// reorder-free recovery.
-    pub direct_recovery: bool,
-    pub cnp_cache_size: usize,
-    pub cnp_store_capacity: usize,
-    /// The recirculation port standing in for the pre-filled port: rate, per-loop delay,
-    /// capacity.
-    pub recirc_rate_bps: u64,
-    pub loop_delay_ns: u64,
-    pub recirc_capacity_pkts: usize,
-}
-
-/// Themis packet spraying at a ToR (paper 002): Themis-S for local senders, Themis-D for local
-/// receivers.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SprayConfig {
-    /// Ports toward the local RNICs (Themis-D's egress, Themis-S's ingress).
-    pub host_ports: Vec<u16>,
-    /// Ports toward the fabric (spines).
-    pub fabric_ports: Vec<u16>,
-    /// Themis-S on.
-    pub source: bool,
-    /// Themis-D on.
-    pub dest: bool,
-    /// The PathMap: N entries.
-    pub paths: SprayPaths,
-    /// TX window W (packets, a power of two): sizes the proxy bitmap.
-    pub window: u32,
-    /// OOO_THRESHOLD (packets).
-    pub ooo_threshold: u32,
-    /// AVOIDANCE_WINDOW (packets).
-    pub avoidance_window: u32,
-    /// Cross-rack QPs (register arrays of S and D, the `spray_qps` table holds twice as many keys).
-    pub qp_capacity: usize,
-    /// Cross-rack QPs known at start (more through the API).
-    pub qps: Vec<SprayQp>,
-}
-
-/// The PathMap of Themis-S.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SprayPaths {
-    /// 3-tier: XOR this delta into the UDP source port (hashing linearity).
-    SportDeltas(Vec<u16>),
-    /// 2-tier: send out of this port, to this next hop.
-    Ports(Vec<NextHopConfig>),
-}
-
-impl SprayPaths {
-    /// N.
-    pub fn len(&self) -> usize {
-        match self {
-            SprayPaths::SportDeltas(v) => v.len(),
-            SprayPaths::Ports(v) => v.len(),
-        }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// An egress port and the next hop's MAC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NextHopConfig {
-    pub port: u16,
-    pub next_hop_mac: [u8; 6],
-}
-
-/// A cross-rack RC QP pair: the local end (behind a host port) and the remote end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SprayQp {
-    pub local: std::net::IpAddr,
-    pub local_qpn: u32,
-    pub remote: std::net::IpAddr,
-    pub remote_qpn: u32,
-}
-
-/// Bifrost on the downstream end of long-haul links (paper 004, sections IV and V): every slot T,
-/// Algorithm 1 per governed (port, priority) instead of classic XOFF/XON.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BifrostConfig {
-    /// Governed ingress ports (ids).
-    pub ports: Vec<u16>,
-    /// Governed priorities (lossless classes).
-    pub priorities: Vec<u8>,
-    /// T, ns.
-    pub slot_ns: u64,
-    /// D, the one-way delay of the link, ns.
-    pub one_way_delay_ns: u64,
-    /// Rs, the link rate, b/s.
-    pub rate_bps: u64,
-    /// Δ = Rs * 2D, bytes (derived).
-    pub bdp_bytes: u64,
-    /// Rs * T, bytes (derived).
-    pub slot_bytes: u64,
-    /// H: the buffer reserved per (port, priority), >= Δ + 2*Rs*T.
-    pub buffer_bytes: u64,
-    /// The leak check runs every k slots.
-    pub k: u32,
-    /// Headroom above H for leaked bytes (section IV-D: k * MTU).
-    pub leak_headroom_bytes: u64,
-    /// The largest frame on a governed port on the wire (MTU + frame overhead), bytes (derived):
-    /// what a pause frame arriving during a transmission can let through (section IV-D).
-    pub frame_bytes: u64,
 }

@@ -1,9 +1,11 @@
 //! longhaul control plane: configuration (`config`), the control thread (`plane`), the
 //! management API (`api`) and its CLI client (`client`), Prometheus metrics (`metrics`), and the
-//! small bounded HTTP/1.1 server both endpoints use (`http`).
+//! small bounded HTTP/1.1 server both endpoints use (`http`), and the one trait through which
+//! these generic layers know the mechanisms (`mechanisms`).
 pub mod api;
 pub mod client;
 pub mod config;
 pub mod http;
+pub mod mechanisms;
 pub mod metrics;
 pub mod plane;

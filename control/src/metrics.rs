@@ -17,8 +17,11 @@
 //! latencies in [2^i, 2^(i+1)) ns), which cannot be replayed into a facade histogram; it is
 //! rendered by hand as a standard Prometheus histogram in seconds,
 //! `longhaul_control_command_latency_seconds{_bucket{le},_sum,_count}`, appended to the
-//! exporter's output. Bifrost's slot timer lateness (`longhaul_bifrost_slot_lateness_seconds`)
-//! is rendered the same way, when `[bifrost]` is configured.
+//! exporter's output. A mechanism's own histograms ([`Series::Histogram`]) are rendered the same
+//! way.
+//!
+//! Mechanisms add their own series ([`Series`], from `Mechanisms::metrics`): their names, help
+//! texts and documentation are the mechanism's.
 
 use crate::http::{Head, HttpServer, Response, Service};
 use longhaul_dataplane::control::LatencyHist;
@@ -138,23 +141,27 @@ pub struct RingSnap {
     pub punt_cap: usize,
 }
 
-/// Bifrost's counters (paper 004, `BifrostStats`), summed over the workers.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BifrostSnap {
-    /// Slot timer firings, and slots skipped because a worker was more than a slot late.
-    pub slots: u64,
-    pub slots_missed: u64,
-    /// Algorithm 1 updates (one per governed (port, priority) per slot).
-    pub updates: u64,
-    /// Pause frames sent, and frames that did not fit the action buffer.
-    pub frames: u64,
-    pub deferred: u64,
-    /// Packets refused above H + leak headroom (`headroom_overflow`).
-    pub overflow_drops: u64,
-    /// Largest L of any governed pair since start (the largest of the workers').
-    pub max_l_bytes: u64,
-    /// Slot timer lateness (engine time of the update - the slot boundary).
-    pub lateness: LatencySnap,
+/// A series a mechanism adds (`Mechanisms::metrics`), already summed over the workers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Series {
+    /// A counter (published monotonic, like every other).
+    Counter {
+        name: &'static str,
+        help: &'static str,
+        value: u64,
+    },
+    /// A gauge.
+    Gauge {
+        name: &'static str,
+        help: &'static str,
+        value: u64,
+    },
+    /// A log2 histogram, rendered as a Prometheus histogram in seconds.
+    Histogram {
+        name: &'static str,
+        help: &'static str,
+        lat: LatencySnap,
+    },
 }
 
 /// Everything published at each stats interval (plain data, filled by the control thread).
@@ -178,8 +185,8 @@ pub struct Snapshot {
     pub command_latency: LatencySnap,
     /// One per worker.
     pub rings: Vec<RingSnap>,
-    /// `None` without `[bifrost]` (no Bifrost series are published then).
-    pub bifrost: Option<BifrostSnap>,
+    /// The mechanisms' own series (none when no active mechanism has any).
+    pub extra: Vec<Series>,
 }
 
 /// One worker's switch snapshot as a [`Snapshot`] (`worker`: its lcore id, for the ring
@@ -201,7 +208,6 @@ fn from_switches_with_ids<'a>(
     let mut out = Snapshot::default();
     let mut drops = DropCounters::default();
     let mut hists: Vec<&LatencyHist> = Vec::new();
-    let mut bifrost_hists: Vec<&LatencyHist> = Vec::new();
     for (worker, s) in snaps {
         for p in &s.ports {
             let i = match out.ports.iter().position(|o| o.name == p.name) {
@@ -282,17 +288,6 @@ fn from_switches_with_ids<'a>(
                 out.pfc_xon_sent[p] += pfc.xon_sent.get(p).copied().unwrap_or(0);
             }
         }
-        if let Some(b) = &s.bifrost {
-            let o = out.bifrost.get_or_insert_with(BifrostSnap::default);
-            o.slots += b.slots;
-            o.slots_missed += b.slots_missed;
-            o.updates += b.updates;
-            o.frames += b.frames;
-            o.deferred += b.deferred;
-            o.overflow_drops += b.overflow_drops;
-            o.max_l_bytes = o.max_l_bytes.max(b.max_l_bytes);
-            bifrost_hists.push(&b.lateness);
-        }
         out.commands_applied += s.control.applied;
         out.commands_refused += s.control.refused;
         out.punts += s.control.punts;
@@ -312,9 +307,6 @@ fn from_switches_with_ids<'a>(
         .map(|r| (r.name().to_owned(), drops.get(*r)))
         .collect();
     out.command_latency = LatencySnap::from_hists(hists);
-    if let Some(b) = out.bifrost.as_mut() {
-        b.lateness = LatencySnap::from_hists(bifrost_hists);
-    }
     out
 }
 
@@ -350,29 +342,18 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_control_command_latency_seconds",
     "longhaul_ring_occupancy",
     "longhaul_ring_capacity",
-    "longhaul_bifrost_slots_total",
-    "longhaul_bifrost_slots_missed_total",
-    "longhaul_bifrost_updates_total",
-    "longhaul_bifrost_frames_total",
-    "longhaul_bifrost_frames_deferred_total",
-    "longhaul_bifrost_overflow_drops_total",
-    "longhaul_bifrost_max_queue_bytes",
-    "longhaul_bifrost_slot_lateness_seconds",
 ];
 
 const LATENCY: &str = "longhaul_control_command_latency_seconds";
 const LATENCY_HELP: &str =
     "Time from the control plane enqueuing a command to a worker applying it.";
-const BIFROST_LATENESS: &str = "longhaul_bifrost_slot_lateness_seconds";
-const BIFROST_LATENESS_HELP: &str =
-    "Bifrost slot timer lateness: engine time of the slot update minus the slot boundary.";
 
 struct State {
     /// Per counter series (`name{labels}`): (last value published, offset from earlier runs).
     counters: HashMap<String, (u64, u64)>,
     latency: LatencySnap,
-    /// Bifrost's slot lateness, once a snapshot with `[bifrost]` was published.
-    bifrost_lateness: Option<LatencySnap>,
+    /// The mechanisms' histograms of the last snapshot published.
+    extra_hists: Vec<(&'static str, &'static str, LatencySnap)>,
 }
 
 /// The process's Prometheus recorder and what `publish` remembers. Cheap to clone (shared).
@@ -405,7 +386,7 @@ impl Metrics {
                     state: Arc::new(Mutex::new(State {
                         counters: HashMap::new(),
                         latency: LatencySnap::default(),
-                        bifrost_lateness: None,
+                        extra_hists: Vec::new(),
                     })),
                 })
             })
@@ -481,22 +462,22 @@ impl Metrics {
         );
         counter("longhaul_control_punts_total", &[], s.punts);
         counter("longhaul_control_punt_drops_total", &[], s.punt_drops);
-        if let Some(b) = &s.bifrost {
-            counter("longhaul_bifrost_slots_total", &[], b.slots);
-            counter("longhaul_bifrost_slots_missed_total", &[], b.slots_missed);
-            counter("longhaul_bifrost_updates_total", &[], b.updates);
-            counter("longhaul_bifrost_frames_total", &[], b.frames);
-            counter("longhaul_bifrost_frames_deferred_total", &[], b.deferred);
-            counter(
-                "longhaul_bifrost_overflow_drops_total",
-                &[],
-                b.overflow_drops,
-            );
+        let mut hists = Vec::new();
+        for x in &s.extra {
+            match x {
+                Series::Counter { name, help, value } => {
+                    metrics::describe_counter!(*name, metrics::Unit::Count, *help);
+                    counter(name, &[], *value);
+                }
+                Series::Gauge { name, help, value } => {
+                    metrics::describe_gauge!(*name, *help);
+                    metrics::gauge!(*name).set(*value as f64);
+                }
+                Series::Histogram { name, help, lat } => hists.push((*name, *help, lat.clone())),
+            }
         }
         st.latency = s.command_latency.clone();
-        if let Some(b) = &s.bifrost {
-            st.bifrost_lateness = Some(b.lateness.clone());
-        }
+        st.extra_hists = hists;
         drop(st);
 
         let gauge = |name: &'static str, labels: &[(&'static str, &str)], v: f64| {
@@ -528,13 +509,6 @@ impl Metrics {
             gauge("longhaul_table_entries", &l, t.entries as f64);
             gauge("longhaul_table_capacity", &l, t.capacity as f64);
         }
-        if let Some(b) = &s.bifrost {
-            gauge(
-                "longhaul_bifrost_max_queue_bytes",
-                &[],
-                b.max_l_bytes as f64,
-            );
-        }
         for r in &s.rings {
             let w = r.worker.to_string();
             for (ring, len, cap) in [
@@ -552,13 +526,13 @@ impl Metrics {
     pub fn render(&self) -> String {
         self.handle.run_upkeep();
         let mut out = self.handle.render();
-        let (lat, bifrost) = {
+        let (lat, extra) = {
             let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            (st.latency.clone(), st.bifrost_lateness.clone())
+            (st.latency.clone(), st.extra_hists.clone())
         };
         render_histogram(&mut out, LATENCY, LATENCY_HELP, &lat);
-        if let Some(b) = &bifrost {
-            render_histogram(&mut out, BIFROST_LATENESS, BIFROST_LATENESS_HELP, b);
+        for (name, help, h) in &extra {
+            render_histogram(&mut out, name, help, h);
         }
         out
     }
@@ -733,41 +707,6 @@ fn describe() {
     describe_gauge!(
         "longhaul_ring_capacity",
         "Capacity of a worker's command or punt ring."
-    );
-    describe_counter!(
-        "longhaul_bifrost_slots_total",
-        Unit::Count,
-        "Bifrost slot timer firings (all workers)."
-    );
-    describe_counter!(
-        "longhaul_bifrost_slots_missed_total",
-        Unit::Count,
-        "Bifrost slots skipped because a worker was more than a slot late."
-    );
-    describe_counter!(
-        "longhaul_bifrost_updates_total",
-        Unit::Count,
-        "Bifrost Algorithm 1 updates (one per governed port and priority per slot)."
-    );
-    describe_counter!(
-        "longhaul_bifrost_frames_total",
-        Unit::Count,
-        "Bifrost pause frames sent (one per port per slot with a pause)."
-    );
-    describe_counter!(
-        "longhaul_bifrost_frames_deferred_total",
-        Unit::Count,
-        "Bifrost pause frames that did not fit the action buffer."
-    );
-    describe_counter!(
-        "longhaul_bifrost_overflow_drops_total",
-        Unit::Count,
-        "Packets Bifrost refused above H plus the leak headroom."
-    );
-    describe_gauge!(
-        "longhaul_bifrost_max_queue_bytes",
-        Unit::Bytes,
-        "Largest ingress queue L of any Bifrost-governed port and priority since start."
     );
 }
 

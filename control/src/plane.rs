@@ -3,10 +3,12 @@
 //! up), serves the management API's requests, and publishes the workers' counter snapshots.
 //!
 //! It is pipeline-agnostic: a pipeline supplies a [`PipelineControl`] (its tables' master copy,
-//! its punt handler, how a config reload maps to table commands).
+//! its punt handler, how a config reload maps to table commands), and the registry
+//! ([`Mechanisms`]) parses reloaded configs and adds the mechanisms' own stats and metrics.
 
 use crate::api::{ApiError, ManagementBackend};
 use crate::config::Config;
+use crate::mechanisms::Mechanisms;
 use crate::metrics::Metrics;
 use longhaul_dataplane::control::{mono_ns, Channel, Command, Envelope, Punt, PuntHandler};
 use longhaul_dataplane::engine::SwitchSnapshot;
@@ -128,6 +130,7 @@ const COMMAND_RING_WAIT: Duration = Duration::from_millis(200);
 pub struct ControlPlane<H: PipelineControl> {
     cfg: Config,
     cfg_path: PathBuf,
+    mechanisms: Arc<dyn Mechanisms>,
     handler: H,
     workers: Vec<WorkerHandle<H::Command>>,
     requests: mpsc::Receiver<Request>,
@@ -147,6 +150,7 @@ impl<H: PipelineControl> ControlPlane<H> {
     pub fn new(
         cfg: Config,
         cfg_path: PathBuf,
+        mechanisms: Arc<dyn Mechanisms>,
         handler: H,
         workers: Vec<WorkerHandle<H::Command>>,
         metrics: Option<Metrics>,
@@ -157,6 +161,7 @@ impl<H: PipelineControl> ControlPlane<H> {
             ControlPlane {
                 cfg,
                 cfg_path,
+                mechanisms,
                 handler,
                 workers,
                 requests: rx,
@@ -273,7 +278,7 @@ impl<H: PipelineControl> ControlPlane<H> {
             Request::Health(reply) => {
                 let _ = reply.send(json!({
                     "status": "ok",
-                    "pipeline": format!("{:?}", self.cfg.switch.pipeline).to_lowercase(),
+                    "pipeline": self.cfg.switch.pipeline,
                     "switch": self.cfg.switch.name,
                     "uptime_s": self.started.elapsed().as_secs_f64(),
                     "config": self.cfg_path.display().to_string(),
@@ -321,7 +326,7 @@ impl<H: PipelineControl> ControlPlane<H> {
 
     fn reload(&mut self, path: Option<&Path>) -> Result<Value, ApiError> {
         let path = path.map_or_else(|| self.cfg_path.clone(), Path::to_path_buf);
-        let new = Config::load_all(&path).map_err(|errs| {
+        let new = Config::load_all_with(&path, self.mechanisms.as_ref()).map_err(|errs| {
             ApiError::BadRequest(
                 errs.iter()
                     .map(|e| e.to_string())
@@ -371,7 +376,13 @@ impl<H: PipelineControl> ControlPlane<H> {
             .snapshots()
             .iter()
             .enumerate()
-            .map(|(i, s)| snapshot_json(i, s))
+            .map(|(i, s)| {
+                let mut v = snapshot_json(i, s);
+                if let Value::Object(m) = &mut v {
+                    self.mechanisms.stats_json(s, m);
+                }
+                v
+            })
             .collect();
         json!({
             "uptime_s": self.started.elapsed().as_secs_f64(),
@@ -386,6 +397,7 @@ impl<H: PipelineControl> ControlPlane<H> {
         }
         let snaps = self.snapshots();
         let mut snap = crate::metrics::from_switches(&snaps);
+        self.mechanisms.metrics(&snaps, &mut snap.extra);
         for st in &self.port_status {
             if let Some(p) = snap.ports.iter_mut().find(|p| p.name == st.name()) {
                 p.link_up = st.link_up();
@@ -398,19 +410,19 @@ impl<H: PipelineControl> ControlPlane<H> {
     }
 }
 
-/// Whether going from `old` to `new` changes more than tables (and so needs a rebuild).
+/// Whether going from `old` to `new` changes more than tables (and so needs a rebuild). Any
+/// change to a mechanism's section does.
 pub fn needs_rebuild(old: &Config, new: &Config) -> bool {
     old.switch != new.switch
         || old.ports != new.ports
         || old.qos != new.qos
         || old.pfc != new.pfc
         || old.parser != new.parser
-        || old.themis != new.themis
-        || old.spray != new.spray
-        || old.bifrost != new.bifrost
+        || old.sections != new.sections
 }
 
-/// A worker's snapshot as JSON (the `/stats` body).
+/// A worker's snapshot as JSON (the `/stats` body), without the mechanisms' additions
+/// ([`Mechanisms::stats_json`]).
 pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
     let ports: Vec<Value> = s
         .ports
@@ -470,21 +482,6 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
         })
         .collect();
     let c = &s.control;
-    // Bifrost (paper 004), `null` without `[bifrost]`; the names `longhaul replay` prints.
-    let bifrost = s.bifrost.as_ref().map(|b| {
-        json!({
-            "slots": b.slots,
-            "slots_missed": b.slots_missed,
-            "updates": b.updates,
-            "frames": b.frames,
-            "deferred": b.deferred,
-            "overflow_drops": b.overflow_drops,
-            "max_l_bytes": b.max_l_bytes,
-            "slot_late_p50_ns": b.lateness.quantile_upper_ns(0.5),
-            "slot_late_p99_ns": b.lateness.quantile_upper_ns(0.99),
-            "slot_late_max_ns": b.lateness.max_ns,
-        })
-    });
     json!({
         "worker": worker,
         "taken_at_ns": s.taken_at,
@@ -507,7 +504,6 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
             "command": {"len": s.command_ring.0, "capacity": s.command_ring.1},
             "punt": {"len": s.punt_ring.0, "capacity": s.punt_ring.1},
         },
-        "bifrost": bifrost,
     })
 }
 

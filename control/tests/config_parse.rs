@@ -1,7 +1,7 @@
 //! Valid configurations: the values they produce and the defaults.
 
 use longhaul_control::config::{
-    pause_time_ns, Config, IpPrefix, PipelineKind, Policy, SchedulerKind, Trust,
+    pause_time_ns, Config, IpPrefix, Policy, SchedulerKind, Trust,
 };
 use std::path::{Path, PathBuf};
 
@@ -28,7 +28,7 @@ rate_gbps = 25
 fn minimal_config_gets_every_default() {
     let c = parse(MINIMAL);
     assert_eq!(c.switch.name, "m");
-    assert_eq!(c.switch.pipeline, PipelineKind::Baseline);
+    assert_eq!(c.switch.pipeline, "baseline");
     assert_eq!(c.switch.pool_buffers, 65536);
     assert_eq!(c.switch.buffer_data_room, 4480);
     assert_eq!(c.switch.buffer_bytes, 32 << 20);

@@ -3,11 +3,9 @@
 
 use longhaul_control::client::Client;
 use longhaul_control::metrics::{
-    from_switches, BifrostSnap, LatencySnap, Metrics, MetricsServer, PortSnap, QueueSnap, RingSnap,
+    from_switches, LatencySnap, Metrics, MetricsServer, PortSnap, QueueSnap, RingSnap, Series,
     Snapshot, TableSnap, METRIC_NAMES,
 };
-use longhaul_control::plane::snapshot_json;
-use longhaul_dataplane::asic::bifrost::BifrostStats;
 use longhaul_dataplane::control::LatencyHist;
 use longhaul_dataplane::engine::{PortSnapshot, SwitchSnapshot, TableCounters};
 use std::collections::{BTreeMap, BTreeSet};
@@ -190,21 +188,29 @@ fn snapshot(scale: u64) -> Snapshot {
             punt_len: 2,
             punt_cap: 1024,
         }],
-        bifrost: Some(BifrostSnap {
-            slots: 100 * scale,
-            slots_missed: scale,
-            updates: 200 * scale,
-            frames: 40 * scale,
-            deferred: 0,
-            overflow_drops: 2 * scale,
-            max_l_bytes: 25_000_000,
-            lateness: LatencySnap::from_hists([&bifrost_lateness()]),
-        }),
+        // A mechanism's own series (Bifrost's, in pipelines/tests/bifrost_metrics.rs).
+        extra: vec![
+            Series::Counter {
+                name: "longhaul_test_events_total",
+                help: "A mechanism's counter.",
+                value: 100 * scale,
+            },
+            Series::Gauge {
+                name: "longhaul_test_depth_bytes",
+                help: "A mechanism's gauge.",
+                value: 25_000_000,
+            },
+            Series::Histogram {
+                name: "longhaul_test_lateness_seconds",
+                help: "A mechanism's histogram.",
+                lat: LatencySnap::from_hists([&lateness()]),
+            },
+        ],
     }
 }
 
-/// Slot timer lateness: 300 ns, 300 ns, 5 us.
-fn bifrost_lateness() -> LatencyHist {
+/// A mechanism's histogram: 300 ns, 300 ns, 5 us.
+fn lateness() -> LatencyHist {
     let mut h = LatencyHist::default();
     for ns in [300, 300, 5000] {
         h.record(ns);
@@ -326,16 +332,15 @@ fn scrape_has_every_documented_metric() {
     assert_eq!(s.value("longhaul_ring_occupancy", &punt), 2.0);
     assert_eq!(s.value("longhaul_ring_capacity", &punt), 1024.0);
 
-    // Bifrost (paper 004).
-    assert_eq!(s.value("longhaul_bifrost_slots_total", &[]), 100.0);
-    assert_eq!(s.value("longhaul_bifrost_slots_missed_total", &[]), 1.0);
-    assert_eq!(s.value("longhaul_bifrost_updates_total", &[]), 200.0);
-    assert_eq!(s.value("longhaul_bifrost_frames_total", &[]), 40.0);
-    assert_eq!(s.value("longhaul_bifrost_frames_deferred_total", &[]), 0.0);
-    assert_eq!(s.value("longhaul_bifrost_overflow_drops_total", &[]), 2.0);
-    assert_eq!(s.value("longhaul_bifrost_max_queue_bytes", &[]), 25e6);
-    let late = "longhaul_bifrost_slot_lateness_seconds";
+    // A mechanism's own series (`Snapshot::extra`), with their HELP and TYPE.
+    assert_eq!(s.value("longhaul_test_events_total", &[]), 100.0);
+    assert_eq!(s.types["longhaul_test_events_total"], "counter");
+    assert!(s.helps.contains("longhaul_test_events_total"));
+    assert_eq!(s.value("longhaul_test_depth_bytes", &[]), 25e6);
+    assert_eq!(s.types["longhaul_test_depth_bytes"], "gauge");
+    let late = "longhaul_test_lateness_seconds";
     assert_eq!(s.types[late], "histogram");
+    assert!(s.helps.contains(late));
     assert_eq!(s.value(&format!("{late}_count"), &[]), 3.0);
     assert_eq!(s.value(&format!("{late}_bucket"), &[("le", "+Inf")]), 3.0);
     assert_eq!(
@@ -447,13 +452,6 @@ fn worker_snapshots_are_summed() {
         s.control.latency_hist.record(1000);
         s.command_ring = (ring, 16);
         s.punt_ring = (0, 32);
-        s.bifrost = Some(BifrostStats {
-            slots: rx,
-            frames: 1,
-            max_l_bytes: rx * 100,
-            lateness: bifrost_lateness(),
-            ..BifrostStats::default()
-        });
         s
     };
     let snap = from_switches(&[mk(5, 3, 10, 1), mk(7, 4, 11, 2)]);
@@ -480,66 +478,25 @@ fn worker_snapshots_are_summed() {
             .collect::<Vec<_>>(),
         vec![(0, 1), (1, 2)]
     );
-    let b = snap.bifrost.as_ref().expect("bifrost summed");
-    assert_eq!((b.slots, b.frames, b.max_l_bytes), (12, 2, 700));
-    assert_eq!(b.lateness.count, 6);
-    // Without [bifrost] in any worker: no Bifrost series.
-    assert_eq!(from_switches(&[SwitchSnapshot::default()]).bifrost, None);
+    // The mechanisms add their own series (the control thread asks the registry).
+    assert!(snap.extra.is_empty());
     // Every drop reason is there, zeros included.
     assert!(snap.drops.iter().any(|(r, n)| r == "no_route" && *n == 0));
     assert!(snap.drops.len() > 10);
 }
 
+/// Every generic name is documented (pipelines/tests/metrics_docs.rs checks the documented set
+/// is exactly these plus every registered mechanism's names).
 #[test]
-fn docs_list_exactly_the_exported_names() {
+fn docs_list_every_generic_name() {
     let doc = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/metrics.md"),
     )
     .unwrap();
-    // Names in the first column of the reference tables.
-    let documented: BTreeSet<String> = doc
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `longhaul_"))
-        .filter_map(|l| l.split('`').next())
-        .map(|rest| format!("longhaul_{rest}"))
-        .collect();
-    let exported: BTreeSet<String> = METRIC_NAMES.iter().map(|s| s.to_string()).collect();
-    assert_eq!(documented, exported);
-}
-
-/// `/stats` (the management API's body, `snapshot_json` per worker) carries Bifrost's counters
-/// under `bifrost`, `null` without `[bifrost]`.
-#[test]
-fn stats_json_has_the_bifrost_counters() {
-    let mut s = SwitchSnapshot::default();
-    assert!(snapshot_json(0, &s)["bifrost"].is_null());
-    s.bifrost = Some(BifrostStats {
-        updates: 30,
-        frames: 9,
-        slots: 10,
-        slots_missed: 1,
-        lateness: bifrost_lateness(),
-        overflow_drops: 2,
-        max_l_bytes: 123_456,
-        deferred: 0,
-    });
-    let v = snapshot_json(3, &s);
-    let b = &v["bifrost"];
-    assert_eq!(v["worker"], 3);
-    for (k, want) in [
-        ("slots", 10),
-        ("slots_missed", 1),
-        ("updates", 30),
-        ("frames", 9),
-        ("deferred", 0),
-        ("overflow_drops", 2),
-        ("max_l_bytes", 123_456),
-        ("slot_late_max_ns", 5000),
-    ] {
-        assert_eq!(b[k].as_u64(), Some(want), "bifrost.{k} in {b}");
+    for name in METRIC_NAMES {
+        assert!(
+            doc.contains(&format!("| `{name}`")),
+            "{name} is not in docs/metrics.md"
+        );
     }
-    let p99 = b["slot_late_p99_ns"].as_u64().unwrap();
-    assert!((5000..=8192).contains(&p99), "p99 {p99}");
-    let p50 = b["slot_late_p50_ns"].as_u64().unwrap();
-    assert!((300..=512).contains(&p50), "p50 {p50}");
 }

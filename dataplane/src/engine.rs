@@ -273,8 +273,9 @@ pub struct PortSpec {
     pub tm: TmConfig,
 }
 
-/// How to build a [`Switch`].
-#[derive(Clone, Debug)]
+/// How to build a [`Switch`]. `Default` is a switch with no ports and nothing optional, to
+/// fill in with struct update syntax.
+#[derive(Clone, Debug, Default)]
 pub struct SwitchSpec {
     pub ports: Vec<PortSpec>,
     /// PFC generation on ingress (lossless classes), if enabled.

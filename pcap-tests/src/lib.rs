@@ -2,7 +2,7 @@
 //! expected pcaps, and run the independent oracles on every output.
 //!
 //! A case is a directory `cases/<name>/` holding `case.toml` (format in `pcap-tests/README.md`).
-//! [`run_case`] loads it, loads the config with [`Config::load`], reads the inputs, calls
+//! [`run_case`] loads it, loads the config with [`load_config`] (every registered mechanism), reads the inputs, calls
 //! [`replay`], writes every port's output to `pcap-tests/out/<name>/out_<port>.pcap` (next to
 //! copies of the inputs and a `counters.txt`), then:
 //! 1. compares each `[[expect]]` pcap with the port's output, packet by packet (bytes, and
@@ -22,7 +22,8 @@
 
 use longhaul_control::config::Config;
 use longhaul_dataplane::pcap::{read_pcap, write_pcap, PcapRecord};
-use longhaul_pipelines::replay::{replay, ReplayInput};
+use longhaul_pipelines::{load_config, replay};
+use longhaul_runtime::ReplayInput;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -667,7 +668,7 @@ pub fn run_case(dir: &Path) -> Result<CaseReport, String> {
     let fail = |m: String| format!("case {name}: {m}");
     let spec = CaseSpec::load(dir).map_err(fail)?;
     let cfg_path = dir.join(&spec.config);
-    let cfg = Config::load(&cfg_path).map_err(|e| fail(format!("config: {e}")))?;
+    let cfg = load_config(&cfg_path).map_err(|e| fail(format!("config: {e}")))?;
 
     let out_dir = out_root().join(&name);
     if out_dir.exists() {

@@ -15,13 +15,14 @@ use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::{Baseline, Forwarding};
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use std::hint::black_box;
 use std::path::Path;
 
 fn setup() -> (Config, Vec<Vec<u8>>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cfg = Config::load(&root.join("configs/baseline.toml")).expect("config");
+    let cfg = longhaul_pipelines::load_config(&root.join("configs/baseline.toml")).expect("config");
     let frames = read_pcap(root.join("examples/roce-64flows.pcap"))
         .expect("trace")
         .into_iter()

@@ -21,7 +21,8 @@ use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::roce::{build_roce_v4, opcode, BthRepr, RoceAddrs};
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::spray::dest::{DestParams, ThemisD};
 use longhaul_pipelines::spray::source::{p_base, SourceParams, ThemisS};
 use longhaul_pipelines::spray::tor::SprayTor;
@@ -44,7 +45,7 @@ fn config(with_qps: bool) -> Config {
             ));
         }
     }
-    Config::parse(&t, &p).expect("config")
+    longhaul_pipelines::parse_config(&t, &p).expect("config")
 }
 
 /// RDMA WRITE MIDDLE frames, 256-byte payload, PSNs sequential per QP, QPs round robin.

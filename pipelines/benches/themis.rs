@@ -21,7 +21,8 @@ use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::themis::daemon::{v4_mapped, QpField, QpKey};
 use longhaul_pipelines::themis::esw::{ThemisCommand, ThemisEsw};
 use longhaul_pipelines::themis::pnp::{Pnp, PnpParams, PnpVerdict};
@@ -31,7 +32,7 @@ use std::path::Path;
 
 fn setup() -> (Config, Vec<Vec<u8>>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cfg = Config::load(&root.join("configs/themis-esw.toml")).expect("config");
+    let cfg = longhaul_pipelines::load_config(&root.join("configs/themis-esw.toml")).expect("config");
     let frames = read_pcap(root.join("examples/roce-64flows.pcap"))
         .expect("trace")
         .into_iter()

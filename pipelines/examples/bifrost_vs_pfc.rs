@@ -19,7 +19,8 @@ use longhaul_control::config::Config;
 use longhaul_dataplane::engine::Switch;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink};
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use std::path::Path;
 
 const RATE: u64 = 400_000_000_000;
@@ -45,7 +46,7 @@ fn base(text: &str) -> String {
 
 fn load(text: String) -> Config {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/bifrost-dci.toml");
-    Config::parse(&text, &p).unwrap_or_else(|e| panic!("{e}"))
+    longhaul_pipelines::parse_config(&text, &p).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run(name: &str, cfg: &Config) {

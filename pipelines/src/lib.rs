@@ -1,13 +1,74 @@
-//! longhaul pipelines: one module per paper role, each a set of stages built from the dataplane's
-//! primitives. `build` turns a validated config into the switch spec; `replay` runs pcaps through.
+//! longhaul pipelines: one folder per mechanism (a paper's switch-side half, or the baseline
+//! switch), each owning its config section, stages, control plane and counters, and
+//! [`registry`]: the list of them, one line each. The runtime (`longhaul_runtime`) and the
+//! control layer (`longhaul_control`) know mechanisms only through that list and the
+//! `Mechanism` trait; docs/adding-a-mechanism.md walks through adding one.
+//!
+//! The functions below are the registry's shortcuts for the CLI and the tests.
 pub mod baseline;
 pub mod bifrost;
-pub mod build;
-#[cfg(feature = "dpdk")]
-pub mod dpdk;
-pub mod live;
-pub mod platform;
-pub mod replay;
-pub mod run;
 pub mod spray;
 pub mod themis;
+
+use longhaul_control::config::{Config, ConfigError};
+use longhaul_dataplane::engine::{SwitchSnapshot, SwitchSpec};
+use longhaul_runtime::{Registry, ReplayInput, ReplayResult, RunOptions, RunReport};
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+
+/// Every mechanism this build has. The order is the order sections are validated and counters
+/// are printed in. Adding a mechanism: a folder, and one line here.
+fn build_registry() -> Registry {
+    Registry::new()
+        .pipeline(baseline::mechanism::BaselineMechanism)
+        .pipeline(themis::mechanism::ThemisMechanism)
+        .pipeline(spray::mechanism::SprayMechanism)
+        .mechanism(bifrost::mechanism::BifrostMechanism)
+}
+
+static REGISTRY: LazyLock<Arc<Registry>> = LazyLock::new(|| Arc::new(build_registry()));
+
+/// The registry of every mechanism this build has.
+pub fn registry() -> Arc<Registry> {
+    REGISTRY.clone()
+}
+
+/// Parses and validates a config with every registered mechanism's section.
+pub fn parse_config(text: &str, file: &Path) -> Result<Config, ConfigError> {
+    Config::parse_with(text, file, REGISTRY.as_ref())
+}
+
+/// Like [`parse_config`], every error.
+pub fn parse_config_all(text: &str, file: &Path) -> Result<Config, Vec<ConfigError>> {
+    Config::parse_all_with(text, file, REGISTRY.as_ref())
+}
+
+/// Reads, parses and validates a config with every registered mechanism's section.
+pub fn load_config(path: &Path) -> Result<Config, ConfigError> {
+    Config::load_with(path, REGISTRY.as_ref())
+}
+
+/// Like [`load_config`], every error.
+pub fn load_config_all(path: &Path) -> Result<Config, Vec<ConfigError>> {
+    Config::load_all_with(path, REGISTRY.as_ref())
+}
+
+/// The switch spec of `cfg` with every registered mechanism's additions.
+pub fn switch_spec(cfg: &Config) -> SwitchSpec {
+    longhaul_runtime::build::switch_spec(cfg, &REGISTRY)
+}
+
+/// Replays `inputs` through the switch `cfg` describes (`longhaul replay`).
+pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, String> {
+    longhaul_runtime::replay(&REGISTRY, cfg, inputs)
+}
+
+/// Runs the appliance the config at `path` describes (`longhaul run`).
+pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
+    longhaul_runtime::run(registry(), path, opts)
+}
+
+/// A counter snapshot as (name, value) pairs, with every mechanism's own counters.
+pub fn snapshot_counters(snap: &SwitchSnapshot) -> Vec<(String, u64)> {
+    longhaul_runtime::snapshot_counters(&REGISTRY, snap)
+}

@@ -10,7 +10,8 @@ use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::Harness;
 use longhaul_dataplane::wire::icrc;
 use longhaul_pipelines::baseline::Baseline;
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +20,7 @@ fn root() -> PathBuf {
 }
 
 fn config() -> Config {
-    Config::load(&root().join("configs/baseline.toml")).expect("configs/baseline.toml")
+    longhaul_pipelines::load_config(&root().join("configs/baseline.toml")).expect("configs/baseline.toml")
 }
 
 fn harness(cfg: &Config) -> Harness<HeapPool, Baseline> {

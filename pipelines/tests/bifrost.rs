@@ -8,16 +8,19 @@ use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::wire::pfc as wpfc;
 use longhaul_pipelines::baseline::Baseline;
+use longhaul_pipelines::bifrost::config::BifrostConfig;
 use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink, SlotSample};
-use longhaul_pipelines::build::{heap_pool, switch_spec};
-use longhaul_pipelines::replay::{replay, ReplayInput};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
+use longhaul_pipelines::replay;
+use longhaul_runtime::ReplayInput;
 use proptest::prelude::*;
 use std::path::Path;
 
 fn config(edit: impl Fn(String) -> String) -> Result<Config, String> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/bifrost-dci.toml");
     let text = edit(std::fs::read_to_string(&p).unwrap());
-    Config::parse(&text, &p).map_err(|e| e.to_string())
+    longhaul_pipelines::parse_config(&text, &p).map_err(|e| e.to_string())
 }
 
 /// A shorter link than the shipped config so a case runs in milliseconds: D = 100 us at 100 Gb/s,
@@ -36,7 +39,7 @@ fn link(cfg: &Config, frame_len: usize) -> LongLink<Baseline> {
 }
 
 fn link_with(cfg: &Config, frame_len: usize, edit: impl Fn(&mut LinkSpec)) -> LongLink<Baseline> {
-    let b = cfg.bifrost.as_ref().unwrap();
+    let b = cfg.section::<BifrostConfig>().unwrap();
     let sw = Switch::new(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
     let mut spec = LinkSpec {
         wan_port: "wan0".into(),
@@ -59,7 +62,7 @@ fn link_with(cfg: &Config, frame_len: usize, edit: impl Fn(&mut LinkSpec)) -> Lo
 const FRAME: usize = 4096;
 
 /// W: the slots (pause windows) whose grants F holds, RTT/T + 1.
-fn windows(b: &longhaul_control::config::BifrostConfig) -> i64 {
+fn windows(b: &BifrostConfig) -> i64 {
     (2 * b.one_way_delay_ns / b.slot_ns + 1) as i64
 }
 /// Wire time of one data frame at 100 Gb/s (4096 + 24 bytes).
@@ -83,7 +86,7 @@ fn check_theorem1(
     pattern: &[f64],
     exact: bool,
 ) -> Result<Vec<SlotSample>, TestCaseError> {
-    let b = cfg.bifrost.clone().unwrap();
+    let b = cfg.section::<BifrostConfig>().cloned().unwrap();
     let mut l = link(cfg, FRAME);
     let frame_bytes = (FRAME + 24) as i64;
     let lo = (b.bdp_bytes + b.slot_bytes) as i64 - (windows(&b) + 2) * frame_bytes;
@@ -147,7 +150,7 @@ proptest! {
         p.extend(pattern);
         p.extend(std::iter::repeat_n(1.0, 60));
         // Every slot without throughput loss once H has W frames of margin (21 * 4224 B here).
-        let b = cfg.bifrost.as_ref().unwrap();
+        let b = cfg.section::<BifrostConfig>().unwrap();
         let exact = extra >= windows(b) as u64 * b.frame_bytes;
         check_theorem1(&cfg, &p, exact)?;
     }
@@ -233,7 +236,7 @@ fn pause_frame_leak_recovered_within_k_slots() {
     let h = 2_770_000u64;
     let k = 4u32;
     let cfg = short_link(h, k);
-    let limit = h + cfg.bifrost.as_ref().unwrap().leak_headroom_bytes;
+    let limit = h + cfg.section::<BifrostConfig>().unwrap().leak_headroom_bytes;
     let pattern = |n: usize| match n {
         // Line rate, a long stop, then 50 %.
         0..=24 => 1.0,
@@ -304,7 +307,7 @@ fn config_refuses_h_below_the_bound_and_quotes_it() {
     );
     let e = config(|t| t.replace("k = 8 ", "kk = 8 ")).unwrap_err();
     assert!(e.contains("kk"), "{e}");
-    let b = config(|t| t).unwrap().bifrost.unwrap();
+    let b = config(|t| t).unwrap().section::<BifrostConfig>().cloned().unwrap();
     assert_eq!((b.bdp_bytes, b.slot_bytes, b.k), (25_000_000, 125_000, 8));
     assert_eq!(b.leak_headroom_bytes, 8 * 4224);
 }
@@ -426,7 +429,7 @@ fn issue7_overflow_at_the_exact_bound_with_k_2() {
 
 /// Runs `p` and prints one CSV line per slot for (wan0, class 3) (see `trace_issue7`).
 fn trace(cfg: &Config, p: &[f64]) {
-    let b = cfg.bifrost.clone().unwrap();
+    let b = cfg.section::<BifrostConfig>().cloned().unwrap();
     let mut l = link(cfg, FRAME);
     let (mut sent0, mut drops0) = (0u64, 0u64);
     for (i, &open) in p.iter().enumerate() {

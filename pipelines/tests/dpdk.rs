@@ -15,8 +15,10 @@ use longhaul_dataplane::dpdk::{DpdkPort, DpdkPortConfig, Eal, MbufPool};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::port::Port;
-use longhaul_pipelines::replay::{replay, snapshot_counters, ReplayInput};
-use longhaul_pipelines::run::{run, RunOptions, RunReport};
+use longhaul_pipelines::{replay, snapshot_counters};
+use longhaul_runtime::ReplayInput;
+use longhaul_pipelines::run;
+use longhaul_runtime::{RunOptions, RunReport};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,7 +218,7 @@ fn counter(r: &RunReport, name: &str) -> u64 {
 
 /// The frames `replay` sends on wan0 (port id 2) for the trace on dc0.
 fn replay_wan0(cfg: &Path) -> Vec<Vec<u8>> {
-    let cfgv = Config::load(cfg).unwrap();
+    let cfgv = longhaul_pipelines::load_config(cfg).unwrap();
     let res = replay(
         &cfgv,
         vec![ReplayInput {

@@ -3,7 +3,8 @@
 
 use longhaul_control::client::Client;
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_pipelines::run::{run, RunOptions};
+use longhaul_pipelines::run;
+use longhaul_runtime::RunOptions;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -78,10 +79,10 @@ fn pcap_run_until_idle_forwards_like_replay() {
     assert_eq!(report.worker.tx, 1024);
     let out = read_pcap(d.join("wan0.pcap")).expect("wan0.pcap written");
     // Same bytes as the deterministic replay of the same input (timestamps are wall-clock).
-    let cfgv = longhaul_control::config::Config::load(&cfg).unwrap();
-    let res = longhaul_pipelines::replay::replay(
+    let cfgv = longhaul_pipelines::load_config(&cfg).unwrap();
+    let res = longhaul_pipelines::replay(
         &cfgv,
-        vec![longhaul_pipelines::replay::ReplayInput {
+        vec![longhaul_runtime::ReplayInput {
             port: 0,
             records: read_pcap(&trace).unwrap(),
         }],

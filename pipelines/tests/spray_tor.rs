@@ -21,7 +21,8 @@ use longhaul_dataplane::wire::ipv4::Ipv4Packet;
 use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_roce_v4, opcode, AckSpec, Bth, BthRepr, RoceAddrs, Syndrome,
 };
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::spray::control::SprayControl;
 use longhaul_pipelines::spray::tor::{SprayTor, OFF_POLICY_BIT, PATH_AVOIDANCE_BIT};
 use std::net::Ipv4Addr;
@@ -44,7 +45,7 @@ fn text() -> String {
 
 fn parse(text: &str) -> Config {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/spray-tor.toml");
-    Config::parse(text, &p).expect("config")
+    longhaul_pipelines::parse_config(text, &p).expect("config")
 }
 
 /// Rack B: the same ToR with the two racks' addresses and the QP ends swapped.

@@ -11,7 +11,8 @@ use longhaul_dataplane::replay::{Emitted, Harness};
 use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::roce::{build_roce_v4, opcode, Bth, BthRepr, RoceAddrs};
 use longhaul_dataplane::wire::{ecn, icrc, tcp};
-use longhaul_pipelines::build::{heap_pool, switch_spec};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::themis::control::ThemisControl;
 use longhaul_pipelines::themis::daemon::{build_daemon_frame, DaemonMsg, DaemonOp};
 use longhaul_pipelines::themis::esw::ThemisEsw;
@@ -32,7 +33,7 @@ const SQPN: u32 = 0x222;
 fn config(edit: impl Fn(String) -> String) -> Config {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/themis-esw.toml");
     let text = edit(std::fs::read_to_string(&p).unwrap());
-    Config::parse(&text, &p).expect("config")
+    longhaul_pipelines::parse_config(&text, &p).expect("config")
 }
 
 fn harness(cfg: &Config) -> Harness<HeapPool, ThemisEsw> {

@@ -13,10 +13,13 @@ use std::fmt;
 use std::marker::PhantomData;
 use toml::Spanned;
 
-pub(super) type S<T> = Spanned<T>;
+/// A value with its place in the file (for line and column in errors).
+pub type S<T> = Spanned<T>;
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+/// The whole file. Not derived: the top-level keys are the generic tables below plus the
+/// registered mechanisms' sections (`known`), which are skipped here and read by their own
+/// [`Section`](super::Section) from the same text; any other key is an unknown key.
+#[derive(Default)]
 pub(super) struct RawConfig {
     // Tables that are not array elements are not `Spanned`: toml 0.8 cannot deserialize a
     // `Spanned` table that exists only implicitly (`[[qos.classes]]` with no `[qos]`).
@@ -29,114 +32,100 @@ pub(super) struct RawConfig {
     pub routes: Option<Vec<S<RawRoute>>>,
     pub control: Option<RawControl>,
     pub dpdk: Option<RawDpdk>,
-    pub themis: Option<RawThemis>,
-    pub spray: Option<RawSpray>,
-    pub bifrost: Option<RawBifrost>,
 }
 
-/// `[bifrost]` (paper 004).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBifrost {
-    pub ports: Option<S<Vec<S<PortRef>>>>,
-    pub priorities: Option<S<Vec<S<i64>>>>,
-    pub slot_ns: Option<S<i64>>,
-    pub one_way_delay_ns: Option<S<i64>>,
-    pub rate_gbps: Option<S<f64>>,
-    pub buffer_bytes: Option<S<i64>>,
-    pub k: Option<S<i64>>,
-    pub leak_headroom_bytes: Option<S<i64>>,
+/// The generic top-level tables, in the order unknown-key errors list them.
+pub(super) const GENERIC_TABLES: &[&str] = &[
+    "switch", "ports", "qos", "pfc", "parser", "l2", "routes", "control", "dpdk",
+];
+
+/// Reads a [`RawConfig`]; `sections` are the registered mechanisms' tables.
+pub(super) struct RawConfigSeed<'a> {
+    pub sections: &'a [&'static str],
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawThemis {
-    pub dc_ports: Option<S<Vec<S<PortRef>>>>,
-    pub wan_ports: Option<S<Vec<S<PortRef>>>>,
-    pub pnp: Option<RawThemisPnp>,
-    pub trp: Option<RawThemisTrp>,
+impl<'de> de::DeserializeSeed<'de> for RawConfigSeed<'_> {
+    type Value = RawConfig;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<RawConfig, D::Error> {
+        d.deserialize_map(self)
+    }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSpray {
-    pub host_ports: Option<S<Vec<S<PortRef>>>>,
-    pub fabric_ports: Option<S<Vec<S<PortRef>>>>,
-    pub source: Option<S<bool>>,
-    pub dest: Option<S<bool>>,
-    pub mode: Option<S<String>>,
-    pub sport_deltas: Option<S<Vec<S<i64>>>>,
-    pub path_ports: Option<S<Vec<S<RawSprayPathPort>>>>,
-    pub window: Option<S<i64>>,
-    pub ooo_threshold: Option<S<i64>>,
-    pub avoidance_window: Option<S<i64>>,
-    pub qp_capacity: Option<S<i64>>,
-    pub qps: Option<Vec<S<RawSprayQp>>>,
+impl<'de> Visitor<'de> for RawConfigSeed<'_> {
+    type Value = RawConfig;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawConfig, A::Error> {
+        let mut raw = RawConfig::default();
+        let key = TopKey {
+            sections: self.sections,
+        };
+        while let Some(k) = map.next_key_seed(key.clone())? {
+            match k.as_str() {
+                "switch" => raw.switch = Some(map.next_value()?),
+                "ports" => raw.ports = Some(map.next_value()?),
+                "qos" => raw.qos = Some(map.next_value()?),
+                "pfc" => raw.pfc = Some(map.next_value()?),
+                "parser" => raw.parser = Some(map.next_value()?),
+                "l2" => raw.l2 = Some(map.next_value()?),
+                "routes" => raw.routes = Some(map.next_value()?),
+                "control" => raw.control = Some(map.next_value()?),
+                "dpdk" => raw.dpdk = Some(map.next_value()?),
+                // A registered section: its mechanism reads it.
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(raw)
+    }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSprayPathPort {
-    pub port: Option<S<PortRef>>,
-    pub next_hop_mac: Option<S<String>>,
+/// A top-level key: a generic table or a registered section; anything else is refused with the
+/// same words serde uses for an unknown field (toml adds the key's line and column).
+#[derive(Clone)]
+struct TopKey<'a> {
+    sections: &'a [&'static str],
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSprayQp {
-    pub local: Option<S<String>>,
-    pub local_qpn: Option<S<i64>>,
-    pub remote: Option<S<String>>,
-    pub remote_qpn: Option<S<i64>>,
+impl<'de> de::DeserializeSeed<'de> for TopKey<'_> {
+    type Value = String;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_identifier(self)
+    }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawThemisPnp {
-    pub enabled: Option<S<bool>>,
-    pub cnp_interval_ns: Option<S<i64>>,
-    pub cnp_dscp: Option<S<i64>>,
-    pub qp_capacity: Option<S<i64>>,
-    pub register_size: Option<S<i64>>,
-    pub host_prefixes: Option<Vec<S<String>>>,
-    pub inter_dc_prefixes: Option<Vec<S<String>>>,
-    pub syn_cookie_period_ms: Option<S<i64>>,
-    pub inter_dc_capacity: Option<S<i64>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawThemisTrp {
-    pub enabled: Option<S<bool>>,
-    pub alpha: Option<S<i64>>,
-    pub beta_ns: Option<S<i64>>,
-    pub recovery: Option<S<String>>,
-    pub cnp_cache_size: Option<S<i64>>,
-    pub cnp_store_capacity: Option<S<i64>>,
-    pub recirc_rate_gbps: Option<S<f64>>,
-    pub loop_delay_ns: Option<S<i64>>,
-    pub recirc_capacity_pkts: Option<S<i64>>,
+impl Visitor<'_> for TopKey<'_> {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table name")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+        if GENERIC_TABLES.contains(&v) || self.sections.contains(&v) {
+            return Ok(v.to_owned());
+        }
+        let expected: Vec<String> = GENERIC_TABLES
+            .iter()
+            .chain(self.sections.iter())
+            .map(|n| format!("`{n}`"))
+            .collect();
+        Err(E::custom(format_args!(
+            "unknown field `{v}`, expected one of {}",
+            expected.join(", ")
+        )))
+    }
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSwitch {
     pub name: Option<S<String>>,
-    pub pipeline: Option<RawPipeline>,
+    pub pipeline: Option<S<String>>,
     pub pool_buffers: Option<S<i64>>,
     pub buffer_data_room: Option<S<i64>>,
     pub buffer_bytes: Option<S<i64>>,
     pub seed: Option<S<i64>>,
-}
-
-/// `switch.pipeline` values (kept apart from `PipelineKind` so that the file's spelling is
-/// decided here).
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum RawPipeline {
-    Baseline,
-    Themis,
-    Spray,
 }
 
 #[derive(Deserialize, Default)]
@@ -341,7 +330,7 @@ pub(super) struct RawRoute {
 
 /// A reference to a port: its name (a string) or its id (an integer).
 #[derive(Clone, Debug)]
-pub(super) enum PortRef {
+pub enum PortRef {
     Name(String),
     Id(i64),
 }

@@ -6,18 +6,16 @@
 //! earlier error (a reference to a port whose own entry is broken) are skipped.
 
 use super::raw::{
-    OrderedTable, PortRef, RawClass, RawConfig, RawControl, RawEcn, RawIoKind, RawPfc, RawPipeline,
-    RawPort, RawPortIo, RawQos, RawSwitch, S,
+    OrderedTable, PortRef, RawClass, RawConfig, RawControl, RawEcn, RawIoKind, RawPfc, RawPort,
+    RawPortIo, RawQos, RawSwitch, S,
 };
+use super::section::Pick;
 use super::{
     ClassConfig, Config, ConfigError, ControlConfig, EcnConfig, IpPrefix, L2Entry, ParserConfig,
-    PfcConfig, PipelineKind, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind,
-    SwitchConfig, Trust,
+    PfcConfig, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind, Sections,
+    SwitchConfig, Trust, DEFAULT_PIPELINE,
 };
-mod bifrost;
 mod dpdk;
-mod spray;
-mod themis;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -33,8 +31,10 @@ pub(super) const MAX_BUFFER_BYTES: i64 = 1 << 40;
 pub(super) const DEFAULT_SEED: i64 = 1;
 pub(super) const MAX_PORT_ID: i64 = 65_534;
 pub(super) const MAX_PORT_NAME_LEN: usize = 32;
-pub(super) const MIN_RATE_GBPS: f64 = 0.001;
-pub(super) const MAX_RATE_GBPS: f64 = 1600.0;
+/// Port and link rates accepted, Gb/s.
+pub const MIN_RATE_GBPS: f64 = 0.001;
+/// Port and link rates accepted, Gb/s.
+pub const MAX_RATE_GBPS: f64 = 1600.0;
 pub(super) const DEFAULT_MTU: i64 = 4200;
 pub(super) const MIN_MTU: i64 = 64;
 pub(super) const MAX_MTU: i64 = 9216;
@@ -52,9 +52,11 @@ pub(super) const MIN_RING: i64 = 16;
 pub(super) const MAX_RING: i64 = 1 << 20;
 pub(super) const MAX_API_TOKEN_LEN: usize = 4096;
 
-type Span = Option<Range<usize>>;
+/// Where a value is in the file (`None`: not from the file, or no single place).
+pub type Span = Option<Range<usize>>;
 
-fn span<T>(v: &S<T>) -> Span {
+/// The span of a value read from the file.
+pub fn span<T>(v: &S<T>) -> Span {
     Some(v.span())
 }
 
@@ -72,10 +74,15 @@ pub(super) fn location(text: &str, offset: usize) -> String {
     format!(" (line {line}, column {column})")
 }
 
-pub(super) struct Validator<'a> {
+/// The validation pass's state: every error found so far, and what references need (the ports).
+/// Mechanisms validate their sections through its public methods, so that their errors have the
+/// same `file: key.path: what is wrong (line L, column C)` shape as every other.
+pub struct Validator<'a> {
     file: &'a Path,
     text: &'a str,
     pub(super) errors: Vec<ConfigError>,
+    /// The port entries, for port references (set once `[[ports]]` is validated).
+    infos: Vec<PortInfo>,
 }
 
 /// What the cross-section checks need to know about one port entry.
@@ -92,10 +99,42 @@ impl<'a> Validator<'a> {
             file,
             text,
             errors: Vec::new(),
+            infos: Vec::new(),
         }
     }
 
-    fn err(&mut self, key: impl Into<String>, span: Span, msg: impl Into<String>) {
+    /// The top-level table `name` of the file as `T` (a serde struct mirroring the section;
+    /// wrap leaves in [`S`] for line numbers and deny unknown fields), `None` when the file has
+    /// no such table. A syntax, unknown-key or type error is returned as the error that stops
+    /// parsing (`Section::validate` passes it on with `?`).
+    pub fn raw<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, ConfigError> {
+        let mut track = serde_path_to_error::Track::new();
+        let de = toml::Deserializer::new(self.text);
+        let seed = Pick::<T> {
+            name,
+            _t: std::marker::PhantomData,
+        };
+        serde::de::DeserializeSeed::deserialize(
+            seed,
+            serde_path_to_error::Deserializer::new(de, &mut track),
+        )
+        .map_err(|e| {
+            super::serde_error(
+                self.text,
+                self.file,
+                serde_path_to_error::Error::new(track.path(), e),
+            )
+        })
+    }
+
+    /// Whether any error has been recorded.
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// Records an error at `key` (a dotted path such as `section.sub.key`), with the line
+    /// and column of `span` when given.
+    pub fn err(&mut self, key: impl Into<String>, span: Span, msg: impl Into<String>) {
         let mut msg = msg.into();
         if let Some(s) = span {
             msg.push_str(&location(self.text, s.start));
@@ -107,8 +146,13 @@ impl<'a> Validator<'a> {
         });
     }
 
+    /// A required value with no enclosing table to point at.
+    pub fn need<'r, T>(&mut self, key: &str, v: &'r Option<S<T>>) -> Option<&'r S<T>> {
+        self.required(key, v, &None)
+    }
+
     /// A required value: records "missing" (at the enclosing table's line) when absent.
-    fn required<'r, T>(
+    pub fn required<'r, T>(
         &mut self,
         key: &str,
         v: &'r Option<S<T>>,
@@ -121,7 +165,7 @@ impl<'a> Validator<'a> {
     }
 
     /// An integer in `lo..=hi`; `None` (error recorded) otherwise.
-    fn int(&mut self, key: &str, v: &S<i64>, lo: i64, hi: i64) -> Option<i64> {
+    pub fn int(&mut self, key: &str, v: &S<i64>, lo: i64, hi: i64) -> Option<i64> {
         let x = *v.get_ref();
         if (lo..=hi).contains(&x) {
             Some(x)
@@ -137,14 +181,15 @@ impl<'a> Validator<'a> {
     }
 
     /// An optional integer in `lo..=hi` with a default (also used after an error).
-    fn int_or(&mut self, key: &str, v: &Option<S<i64>>, default: i64, lo: i64, hi: i64) -> i64 {
+    pub fn int_or(&mut self, key: &str, v: &Option<S<i64>>, default: i64, lo: i64, hi: i64) -> i64 {
         match v {
             Some(v) => self.int(key, v, lo, hi).unwrap_or(default),
             None => default,
         }
     }
 
-    fn mac(&mut self, key: &str, v: &S<String>, unicast: bool) -> [u8; 6] {
+    /// A MAC address (`unicast`: multicast, broadcast and all-zero are refused).
+    pub fn mac(&mut self, key: &str, v: &S<String>, unicast: bool) -> [u8; 6] {
         match parse_mac(v.get_ref()) {
             Some(mac) => {
                 if unicast && mac[0] & 1 != 0 {
@@ -181,7 +226,8 @@ impl<'a> Validator<'a> {
 
     // -----------------------------------------------------------------------------------------
 
-    pub(super) fn config(&mut self, raw: RawConfig) -> Config {
+    /// The generic config (`sections` empty: each mechanism's section is validated after).
+    pub(super) fn config(&mut self, raw: RawConfig, pipelines: &[&'static str]) -> Config {
         let switch_raw = match raw.switch {
             Some(s) => s,
             None => {
@@ -193,9 +239,9 @@ impl<'a> Validator<'a> {
                 RawSwitch::default()
             }
         };
-        let switch = self.switch(&switch_raw);
+        let switch = self.switch(&switch_raw, pipelines);
 
-        let (ports, infos) = match &raw.ports {
+        let ports = match &raw.ports {
             Some(p) if !p.get_ref().is_empty() => self.ports(p.get_ref(), &switch),
             Some(p) => {
                 self.err(
@@ -203,7 +249,7 @@ impl<'a> Validator<'a> {
                     span(p),
                     "the list of ports is empty: at least one [[ports]] table is needed",
                 );
-                (Vec::new(), Vec::new())
+                Vec::new()
             }
             None => {
                 self.err(
@@ -211,7 +257,7 @@ impl<'a> Validator<'a> {
                     None,
                     "no ports: at least one [[ports]] table is needed",
                 );
-                (Vec::new(), Vec::new())
+                Vec::new()
             }
         };
         let largest_mtu = ports
@@ -244,7 +290,7 @@ impl<'a> Validator<'a> {
                 .map(|m| (self.mac(&format!("{key}.mac"), m, false), span(m)));
             let port = self
                 .required(&format!("{key}.port"), &e.port, &table)
-                .and_then(|p| self.port_ref(&format!("{key}.port"), p, &infos));
+                .and_then(|p| self.port_ref(&format!("{key}.port"), p));
             if let Some((mac, mspan)) = mac {
                 if let Some(j) = l2_seen.get(&mac) {
                     self.err(
@@ -279,7 +325,7 @@ impl<'a> Validator<'a> {
                 });
             let port = self
                 .required(&format!("{key}.port"), &r.port, &table)
-                .and_then(|p| self.port_ref(&format!("{key}.port"), p, &infos));
+                .and_then(|p| self.port_ref(&format!("{key}.port"), p));
             let nh = self
                 .required(&format!("{key}.next_hop_mac"), &r.next_hop_mac, &table)
                 .map(|m| self.mac(&format!("{key}.next_hop_mac"), m, true));
@@ -307,9 +353,6 @@ impl<'a> Validator<'a> {
 
         let control = self.control(raw.control.as_ref());
         let dpdk = self.dpdk(raw.dpdk.as_ref(), &switch, &ports);
-        let themis = self.themis(raw.themis.as_ref(), &switch, &infos);
-        let spray = self.spray(raw.spray.as_ref(), &switch, &infos);
-        let bifrost = self.bifrost(raw.bifrost.as_ref(), &switch, &ports, &qos, &infos);
 
         Config {
             switch,
@@ -320,10 +363,8 @@ impl<'a> Validator<'a> {
             l2,
             routes,
             control,
-            themis,
-            spray,
             dpdk,
-            bifrost,
+            sections: Sections::default(),
         }
     }
 
@@ -541,7 +582,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn switch(&mut self, sw: &RawSwitch) -> SwitchConfig {
+    fn switch(&mut self, sw: &RawSwitch, pipelines: &[&'static str]) -> SwitchConfig {
         let table = None;
         let name = match self.required("switch.name", &sw.name, &table) {
             Some(n) if n.get_ref().trim().is_empty() => {
@@ -551,10 +592,22 @@ impl<'a> Validator<'a> {
             Some(n) => n.get_ref().clone(),
             None => String::new(),
         };
-        let pipeline = match sw.pipeline.unwrap_or(RawPipeline::Baseline) {
-            RawPipeline::Baseline => PipelineKind::Baseline,
-            RawPipeline::Themis => PipelineKind::Themis,
-            RawPipeline::Spray => PipelineKind::Spray,
+        let pipeline = match &sw.pipeline {
+            None => DEFAULT_PIPELINE.to_string(),
+            Some(p) if pipelines.contains(&p.get_ref().as_str()) => p.get_ref().clone(),
+            Some(p) => {
+                let names: Vec<String> = pipelines.iter().map(|n| format!("`{n}`")).collect();
+                self.err(
+                    "switch.pipeline",
+                    span(p),
+                    format!(
+                        "unknown variant `{}`, expected one of {}",
+                        p.get_ref(),
+                        names.join(", ")
+                    ),
+                );
+                DEFAULT_PIPELINE.to_string()
+            }
         };
         let pool_buffers = self.int_or(
             "switch.pool_buffers",
@@ -588,7 +641,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn ports(&mut self, raw: &[S<RawPort>], sw: &SwitchConfig) -> (Vec<PortConfig>, Vec<PortInfo>) {
+    fn ports(&mut self, raw: &[S<RawPort>], sw: &SwitchConfig) -> Vec<PortConfig> {
         let mut ports = Vec::new();
         let mut infos: Vec<PortInfo> = Vec::new();
         for (i, p) in raw.iter().enumerate() {
@@ -715,11 +768,42 @@ impl<'a> Validator<'a> {
                 io,
             });
         }
-        (ports, infos)
+        self.infos = infos;
+        ports
     }
 
-    /// Resolves a port reference (name or id) to a port id.
-    fn port_ref(&mut self, key: &str, r: &S<PortRef>, infos: &[PortInfo]) -> Option<u16> {
+    /// Resolves a port reference (name or id) to a port id; `None` (error recorded unless the
+    /// port's own entry is broken) when there is no such port.
+    pub fn port_ref(&mut self, key: &str, r: &S<PortRef>) -> Option<u16> {
+        let infos = std::mem::take(&mut self.infos);
+        let id = self.port_ref_in(key, r, &infos);
+        self.infos = infos;
+        id
+    }
+
+    /// A required, non-empty list of distinct ports (names or ids) as port ids.
+    pub fn port_refs(&mut self, key: &str, v: &Option<S<Vec<S<PortRef>>>>) -> Vec<u16> {
+        let Some(list) = v else {
+            self.err(key, None, "missing (this key is required)");
+            return Vec::new();
+        };
+        if list.get_ref().is_empty() {
+            self.err(key, span(list), "must name at least one port");
+        }
+        let mut out: Vec<u16> = Vec::new();
+        for (i, r) in list.get_ref().iter().enumerate() {
+            if let Some(id) = self.port_ref(&format!("{key}[{i}]"), r) {
+                if out.contains(&id) {
+                    self.err(format!("{key}[{i}]"), span(r), "port listed twice");
+                } else {
+                    out.push(id);
+                }
+            }
+        }
+        out
+    }
+
+    fn port_ref_in(&mut self, key: &str, r: &S<PortRef>, infos: &[PortInfo]) -> Option<u16> {
         match r.get_ref() {
             PortRef::Name(n) => {
                 if let Some(info) = infos.iter().find(|i| i.name.as_deref() == Some(n.as_str())) {
@@ -1295,7 +1379,7 @@ pub fn pause_time_ns(quanta: u16, rate_bps: u64) -> u64 {
 }
 
 /// "02:00:00:00:00:01" (also accepts '-' as the separator, and upper case).
-pub(super) fn parse_mac(s: &str) -> Option<[u8; 6]> {
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let sep = if s.contains('-') { '-' } else { ':' };
     let mut mac = [0u8; 6];
     let mut n = 0;
@@ -1309,7 +1393,8 @@ pub(super) fn parse_mac(s: &str) -> Option<[u8; 6]> {
     (n == 6).then_some(mac)
 }
 
-pub(super) fn fmt_mac(m: &[u8; 6]) -> String {
+/// Bytes as `02:00:00:00:00:01`.
+pub fn fmt_mac(m: &[u8; 6]) -> String {
     format!(
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
@@ -1317,7 +1402,7 @@ pub(super) fn fmt_mac(m: &[u8; 6]) -> String {
 }
 
 /// "10.1.0.0/16" or "2001:db8::/32"; the length is required and host bits must be zero.
-pub(super) fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
+pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
     let Some((addr, len)) = s.split_once('/') else {
         return Err(format!(
             "'{s}' is not a prefix: expected address/length, e.g. 10.1.0.0/16 or 2001:db8::/32"

@@ -22,6 +22,7 @@
 //! classes, shaping at port rate.
 
 pub mod control;
+pub mod mechanism;
 
 use longhaul_control::config::{Config, IpPrefix, ParserConfig, Policy, Trust};
 use longhaul_dataplane::asic::lpm::Lpm;

@@ -9,4 +9,6 @@
 //! baseline, THEMIS or any later pipeline without a combined kind for each.
 //!
 //! [`link`] is the emulated long link (virtual time) used by the tests and the perf example.
+pub mod config;
 pub mod link;
+pub mod mechanism;

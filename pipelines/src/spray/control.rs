@@ -9,7 +9,8 @@
 use super::tor::SprayCommand;
 use crate::baseline::control::BaselineControl;
 use longhaul_control::api::ApiError;
-use longhaul_control::config::{Config, SprayQp};
+use super::config::{SprayConfig, SprayQp};
+use longhaul_control::config::Config;
 use longhaul_control::plane::{needs_rebuild, PipelineControl, ReloadPlan};
 use longhaul_dataplane::control::{Command, Punt};
 use serde_json::{json, Value};
@@ -42,9 +43,9 @@ fn qpn(v: Option<&Value>, key: &str) -> Result<u32, ApiError> {
 
 impl SprayControl {
     pub fn new(cfg: &Config) -> Self {
-        let cap = cfg.spray.as_ref().map_or(1, |s| s.qp_capacity);
+        let cap = cfg.section::<SprayConfig>().map_or(1, |s| s.qp_capacity);
         let mut slots = vec![None; cap];
-        for (i, q) in cfg.spray.iter().flat_map(|s| s.qps.iter()).enumerate() {
+        for (i, q) in cfg.section::<SprayConfig>().iter().flat_map(|s| s.qps.iter()).enumerate() {
             if let Some(s) = slots.get_mut(i) {
                 *s = Some(*q);
             }

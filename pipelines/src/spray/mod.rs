@@ -17,7 +17,9 @@
 //! Wire-level choices (the path avoidance signal and the off-policy mark, both reserved bits of
 //! BTH byte 4, which the ICRC does not cover) are in docs/wire-formats.md.
 pub mod bitmap;
+pub mod config;
 pub mod control;
 pub mod dest;
+pub mod mechanism;
 pub mod source;
 pub mod tor;

@@ -31,7 +31,8 @@ use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
 use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop};
 use crate::themis::esw::ThemisEsw;
-use longhaul_control::config::{Config, SprayConfig, SprayPaths, SprayQp};
+use super::config::{SprayConfig, SprayPaths, SprayQp};
+use longhaul_control::config::Config;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, FLAG_GENERATED};
@@ -122,7 +123,7 @@ fn role_map(ids: &[u16]) -> Vec<bool> {
 }
 
 fn spray_cfg(cfg: &Config) -> SprayConfig {
-    cfg.spray.clone().unwrap_or(SprayConfig {
+    cfg.section::<SprayConfig>().cloned().unwrap_or(SprayConfig {
         host_ports: Vec::new(),
         fabric_ports: Vec::new(),
         source: false,

@@ -14,6 +14,7 @@
 //! The API lists `l2`, `routes`, `qp_field` and `inter_dc`; inserts and deletes go to `l2` and
 //! `routes` (QP_field entries come from daemons).
 
+use super::config::ThemisConfig;
 use super::daemon::{Daemon, DaemonPolicy, InterDcPairs, InterDcSource, QpField, QpKey, QpUpdate};
 use super::esw::{ThemisCommand, ThemisEsw, PUNT_CNP, PUNT_DAEMON, PUNT_HANDSHAKE};
 use super::trp::{TrpCommand, TrpKey};
@@ -47,7 +48,7 @@ fn ip_str(a: u128) -> String {
 
 impl ThemisControl {
     pub fn new(cfg: &Config) -> Self {
-        let t = cfg.themis.as_ref();
+        let t = cfg.section::<ThemisConfig>();
         let pnp = t.and_then(|t| t.pnp.as_ref());
         ThemisControl {
             base: BaselineControl::new(cfg),

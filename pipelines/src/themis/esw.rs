@@ -27,7 +27,8 @@ use super::pnp::{Pnp, PnpParams, PnpVerdict};
 use super::syncookie::{AckVerdict, SynCookies};
 use super::trp::{DataVerdict, RecoveryMode, Trp, TrpCommand, TrpKey, TrpParams};
 use crate::baseline::{BaselineCommand, Forwarding};
-use longhaul_control::config::{Config, ThemisConfig};
+use super::config::{ThemisConfig, ThemisTrpConfig};
+use longhaul_control::config::Config;
 use longhaul_dataplane::control::Punt;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
@@ -103,7 +104,7 @@ fn role_map(ids: &[u16]) -> Vec<bool> {
 }
 
 /// TRP's parameters from the config.
-pub fn trp_params(t: &longhaul_control::config::ThemisTrpConfig) -> TrpParams {
+pub fn trp_params(t: &ThemisTrpConfig) -> TrpParams {
     TrpParams {
         alpha_init: t.alpha,
         beta_ns: t.beta_ns,
@@ -150,7 +151,7 @@ fn cookie_secret_seed(cfg: &Config) -> u64 {
 
 /// The `[themis]` section of a THEMIS config (validated: present iff the pipeline is THEMIS).
 fn themis_cfg(cfg: &Config) -> ThemisConfig {
-    cfg.themis.clone().unwrap_or(ThemisConfig {
+    cfg.section::<ThemisConfig>().cloned().unwrap_or(ThemisConfig {
         dc_ports: Vec::new(),
         wan_ports: Vec::new(),
         pnp: None,

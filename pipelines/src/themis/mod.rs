@@ -10,9 +10,11 @@
 //! - [`pnp`]: CNP generation at the ESW with `cnp_interval` (section IV);
 //! - [`trp`]: Algorithm 1 throttling by recirculation and reorder-free recovery (section V,
 //!   appendices B and D).
+pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod esw;
+pub mod mechanism;
 pub mod pnp;
 pub mod syncookie;
 pub mod trp;

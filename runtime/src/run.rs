@@ -7,23 +7,19 @@
 //! unordered IP pair (hardware RSS or software dispatch, `longhaul_dataplane::dispatch`). The
 //! control thread broadcasts every table change to all of them and sums their counters.
 
-use crate::baseline::control::BaselineControl;
-use crate::baseline::Baseline;
-use crate::build::{heap_pool, worker_switch_spec};
+use crate::build::worker_switch_spec;
 use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
-pub use crate::platform::run_on_platform;
-use crate::spray::control::SprayControl;
-use crate::spray::tor::SprayTor;
-use crate::themis::control::ThemisControl;
-use crate::themis::esw::ThemisEsw;
+use crate::platform::{spawn_worker, uses_dpdk, HeapPlatform, Platform, PlatformPipeline};
+use crate::registry::Registry;
 use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
-use longhaul_control::config::{Config, PipelineKind, PortIo};
+use longhaul_control::config::{Config, PortIo};
+use longhaul_control::mechanisms::Mechanisms;
 use longhaul_control::metrics::{Metrics, MetricsServer};
-use longhaul_control::plane::{ControlPlane, WorkerHandle};
+use longhaul_control::plane::{ControlPlane, PipelineControl, WorkerHandle};
 use longhaul_dataplane::control::mono_ns;
 use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
-use longhaul_dataplane::packet::{BufPool, HeapPool};
-use longhaul_dataplane::port::{NullPort, PcapPort, Port, PortIoStats};
+use longhaul_dataplane::packet::BufPool;
+use longhaul_dataplane::port::PortIoStats;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,93 +66,54 @@ pub struct RunReport {
     pub metrics_addr: Option<SocketAddr>,
 }
 
-/// Where packets live and how ports open: heap buffers with pcap/null ports ([`HeapPlatform`]),
-/// or DPDK mbufs with ethdev ports (the `dpdk` feature).
-pub trait Platform: Send + 'static {
-    type Pool: BufPool + Send + 'static;
-    /// The buffer pool of a switch built from `cfg` (one per worker).
-    fn pool(&mut self, cfg: &Config) -> Result<Self::Pool, String>;
-    /// Each worker's view of the ports of `cfg`, in port order (the number of workers is the
-    /// length). Errors name the port.
-    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<Self::Pool>>, String>;
-    /// Where worker `worker` runs (DPDK: a pinned worker lcore).
-    fn placement(&self, _worker: usize) -> crate::platform::Placement {
-        crate::platform::Placement::Thread
+/// Run the appliance described by the config at `path` (parsed with the registry's sections)
+/// until `opts.stop` (or idle): the pipeline `switch.pipeline` names, with every registered
+/// mechanism's additions.
+pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<RunReport, String> {
+    let cfg = Config::load_with(path, registry.as_ref()).map_err(|e| e.to_string())?;
+    for m in registry.mechanisms() {
+        m.before_live_run(&cfg);
     }
-    /// Link state and NIC counters of the ports, for metrics (DPDK ports).
-    fn port_status(&self) -> Vec<Box<dyn longhaul_control::plane::PortStatus>> {
-        Vec::new()
-    }
+    let pipeline = registry.find_pipeline(&cfg.switch.pipeline)?;
+    pipeline.run(registry.clone(), cfg, path.to_path_buf(), opts)
 }
 
-/// A worker's ports, index i = the switch's port index i.
-pub type Ports<P> = Vec<Box<dyn Port<P> + Send>>;
-
-/// Heap buffers; pcap and null ports.
-pub struct HeapPlatform;
-
-impl Platform for HeapPlatform {
-    type Pool = HeapPool;
-    fn pool(&mut self, cfg: &Config) -> Result<HeapPool, String> {
-        Ok(heap_pool(cfg))
-    }
-    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<HeapPool>>, String> {
-        Ok(vec![open_ports(cfg)?])
-    }
-}
-
-/// Open the ports of `cfg`, in port order. Errors name the port and the file.
-pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
-    let start = mono_ns();
-    let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
-    for p in &cfg.ports {
-        let port: Box<dyn Port<HeapPool> + Send> = match &p.io {
-            PortIo::None => Box::new(NullPort::default()),
-            PortIo::Pcap {
-                rx,
-                tx,
-                rx_loop,
-                pace,
-            } => Box::new(
-                PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
-                    .map_err(|e| format!("port '{}': {e}", p.name))?,
-            ),
-            PortIo::Memory => {
-                return Err(format!(
-                    "port '{}': io kind \"memory\" is for in-process tests; use \"pcap\" or \"none\" with `longhaul run`",
-                    p.name
-                ))
-            }
-            PortIo::Dpdk { device, .. } => {
-                return Err(format!(
-                    "port '{}': io kind \"dpdk\" (device {device}) is not a heap-platform port (run_on_platform opens it with the dpdk feature)",
-                    p.name
-                ))
-            }
-        };
-        ports.push(port);
-    }
-    Ok(ports)
-}
-
-/// Run the appliance described by the config at `path` until `opts.stop` (or idle).
-pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
-    let cfg = Config::load(path).map_err(|e| e.to_string())?;
-    match cfg.switch.pipeline {
-        PipelineKind::Baseline => {
-            let handler = BaselineControl::new(&cfg);
-            run_on_platform(cfg, path.to_path_buf(), Baseline::new, handler, opts)
+/// Run pipeline `L` (made by `make_pipeline`, controlled by `handler`) on the platform `cfg`
+/// asks for: [`DpdkPlatform`](crate::dpdk::DpdkPlatform) when its ports are DPDK ports (a build
+/// without the `dpdk` feature says so and stops), the heap otherwise.
+pub fn run_on_platform<L, H, F>(
+    registry: Arc<Registry>,
+    cfg: Config,
+    path: PathBuf,
+    make_pipeline: F,
+    handler: H,
+    opts: RunOptions,
+) -> Result<RunReport, String>
+where
+    H: PipelineControl,
+    L: PlatformPipeline<H::Command>,
+    F: Fn(&Config) -> L + Send + 'static,
+{
+    if uses_dpdk(&cfg) {
+        #[cfg(feature = "dpdk")]
+        {
+            let platform = crate::dpdk::DpdkPlatform::new();
+            return run_with(registry, cfg, path, platform, make_pipeline, handler, opts);
         }
-        PipelineKind::Themis => {
-            crate::themis::esw::use_random_cookie_secret();
-            let handler = ThemisControl::new(&cfg);
-            run_on_platform(cfg, path.to_path_buf(), ThemisEsw::new, handler, opts)
-        }
-        PipelineKind::Spray => {
-            let handler = SprayControl::new(&cfg);
-            run_on_platform(cfg, path.to_path_buf(), SprayTor::new, handler, opts)
+        #[cfg(not(feature = "dpdk"))]
+        {
+            let p = cfg
+                .ports
+                .iter()
+                .find(|p| matches!(p.io, PortIo::Dpdk { .. }));
+            return Err(format!(
+                "port '{}': io kind \"dpdk\" needs a longhaul built with the dpdk feature \
+                 (cargo build --release --features dpdk; docs/dpdk.md)",
+                p.map_or("?", |p| p.name.as_str())
+            ));
         }
     }
+    run_with(registry, cfg, path, HeapPlatform, make_pipeline, handler, opts)
 }
 
 /// The port I/O of `a` and `b` is the same (same ports, same files): a rebuild keeps the open
@@ -170,11 +127,12 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
 }
 
 /// Run the switches of pipeline `L` on platform `X` with control handler `H`: one per worker.
-pub fn run_with<X, L, H>(
+pub fn run_with<X, L, H, F>(
+    registry: Arc<Registry>,
     cfg: Config,
     path: PathBuf,
     mut platform: X,
-    make_pipeline: fn(&Config) -> L,
+    make_pipeline: F,
     handler: H,
     opts: RunOptions,
 ) -> Result<RunReport, String>
@@ -182,14 +140,15 @@ where
     X: Platform,
     <X::Pool as BufPool>::Buf: Send,
     L: Pipeline<X::Pool, Command = H::Command> + Send + 'static,
-    H: longhaul_control::plane::PipelineControl,
+    H: PipelineControl,
+    F: Fn(&Config) -> L + Send + 'static,
 {
     let views = platform.ports(&cfg)?;
     let n = views.len().max(1);
     let mut workers = Vec::with_capacity(n);
     for (i, ports) in views.into_iter().enumerate() {
         let sw = Switch::new(
-            worker_switch_spec(&cfg, i, n),
+            worker_switch_spec(&cfg, registry.as_ref(), i, n),
             platform.pool(&cfg)?,
             make_pipeline(&cfg),
         );
@@ -221,8 +180,9 @@ where
     let api_listen = opts.api_listen.unwrap_or(cfg.control.api_listen);
     let token = resolve_token(cfg.control.api_token.as_deref());
     let mut running = cfg.clone();
+    let mechanisms: Arc<dyn Mechanisms> = registry.clone();
     let (mut plane, backend) =
-        ControlPlane::new(cfg, path, handler, handles, metrics, stop.clone());
+        ControlPlane::new(cfg, path, mechanisms, handler, handles, metrics, stop.clone());
     plane.set_port_status(platform.port_status());
     // A reload that changes the switch's structure builds new switches (and new port I/O if
     // that changed) here, on the control thread, and leaves them for the workers to swap in.
@@ -251,7 +211,7 @@ where
         let mut handles = Vec::with_capacity(rebuild_slots.len());
         for (i, (_, snapshot)) in rebuild_slots.iter().enumerate() {
             let sw = Switch::new(
-                worker_switch_spec(new, i, rebuild_slots.len()),
+                worker_switch_spec(new, registry.as_ref(), i, rebuild_slots.len()),
                 platform.pool(new)?,
                 make_pipeline(new),
             );
@@ -306,7 +266,7 @@ where
             drop(ports); // DPDK queues stop and close on the worker's lcore
             let _ = done_tx.send((i, s, sw));
         });
-        match crate::platform::spawn_worker(placements[i], &format!("longhaul-worker{i}"), job) {
+        match spawn_worker(placements[i], &format!("longhaul-worker{i}"), job) {
             Ok(j) => joins.push(j),
             Err(e) => {
                 failed = Some(e);

@@ -1,9 +1,16 @@
-//! `[spray]`: Themis packet spraying at the ToR (paper 002).
+//! `[spray]`: Themis packet spraying at the ToR (paper 002): the raw section as the file has it,
+//! its validation, and the validated [`SprayConfig`] the stages are built from. Keys and
+//! defaults: docs/config.md (keep the two in step).
 
-use super::super::raw::{RawSpray, S};
-use super::super::{NextHopConfig, PipelineKind, SprayConfig, SprayPaths, SprayQp, SwitchConfig};
-use super::{span, PortInfo, Validator};
+use longhaul_control::config::{
+    span, Config, ConfigError, PortRef, Section, SectionConfig, Validator, S,
+};
+use serde::Deserialize;
 use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The section's table and the pipeline's name.
+pub const NAME: &str = "spray";
 
 // Defaults (docs/config.md): the paper's values (section 6: TX window 512, OOO_THRESHOLD 448,
 // AVOIDANCE_WINDOW 2e6).
@@ -17,16 +24,135 @@ const MAX_PATHS: usize = 1024;
 const MAX_WINDOW: i64 = 1 << 22;
 const QPN_MAX: i64 = 0xff_ffff;
 
-impl Validator<'_> {
-    fn ip_addr(&mut self, key: &str, v: &Option<S<String>>) -> Option<IpAddr> {
+/// The `[spray]` section.
+pub struct SpraySection;
+
+impl Section for SpraySection {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn validate(
+        &self,
+        cx: &mut Validator<'_>,
+        cfg: &Config,
+    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
+        let raw: Option<RawSpray> = cx.raw(NAME)?;
+        Ok(validate(cx, raw.as_ref(), cfg).map(|c| Arc::new(c) as Arc<dyn SectionConfig>))
+    }
+}
+
+// ---- validated ----------------------------------------------------------------------------
+
+/// Themis packet spraying at a ToR (paper 002): Themis-S for local senders, Themis-D for local
+/// receivers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SprayConfig {
+    /// Ports toward the local RNICs (Themis-D's egress, Themis-S's ingress).
+    pub host_ports: Vec<u16>,
+    /// Ports toward the fabric (spines).
+    pub fabric_ports: Vec<u16>,
+    /// Themis-S on.
+    pub source: bool,
+    /// Themis-D on.
+    pub dest: bool,
+    /// The PathMap: N entries.
+    pub paths: SprayPaths,
+    /// TX window W (packets, a power of two): sizes the proxy bitmap.
+    pub window: u32,
+    /// OOO_THRESHOLD (packets).
+    pub ooo_threshold: u32,
+    /// AVOIDANCE_WINDOW (packets).
+    pub avoidance_window: u32,
+    /// Cross-rack QPs (register arrays of S and D, the `spray_qps` table holds twice as many keys).
+    pub qp_capacity: usize,
+    /// Cross-rack QPs known at start (more through the API).
+    pub qps: Vec<SprayQp>,
+}
+
+/// The PathMap of Themis-S.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SprayPaths {
+    /// 3-tier: XOR this delta into the UDP source port (hashing linearity).
+    SportDeltas(Vec<u16>),
+    /// 2-tier: send out of this port, to this next hop.
+    Ports(Vec<NextHopConfig>),
+}
+
+impl SprayPaths {
+    /// N.
+    pub fn len(&self) -> usize {
+        match self {
+            SprayPaths::SportDeltas(v) => v.len(),
+            SprayPaths::Ports(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An egress port and the next hop's MAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextHopConfig {
+    pub port: u16,
+    pub next_hop_mac: [u8; 6],
+}
+
+/// A cross-rack RC QP pair: the local end (behind a host port) and the remote end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SprayQp {
+    pub local: std::net::IpAddr,
+    pub local_qpn: u32,
+    pub remote: std::net::IpAddr,
+    pub remote_qpn: u32,
+}
+
+// ---- as in the file ------------------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSpray {
+    pub host_ports: Option<S<Vec<S<PortRef>>>>,
+    pub fabric_ports: Option<S<Vec<S<PortRef>>>>,
+    pub source: Option<S<bool>>,
+    pub dest: Option<S<bool>>,
+    pub mode: Option<S<String>>,
+    pub sport_deltas: Option<S<Vec<S<i64>>>>,
+    pub path_ports: Option<S<Vec<S<RawSprayPathPort>>>>,
+    pub window: Option<S<i64>>,
+    pub ooo_threshold: Option<S<i64>>,
+    pub avoidance_window: Option<S<i64>>,
+    pub qp_capacity: Option<S<i64>>,
+    pub qps: Option<Vec<S<RawSprayQp>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSprayPathPort {
+    pub port: Option<S<PortRef>>,
+    pub next_hop_mac: Option<S<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSprayQp {
+    pub local: Option<S<String>>,
+    pub local_qpn: Option<S<i64>>,
+    pub remote: Option<S<String>>,
+    pub remote_qpn: Option<S<i64>>,
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+fn ip_addr(cx: &mut Validator<'_>, key: &str, v: &Option<S<String>>) -> Option<IpAddr> {
         let Some(v) = v else {
-            self.err(key, None, "missing (this key is required)");
+            cx.err(key, None, "missing (this key is required)");
             return None;
         };
         match v.get_ref().parse::<IpAddr>() {
             Ok(a) => Some(a),
             Err(_) => {
-                self.err(
+                cx.err(
                     key,
                     span(v),
                     format!(
@@ -39,16 +165,12 @@ impl Validator<'_> {
         }
     }
 
-    pub(super) fn spray(
-        &mut self,
-        t: Option<&RawSpray>,
-        sw: &SwitchConfig,
-        infos: &[PortInfo],
-    ) -> Option<SprayConfig> {
-        let t = match (sw.pipeline, t) {
-            (PipelineKind::Spray, Some(t)) => t,
-            (PipelineKind::Spray, None) => {
-                self.err(
+/// Validates `[spray]` (`t`, as read from the file) against the generic config.
+fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Option<SprayConfig> {
+        let t = match (cfg.switch.pipeline == NAME, t) {
+            (true, Some(t)) => t,
+            (true, None) => {
+                cx.err(
                     "spray",
                     None,
                     "switch.pipeline = \"spray\" needs a [spray] table (host_ports, fabric_ports, mode and the PathMap)",
@@ -56,7 +178,7 @@ impl Validator<'_> {
                 return None;
             }
             (_, Some(_)) => {
-                self.err(
+                cx.err(
                     "spray",
                     None,
                     "[spray] is only used with switch.pipeline = \"spray\"",
@@ -65,11 +187,11 @@ impl Validator<'_> {
             }
             (_, None) => return None,
         };
-        let host_ports = self.port_refs("spray.host_ports", &t.host_ports, infos);
-        let fabric_ports = self.port_refs("spray.fabric_ports", &t.fabric_ports, infos);
+        let host_ports = cx.port_refs("spray.host_ports", &t.host_ports);
+        let fabric_ports = cx.port_refs("spray.fabric_ports", &t.fabric_ports);
         for id in &host_ports {
             if fabric_ports.contains(id) {
-                self.err(
+                cx.err(
                     "spray.fabric_ports",
                     t.fabric_ports.as_ref().and_then(span),
                     format!("port id {id} is in both host_ports and fabric_ports"),
@@ -79,7 +201,7 @@ impl Validator<'_> {
         let source = t.source.as_ref().is_none_or(|v| *v.get_ref());
         let dest = t.dest.as_ref().is_none_or(|v| *v.get_ref());
         if !source && !dest {
-            self.err(
+            cx.err(
                 "spray",
                 None,
                 "enable Themis-S (source = true) and/or Themis-D (dest = true)",
@@ -87,7 +209,7 @@ impl Validator<'_> {
         }
         let mode = match &t.mode {
             None => {
-                self.err(
+                cx.err(
                     "spray.mode",
                     None,
                     "missing (this key is required): \"sport\" (3-tier, sport_deltas) or \"port\" (2-tier, [[spray.path_ports]])",
@@ -98,7 +220,7 @@ impl Validator<'_> {
                 "sport" => Some(true),
                 "port" => Some(false),
                 other => {
-                    self.err(
+                    cx.err(
                         "spray.mode",
                         span(m),
                         format!("'{other}': expected \"sport\" or \"port\""),
@@ -110,7 +232,7 @@ impl Validator<'_> {
         let paths = match mode {
             Some(true) => {
                 if let Some(p) = &t.path_ports {
-                    self.err(
+                    cx.err(
                         "spray.path_ports",
                         span(p),
                         "only used with mode = \"port\" (mode \"sport\" takes sport_deltas)",
@@ -118,7 +240,7 @@ impl Validator<'_> {
                 }
                 let mut v = Vec::new();
                 match &t.sport_deltas {
-                    None => self.err(
+                    None => cx.err(
                         "spray.sport_deltas",
                         None,
                         "missing: mode = \"sport\" needs the PathMap as UDP source-port deltas, one per path",
@@ -126,10 +248,10 @@ impl Validator<'_> {
                     Some(list) => {
                         for (i, d) in list.get_ref().iter().enumerate() {
                             if let Some(x) =
-                                self.int(&format!("spray.sport_deltas[{i}]"), d, 0, 0xffff)
+                                cx.int(&format!("spray.sport_deltas[{i}]"), d, 0, 0xffff)
                             {
                                 if v.contains(&(x as u16)) {
-                                    self.err(
+                                    cx.err(
                                         format!("spray.sport_deltas[{i}]"),
                                         span(d),
                                         "duplicate delta: two paths would be the same path",
@@ -144,7 +266,7 @@ impl Validator<'_> {
             }
             Some(false) => {
                 if let Some(d) = &t.sport_deltas {
-                    self.err(
+                    cx.err(
                         "spray.sport_deltas",
                         span(d),
                         "only used with mode = \"sport\" (mode \"port\" takes [[spray.path_ports]])",
@@ -152,7 +274,7 @@ impl Validator<'_> {
                 }
                 let mut v: Vec<NextHopConfig> = Vec::new();
                 match &t.path_ports {
-                    None => self.err(
+                    None => cx.err(
                         "spray.path_ports",
                         None,
                         "missing: mode = \"port\" needs the PathMap as [[spray.path_ports]] (port, next_hop_mac), one per path",
@@ -163,25 +285,25 @@ impl Validator<'_> {
                             let e_ref = e.get_ref();
                             let port = match &e_ref.port {
                                 None => {
-                                    self.err(
+                                    cx.err(
                                         format!("{k}.port"),
                                         span(e),
                                         "missing (this key is required)",
                                     );
                                     None
                                 }
-                                Some(p) => self.port_ref(&format!("{k}.port"), p, infos),
+                                Some(p) => cx.port_ref(&format!("{k}.port"), p),
                             };
                             if let Some(p) = port {
                                 if !fabric_ports.contains(&p) {
-                                    self.err(
+                                    cx.err(
                                         format!("{k}.port"),
                                         e_ref.port.as_ref().and_then(span),
                                         format!("port id {p} is not one of spray.fabric_ports"),
                                     );
                                 }
                                 if v.iter().any(|x| x.port == p) {
-                                    self.err(
+                                    cx.err(
                                         format!("{k}.port"),
                                         e_ref.port.as_ref().and_then(span),
                                         "port used by two paths",
@@ -190,14 +312,14 @@ impl Validator<'_> {
                             }
                             let mac = match &e_ref.next_hop_mac {
                                 None => {
-                                    self.err(
+                                    cx.err(
                                         format!("{k}.next_hop_mac"),
                                         span(e),
                                         "missing (this key is required)",
                                     );
                                     [0; 6]
                                 }
-                                Some(m) => self.mac(&format!("{k}.next_hop_mac"), m, true),
+                                Some(m) => cx.mac(&format!("{k}.next_hop_mac"), m, true),
                             };
                             v.push(NextHopConfig {
                                 port: port.unwrap_or(0),
@@ -211,42 +333,42 @@ impl Validator<'_> {
             None => SprayPaths::SportDeltas(Vec::new()),
         };
         if mode.is_some() && paths.is_empty() {
-            self.err(
+            cx.err(
                 "spray",
                 None,
                 "the PathMap has no paths (N must be at least 1)",
             );
         }
         if paths.len() > MAX_PATHS {
-            self.err(
+            cx.err(
                 "spray",
                 None,
                 format!("the PathMap has {} paths: at most {MAX_PATHS}", paths.len()),
             );
         }
-        let window = self.int_or("spray.window", &t.window, DEFAULT_WINDOW, 64, MAX_WINDOW);
+        let window = cx.int_or("spray.window", &t.window, DEFAULT_WINDOW, 64, MAX_WINDOW);
         if !(window as u64).is_power_of_two() {
-            self.err(
+            cx.err(
                 "spray.window",
                 t.window.as_ref().and_then(span),
                 format!("{window} is not a power of two: the double-length bitmap (appendix A) maps PSN mod 2W, which must divide 2^24"),
             );
         }
-        let ooo_threshold = self.int_or(
+        let ooo_threshold = cx.int_or(
             "spray.ooo_threshold",
             &t.ooo_threshold,
             DEFAULT_OOO_THRESHOLD,
             1,
             (1 << 23) - 1,
         );
-        let avoidance_window = self.int_or(
+        let avoidance_window = cx.int_or(
             "spray.avoidance_window",
             &t.avoidance_window,
             DEFAULT_AVOIDANCE_WINDOW,
             0,
             u32::MAX as i64,
         );
-        let qp_capacity = self.int_or(
+        let qp_capacity = cx.int_or(
             "spray.qp_capacity",
             &t.qp_capacity,
             DEFAULT_QP_CAPACITY,
@@ -257,17 +379,17 @@ impl Validator<'_> {
         for (i, q) in t.qps.iter().flatten().enumerate() {
             let k = format!("spray.qps[{i}]");
             let r = q.get_ref();
-            let local = self.ip_addr(&format!("{k}.local"), &r.local);
-            let remote = self.ip_addr(&format!("{k}.remote"), &r.remote);
-            let lq = self
+            let local = ip_addr(cx, &format!("{k}.local"), &r.local);
+            let remote = ip_addr(cx, &format!("{k}.remote"), &r.remote);
+            let lq = cx
                 .required(&format!("{k}.local_qpn"), &r.local_qpn, &span(q))
-                .and_then(|v| self.int(&format!("{k}.local_qpn"), v, 0, QPN_MAX));
-            let rq = self
+                .and_then(|v| cx.int(&format!("{k}.local_qpn"), v, 0, QPN_MAX));
+            let rq = cx
                 .required(&format!("{k}.remote_qpn"), &r.remote_qpn, &span(q))
-                .and_then(|v| self.int(&format!("{k}.remote_qpn"), v, 0, QPN_MAX));
+                .and_then(|v| cx.int(&format!("{k}.remote_qpn"), v, 0, QPN_MAX));
             if let (Some(l), Some(r)) = (local, remote) {
                 if l.is_ipv4() != r.is_ipv4() {
-                    self.err(
+                    cx.err(
                         k.clone(),
                         span(q),
                         "local and remote must both be IPv4 or both IPv6",
@@ -285,13 +407,13 @@ impl Validator<'_> {
                     (x.local, x.local_qpn) == (e.local, e.local_qpn)
                         || (x.remote, x.remote_qpn) == (e.remote, e.remote_qpn)
                 }) {
-                    self.err(k.clone(), span(q), "a QP end already listed in spray.qps");
+                    cx.err(k.clone(), span(q), "a QP end already listed in spray.qps");
                 }
                 qps.push(e);
             }
         }
         if qps.len() as i64 > qp_capacity {
-            self.err(
+            cx.err(
                 "spray.qps",
                 None,
                 format!("{} QPs listed but qp_capacity is {qp_capacity}", qps.len()),
@@ -310,4 +432,3 @@ impl Validator<'_> {
             qps,
         })
     }
-}

@@ -3,7 +3,7 @@
 //! its own pinned worker lcore with its view of every port (`longhaul_dataplane::dispatch`). docs/dpdk.md explains the keys and running on vdevs and NICs.
 
 use crate::platform::Placement;
-use crate::run::{Platform, Ports};
+use crate::platform::{Platform, Ports};
 use longhaul_control::config::{Config, DpdkConfig, PortIo};
 use longhaul_control::plane::PortStatus;
 use longhaul_dataplane::dispatch::WorkerPort;

@@ -1,6 +1,8 @@
 //! `[spray]` (Themis packet spraying at the ToR): what loads, and every error's key and message.
 
-use longhaul_control::config::{Config, ConfigError, PipelineKind, SprayPaths};
+use longhaul_control::config::{Config, ConfigError};
+use longhaul_pipelines::parse_config;
+use longhaul_pipelines::spray::config::{SprayConfig, SprayPaths};
 use std::path::Path;
 
 const BASE: &str = r#"
@@ -36,7 +38,7 @@ sport_deltas = [0, 1]
 "#;
 
 fn parse(extra: &str) -> Result<Config, ConfigError> {
-    Config::parse(&format!("{BASE}{extra}"), Path::new("t.toml"))
+    parse_config(&format!("{BASE}{extra}"), Path::new("t.toml"))
 }
 
 #[track_caller]
@@ -57,8 +59,8 @@ fn assert_err(extra: &str, key: &str, part: &str) {
 #[test]
 fn minimal_spray_loads_with_the_papers_defaults() {
     let c = parse(SPRAY).unwrap();
-    assert_eq!(c.switch.pipeline, PipelineKind::Spray);
-    let s = c.spray.unwrap();
+    assert_eq!(c.switch.pipeline, "spray");
+    let s = c.section::<SprayConfig>().unwrap();
     assert_eq!(s.paths, SprayPaths::SportDeltas(vec![0, 1]));
     assert_eq!(
         (s.window, s.ooo_threshold, s.avoidance_window, s.qp_capacity),
@@ -71,7 +73,7 @@ fn minimal_spray_loads_with_the_papers_defaults() {
 fn spray_pipeline_needs_the_table_and_the_table_needs_the_pipeline() {
     assert_err("", "spray", "needs a [spray] table");
     let text = format!("{BASE}{SPRAY}").replace("pipeline = \"spray\"", "");
-    let e = Config::parse(&text, Path::new("t.toml")).unwrap_err();
+    let e = parse_config(&text, Path::new("t.toml")).unwrap_err();
     assert_eq!(e.key, "spray");
     assert!(
         e.msg.contains("only used with switch.pipeline = \"spray\""),
@@ -128,7 +130,7 @@ fn mode_and_path_map_agree() {
         "{port_mode}[[spray.path_ports]]\nport = \"up1\"\nnext_hop_mac = \"02:00:00:00:20:00\"\n"
     ))
     .unwrap();
-    assert_eq!(ok.spray.unwrap().paths.len(), 1);
+    assert_eq!(ok.section::<SprayConfig>().unwrap().paths.len(), 1);
 }
 
 #[test]

@@ -1,10 +1,10 @@
 //! From a validated [`Config`] to the dataplane's building blocks: the switch spec (ports and
-//! their traffic managers, PFC, shared buffer) and the buffer pool.
+//! their traffic managers, PFC, shared buffer, and what the registered mechanisms add to it) and
+//! the buffer pool.
 
+use crate::registry::Registry;
 use longhaul_control::config::{Config, SchedulerKind};
-use longhaul_dataplane::asic::bifrost::{BifrostConsts, BifrostParams};
 use longhaul_dataplane::asic::pfc::PfcParams;
-use longhaul_dataplane::asic::recirc::RecircConfig;
 use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
 use longhaul_dataplane::packet::{HeapPool, NUM_CLASSES};
 use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched};
@@ -91,44 +91,11 @@ pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
     })
 }
 
-/// Bifrost's parameters (`[bifrost]`), governed ports as indices into the switch's ports.
-pub fn bifrost_params(cfg: &Config) -> Option<BifrostParams> {
-    let b = cfg.bifrost.as_ref()?;
-    Some(BifrostParams {
-        ports: cfg
-            .ports
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| b.ports.contains(&p.id))
-            .map(|(i, _)| i as u16)
-            .collect(),
-        priorities: b.priorities.iter().fold(0u8, |m, &c| m | (1 << c)),
-        slot_ns: b.slot_ns,
-        consts: BifrostConsts {
-            bdp_bytes: b.bdp_bytes,
-            slot_bytes: b.slot_bytes,
-            h_bytes: b.buffer_bytes,
-            k: b.k,
-            frame_bytes: b.frame_bytes,
-        },
-        limit_bytes: b.buffer_bytes + b.leak_headroom_bytes,
-    })
-}
-
-/// The recirculation port of `cfg`: THEMIS TRP's stand-in for the pre-filled port.
-pub fn recirc_config(cfg: &Config) -> Option<RecircConfig> {
-    let t = cfg.themis.as_ref()?.trp.as_ref()?;
-    Some(RecircConfig {
-        rate_bps: t.recirc_rate_bps,
-        loop_delay_ns: t.loop_delay_ns,
-        capacity_pkts: t.recirc_capacity_pkts,
-        capacity_bytes: t.recirc_capacity_pkts as u64 * cfg.switch.buffer_data_room as u64,
-    })
-}
-
-/// The switch spec of `cfg`.
-pub fn switch_spec(cfg: &Config) -> SwitchSpec {
-    SwitchSpec {
+/// The switch spec of `cfg`: the generic switch, then each registered mechanism's additions
+/// ([`Mechanism::extend_spec`](crate::Mechanism::extend_spec): a recirculation port, a PFC
+/// replacement, ...).
+pub fn switch_spec(cfg: &Config, registry: &Registry) -> SwitchSpec {
+    let mut spec = SwitchSpec {
         ports: (0..cfg.ports.len())
             .map(|i| {
                 let p = &cfg.ports[i];
@@ -145,13 +112,16 @@ pub fn switch_spec(cfg: &Config) -> SwitchSpec {
             })
             .collect(),
         pfc: pfc_params(cfg),
-        bifrost: bifrost_params(cfg),
         shared_buffer_bytes: cfg.switch.buffer_bytes,
-        recirc: recirc_config(cfg),
         emit_capacity: EMIT_CAPACITY,
         command_ring: cfg.control.command_ring,
         punt_ring: cfg.control.punt_ring,
+        ..SwitchSpec::default()
+    };
+    for m in registry.mechanisms() {
+        m.extend_spec(cfg, &mut spec);
     }
+    spec
 }
 
 /// The packet buffer pool of `cfg`, allocated up front.
@@ -163,8 +133,13 @@ pub fn heap_pool(cfg: &Config) -> HeapPool {
 /// switch; with `worker_rate = "split"` (the default) its traffic manager paces every port at
 /// `rate / workers`, so the workers together never send faster than the link and queues build
 /// where ECN and PFC act. RED streams differ per worker (seed + worker).
-pub fn worker_switch_spec(cfg: &Config, worker: usize, workers: usize) -> SwitchSpec {
-    let mut spec = switch_spec(cfg);
+pub fn worker_switch_spec(
+    cfg: &Config,
+    registry: &Registry,
+    worker: usize,
+    workers: usize,
+) -> SwitchSpec {
+    let mut spec = switch_spec(cfg, registry);
     let split = cfg
         .dpdk
         .as_ref()

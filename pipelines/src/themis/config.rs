@@ -1,10 +1,16 @@
-//! `[themis]`: THEMIS at the external switch (paper 000, sections IV and V).
+//! `[themis]`: THEMIS at the external switch (paper 000, sections IV and V): the raw section as
+//! the file has it, its validation, and the validated [`ThemisConfig`] the stages are built from.
+//! Keys and defaults: docs/config.md (keep the two in step).
 
-use super::super::raw::{PortRef, RawThemis, S};
-use super::super::{
-    IpPrefix, PipelineKind, SwitchConfig, ThemisConfig, ThemisPnpConfig, ThemisTrpConfig,
+use longhaul_control::config::{
+    parse_prefix, span, Config, ConfigError, IpPrefix, PortRef, Section, SectionConfig,
+    Validator, MAX_RATE_GBPS, MIN_RATE_GBPS, S,
 };
-use super::{span, PortInfo, Validator, MAX_RATE_GBPS, MIN_RATE_GBPS};
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// The section's table and the pipeline's name.
+pub const NAME: &str = "themis";
 
 // Defaults (docs/config.md): the paper's values where it gives them (section VI: alpha 5,
 // beta 500 us, tables of 1024; cnp_interval 50 us as DCQCN's), ours otherwise.
@@ -20,61 +26,140 @@ const DEFAULT_LOOP_DELAY_NS: i64 = 1_000;
 const DEFAULT_RECIRC_CAPACITY: i64 = 4096;
 const MAX_NS: i64 = 10_000_000_000;
 
-impl Validator<'_> {
-    /// A required, non-empty list of distinct ports (names or ids) as port ids (`[themis]`,
-    /// `[spray]`).
-    pub(super) fn port_refs(
-        &mut self,
-        key: &str,
-        v: &Option<S<Vec<S<PortRef>>>>,
-        infos: &[PortInfo],
-    ) -> Vec<u16> {
-        let Some(list) = v else {
-            self.err(key, None, "missing (this key is required)");
-            return Vec::new();
-        };
-        if list.get_ref().is_empty() {
-            self.err(key, span(list), "must name at least one port");
-        }
-        let mut out: Vec<u16> = Vec::new();
-        for (i, r) in list.get_ref().iter().enumerate() {
-            if let Some(id) = self.port_ref(&format!("{key}[{i}]"), r, infos) {
-                if out.contains(&id) {
-                    self.err(format!("{key}[{i}]"), span(r), "port listed twice");
-                } else {
-                    out.push(id);
-                }
-            }
-        }
-        out
-    }
+/// The `[themis]` section.
+pub struct ThemisSection;
 
-    fn v4_prefixes(&mut self, key: &str, v: &Option<Vec<S<String>>>) -> Vec<(u32, u8)> {
+impl Section for ThemisSection {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn validate(
+        &self,
+        cx: &mut Validator<'_>,
+        cfg: &Config,
+    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
+        let raw: Option<RawThemis> = cx.raw(NAME)?;
+        Ok(validate(cx, raw.as_ref(), cfg).map(|c| Arc::new(c) as Arc<dyn SectionConfig>))
+    }
+}
+
+// ---- validated ----------------------------------------------------------------------------
+
+/// THEMIS at the external switch (paper 000, sections IV and V).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThemisConfig {
+    /// Ports facing the local DC (hosts, daemons, the TCP handshakes THEMIS monitors).
+    pub dc_ports: Vec<u16>,
+    /// Ports facing the WAN / DCI.
+    pub wan_ports: Vec<u16>,
+    /// PNP (CNPs generated at the DC edge); `None` = disabled.
+    pub pnp: Option<ThemisPnpConfig>,
+    /// TRP (throttling by recirculation); `None` = disabled.
+    pub trp: Option<ThemisTrpConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThemisPnpConfig {
+    /// At most one CNP per QP per interval (ns).
+    pub cnp_interval_ns: u64,
+    /// DSCP of generated CNPs.
+    pub cnp_dscp: u8,
+    /// QP_field capacity (entries).
+    pub qp_capacity: usize,
+    /// CNP timestamp register size (cells).
+    pub register_size: usize,
+    /// Daemon messages are accepted only from these IPv4 prefixes (on DC ports).
+    pub host_prefixes: Vec<(u32, u8)>,
+    /// Remote-DC prefixes: when non-empty, a pair is inter-DC when the daemon's destination is in
+    /// one of them; when empty, the TCP handshake monitor decides.
+    pub inter_dc_prefixes: Vec<(u32, u8)>,
+    /// SYN-cookie secret rotation period (ns).
+    pub syn_cookie_period_ns: u64,
+    /// Inter-DC pairs remembered (entries; the oldest is evicted when full).
+    pub inter_dc_capacity: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThemisTrpConfig {
+    /// Algorithm 1's initial alpha.
+    pub alpha: u32,
+    /// Algorithm 1's beta (ns without CNPs before recovery).
+    pub beta_ns: u64,
+    /// Appendix D's direct recovery (for RNICs that accept out-of-order packets) instead of the
+    /// reorder-free recovery.
+    pub direct_recovery: bool,
+    pub cnp_cache_size: usize,
+    pub cnp_store_capacity: usize,
+    /// The recirculation port standing in for the pre-filled port: rate, per-loop delay,
+    /// capacity.
+    pub recirc_rate_bps: u64,
+    pub loop_delay_ns: u64,
+    pub recirc_capacity_pkts: usize,
+}
+
+// ---- as in the file ------------------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawThemis {
+    pub dc_ports: Option<S<Vec<S<PortRef>>>>,
+    pub wan_ports: Option<S<Vec<S<PortRef>>>>,
+    pub pnp: Option<RawThemisPnp>,
+    pub trp: Option<RawThemisTrp>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawThemisPnp {
+    pub enabled: Option<S<bool>>,
+    pub cnp_interval_ns: Option<S<i64>>,
+    pub cnp_dscp: Option<S<i64>>,
+    pub qp_capacity: Option<S<i64>>,
+    pub register_size: Option<S<i64>>,
+    pub host_prefixes: Option<Vec<S<String>>>,
+    pub inter_dc_prefixes: Option<Vec<S<String>>>,
+    pub syn_cookie_period_ms: Option<S<i64>>,
+    pub inter_dc_capacity: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawThemisTrp {
+    pub enabled: Option<S<bool>>,
+    pub alpha: Option<S<i64>>,
+    pub beta_ns: Option<S<i64>>,
+    pub recovery: Option<S<String>>,
+    pub cnp_cache_size: Option<S<i64>>,
+    pub cnp_store_capacity: Option<S<i64>>,
+    pub recirc_rate_gbps: Option<S<f64>>,
+    pub loop_delay_ns: Option<S<i64>>,
+    pub recirc_capacity_pkts: Option<S<i64>>,
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+fn v4_prefixes(cx: &mut Validator<'_>, key: &str, v: &Option<Vec<S<String>>>) -> Vec<(u32, u8)> {
         let mut out = Vec::new();
         for (i, p) in v.iter().flatten().enumerate() {
-            match super::parse_prefix(p.get_ref()) {
+            match parse_prefix(p.get_ref()) {
                 Ok(IpPrefix::V4 { addr, len }) => out.push((addr, len)),
-                Ok(IpPrefix::V6 { .. }) => self.err(
+                Ok(IpPrefix::V6 { .. }) => cx.err(
                     format!("{key}[{i}]"),
                     span(p),
                     "THEMIS daemon messages carry IPv4 addresses: an IPv4 prefix is needed",
                 ),
-                Err(m) => self.err(format!("{key}[{i}]"), span(p), m),
+                Err(m) => cx.err(format!("{key}[{i}]"), span(p), m),
             }
         }
         out
     }
 
-    pub(super) fn themis(
-        &mut self,
-        t: Option<&RawThemis>,
-        sw: &SwitchConfig,
-        infos: &[PortInfo],
-    ) -> Option<ThemisConfig> {
-        let t = match (sw.pipeline, t) {
-            (PipelineKind::Themis, Some(t)) => t,
-            (PipelineKind::Themis, None) => {
-                self.err(
+/// Validates `[themis]` (`t`, as read from the file) against the generic config.
+fn validate(cx: &mut Validator<'_>, t: Option<&RawThemis>, cfg: &Config) -> Option<ThemisConfig> {
+        let t = match (cfg.switch.pipeline == NAME, t) {
+            (true, Some(t)) => t,
+            (true, None) => {
+                cx.err(
                     "themis",
                     None,
                     "switch.pipeline = \"themis\" needs a [themis] table (dc_ports, wan_ports, [themis.pnp] and/or [themis.trp])",
@@ -82,7 +167,7 @@ impl Validator<'_> {
                 return None;
             }
             (_, Some(_)) => {
-                self.err(
+                cx.err(
                     "themis",
                     None,
                     "[themis] is only used with switch.pipeline = \"themis\"",
@@ -91,11 +176,11 @@ impl Validator<'_> {
             }
             (_, None) => return None,
         };
-        let dc_ports = self.port_refs("themis.dc_ports", &t.dc_ports, infos);
-        let wan_ports = self.port_refs("themis.wan_ports", &t.wan_ports, infos);
+        let dc_ports = cx.port_refs("themis.dc_ports", &t.dc_ports);
+        let wan_ports = cx.port_refs("themis.wan_ports", &t.wan_ports);
         for id in &dc_ports {
             if wan_ports.contains(id) {
-                self.err(
+                cx.err(
                     "themis.wan_ports",
                     t.wan_ports.as_ref().and_then(span),
                     format!("port id {id} is in both dc_ports and wan_ports"),
@@ -107,35 +192,35 @@ impl Validator<'_> {
                 return None;
             }
             let k = |s: &str| format!("themis.pnp.{s}");
-            let cnp_interval_ns = self.int_or(
+            let cnp_interval_ns = cx.int_or(
                 &k("cnp_interval_ns"),
                 &p.cnp_interval_ns,
                 DEFAULT_CNP_INTERVAL_NS,
                 0,
                 MAX_NS,
             );
-            let cnp_dscp = self.int_or(&k("cnp_dscp"), &p.cnp_dscp, DEFAULT_CNP_DSCP, 0, 63);
+            let cnp_dscp = cx.int_or(&k("cnp_dscp"), &p.cnp_dscp, DEFAULT_CNP_DSCP, 0, 63);
             let qp_capacity =
-                self.int_or(&k("qp_capacity"), &p.qp_capacity, DEFAULT_TABLE, 1, MAX_TABLE);
+                cx.int_or(&k("qp_capacity"), &p.qp_capacity, DEFAULT_TABLE, 1, MAX_TABLE);
             let register_size =
-                self.int_or(&k("register_size"), &p.register_size, DEFAULT_TABLE, 1, MAX_TABLE);
-            let host_prefixes = self.v4_prefixes(&k("host_prefixes"), &p.host_prefixes);
+                cx.int_or(&k("register_size"), &p.register_size, DEFAULT_TABLE, 1, MAX_TABLE);
+            let host_prefixes = v4_prefixes(cx, &k("host_prefixes"), &p.host_prefixes);
             if p.host_prefixes.as_ref().is_none_or(|v| v.is_empty()) {
-                self.err(
+                cx.err(
                     k("host_prefixes"),
                     None,
                     "needs at least one IPv4 prefix: daemon messages are trusted only from these sources",
                 );
             }
-            let inter_dc_prefixes = self.v4_prefixes(&k("inter_dc_prefixes"), &p.inter_dc_prefixes);
-            let period_ms = self.int_or(
+            let inter_dc_prefixes = v4_prefixes(cx, &k("inter_dc_prefixes"), &p.inter_dc_prefixes);
+            let period_ms = cx.int_or(
                 &k("syn_cookie_period_ms"),
                 &p.syn_cookie_period_ms,
                 DEFAULT_SYN_COOKIE_PERIOD_MS,
                 1,
                 3_600_000,
             );
-            let inter_dc_capacity = self.int_or(
+            let inter_dc_capacity = cx.int_or(
                 &k("inter_dc_capacity"),
                 &p.inter_dc_capacity,
                 DEFAULT_INTER_DC_CAPACITY,
@@ -158,15 +243,15 @@ impl Validator<'_> {
                 return None;
             }
             let k = |s: &str| format!("themis.trp.{s}");
-            let alpha = self.int_or(&k("alpha"), &p.alpha, DEFAULT_ALPHA, 1, 1_000_000);
-            let beta_ns = self.int_or(&k("beta_ns"), &p.beta_ns, DEFAULT_BETA_NS, 1, MAX_NS);
+            let alpha = cx.int_or(&k("alpha"), &p.alpha, DEFAULT_ALPHA, 1, 1_000_000);
+            let beta_ns = cx.int_or(&k("beta_ns"), &p.beta_ns, DEFAULT_BETA_NS, 1, MAX_NS);
             let direct_recovery = match &p.recovery {
                 None => false,
                 Some(r) => match r.get_ref().as_str() {
                     "reorder_free" => false,
                     "direct" => true,
                     other => {
-                        self.err(
+                        cx.err(
                             k("recovery"),
                             span(r),
                             format!("'{other}': expected \"reorder_free\" or \"direct\""),
@@ -175,14 +260,14 @@ impl Validator<'_> {
                     }
                 },
             };
-            let cnp_cache_size = self.int_or(
+            let cnp_cache_size = cx.int_or(
                 &k("cnp_cache_size"),
                 &p.cnp_cache_size,
                 DEFAULT_TABLE,
                 1,
                 MAX_TABLE,
             );
-            let cnp_store_capacity = self.int_or(
+            let cnp_store_capacity = cx.int_or(
                 &k("cnp_store_capacity"),
                 &p.cnp_store_capacity,
                 DEFAULT_TABLE,
@@ -194,7 +279,7 @@ impl Validator<'_> {
                 Some(r) => {
                     let g = *r.get_ref();
                     if !(MIN_RATE_GBPS..=MAX_RATE_GBPS).contains(&g) {
-                        self.err(
+                        cx.err(
                             k("recirc_rate_gbps"),
                             span(r),
                             format!(
@@ -207,14 +292,14 @@ impl Validator<'_> {
                     }
                 }
             };
-            let loop_delay_ns = self.int_or(
+            let loop_delay_ns = cx.int_or(
                 &k("loop_delay_ns"),
                 &p.loop_delay_ns,
                 DEFAULT_LOOP_DELAY_NS,
                 0,
                 MAX_NS,
             );
-            let recirc_capacity_pkts = self.int_or(
+            let recirc_capacity_pkts = cx.int_or(
                 &k("recirc_capacity_pkts"),
                 &p.recirc_capacity_pkts,
                 DEFAULT_RECIRC_CAPACITY,
@@ -233,7 +318,7 @@ impl Validator<'_> {
             })
         });
         if pnp.is_none() && trp.is_none() && t.pnp.is_none() && t.trp.is_none() {
-            self.err(
+            cx.err(
                 "themis",
                 None,
                 "enable PNP ([themis.pnp]) and/or TRP ([themis.trp])",
@@ -246,4 +331,3 @@ impl Validator<'_> {
             trp,
         })
     }
-}

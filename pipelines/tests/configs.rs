@@ -1,6 +1,6 @@
-//! Every shipped config in `configs/` must load and validate.
+//! Every shipped config in `configs/` must load and validate with every registered mechanism.
 
-use longhaul_control::config::Config;
+use longhaul_pipelines::load_config_all;
 use std::path::PathBuf;
 
 #[test]
@@ -15,7 +15,7 @@ fn every_shipped_config_validates() {
     assert!(!files.is_empty(), "no configs in {}", dir.display());
     let mut failures = Vec::new();
     for f in &files {
-        if let Err(errors) = Config::load_all(f) {
+        if let Err(errors) = load_config_all(f) {
             failures.extend(errors.iter().map(|e| e.to_string()));
         }
     }

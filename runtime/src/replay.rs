@@ -1,17 +1,12 @@
 //! Deterministic replay of pcaps through a switch built from a config: the library behind
 //! `longhaul replay` and the conformance runner.
 
-use crate::baseline::control::BaselineControl;
-use crate::baseline::Baseline;
 use crate::build::{heap_pool, switch_spec};
-use crate::spray::control::SprayControl;
-use crate::spray::tor::SprayTor;
-use crate::themis::control::ThemisControl;
-use crate::themis::esw::ThemisEsw;
-use longhaul_control::config::{Config, PipelineKind};
-use longhaul_control::plane::Inline;
+use crate::registry::Registry;
+use longhaul_control::config::Config;
+use longhaul_control::plane::{Inline, PipelineControl};
 use longhaul_dataplane::counters::DropReason;
-use longhaul_dataplane::engine::{Switch, SwitchSnapshot};
+use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::replay::{run, ReplayOptions, ReplaySummary};
@@ -33,53 +28,47 @@ pub struct ReplayResult {
     pub summary: ReplaySummary,
 }
 
-/// Run `inputs` through a switch built from `cfg`, entirely on virtual time. Inputs on a port id
-/// the config does not have are an error (named).
-pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, String> {
-    match cfg.switch.pipeline {
-        PipelineKind::Baseline => {
-            replay_with(cfg, Baseline::new(cfg), BaselineControl::new(cfg), &inputs)
-        }
-        PipelineKind::Themis => {
-            replay_with(cfg, ThemisEsw::new(cfg), ThemisControl::new(cfg), &inputs)
-        }
-        PipelineKind::Spray => {
-            replay_with(cfg, SprayTor::new(cfg), SprayControl::new(cfg), &inputs)
-        }
-    }
+/// Run `inputs` through a switch built from `cfg` (the pipeline `switch.pipeline` names, with
+/// every registered mechanism's additions), entirely on virtual time. Inputs on a port id the
+/// config does not have are an error (named).
+pub fn replay(
+    registry: &Registry,
+    cfg: &Config,
+    inputs: Vec<ReplayInput>,
+) -> Result<ReplayResult, String> {
+    registry
+        .find_pipeline(&cfg.switch.pipeline)?
+        .replay(registry, cfg, &inputs)
 }
 
 /// Replay through a switch of `pipeline`, its control handler running inline
 /// `control_latency_ns` after each punt, so replay stays deterministic.
-fn replay_with<L, H>(
+pub fn replay_with<L, H>(
+    registry: &Registry,
     cfg: &Config,
     pipeline: L,
     handler: H,
     inputs: &[ReplayInput],
 ) -> Result<ReplayResult, String>
 where
-    L: longhaul_dataplane::engine::Pipeline<HeapPool, Command = H::Command>,
-    H: longhaul_control::plane::PipelineControl,
+    L: Pipeline<HeapPool, Command = H::Command>,
+    H: PipelineControl,
 {
-    let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), pipeline);
+    let mut sw = Switch::new(switch_spec(cfg, registry), heap_pool(cfg), pipeline);
     sw.set_inline_control(Box::new(Inline(handler)), cfg.control.control_latency_ns);
-    let (outputs, counters, summary) = drive(&mut sw, inputs)?;
+    let (outputs, summary) = drive(&mut sw, inputs)?;
     Ok(ReplayResult {
         outputs,
-        counters,
+        counters: counters(registry, &sw),
         summary,
     })
 }
 
-type Drive = (
-    BTreeMap<u16, Vec<PcapRecord>>,
-    Vec<(String, u64)>,
-    ReplaySummary,
-);
+type Drive = (BTreeMap<u16, Vec<PcapRecord>>, ReplaySummary);
 
 fn drive<L>(sw: &mut Switch<HeapPool, L>, inputs: &[ReplayInput]) -> Result<Drive, String>
 where
-    L: longhaul_dataplane::engine::Pipeline<HeapPool>,
+    L: Pipeline<HeapPool>,
 {
     let mut ins = Vec::with_capacity(inputs.len());
     for i in inputs {
@@ -103,24 +92,25 @@ where
     if summary.stalled {
         return Err("replay stalled: the switch kept reporting work it did not do (a bug)".into());
     }
-    Ok((outputs, counters(sw), summary))
+    Ok((outputs, summary))
 }
 
 /// The switch's counters as (name, value) pairs in a stable order.
-pub fn counters<L>(sw: &Switch<HeapPool, L>) -> Vec<(String, u64)>
+pub fn counters<L>(registry: &Registry, sw: &Switch<HeapPool, L>) -> Vec<(String, u64)>
 where
-    L: longhaul_dataplane::engine::Pipeline<HeapPool>,
+    L: Pipeline<HeapPool>,
 {
     let mut snap = SwitchSnapshot::default();
     sw.snapshot_into(0, &mut snap);
-    snapshot_counters(&snap)
+    snapshot_counters(registry, &snap)
 }
 
 /// A counter snapshot as (name, value) pairs in a stable order: per port rx/tx/PFC, per queue
 /// (classes that saw traffic), drops by reason (non-zero), pipeline counters, match-action tables
 /// (`table.<name>.{entries,capacity,hits,misses,full_events}`), switch totals, PFC generation,
+/// the registered mechanisms' own counters ([`Mechanism::counters`](crate::Mechanism::counters)),
 /// control channel.
-pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
+pub fn snapshot_counters(registry: &Registry, s: &SwitchSnapshot) -> Vec<(String, u64)> {
     let mut c = Vec::new();
     for p in &s.ports {
         let n = &p.name;
@@ -181,17 +171,8 @@ pub fn snapshot_counters(s: &SwitchSnapshot) -> Vec<(String, u64)> {
             }
         }
     }
-    if let Some(b) = &s.bifrost {
-        c.push(("bifrost.slots".into(), b.slots));
-        c.push(("bifrost.frames".into(), b.frames));
-        c.push(("bifrost.max_l_bytes".into(), b.max_l_bytes));
-        c.push(("bifrost.overflow_drops".into(), b.overflow_drops));
-        c.push(("bifrost.slots_missed".into(), b.slots_missed));
-        // Slot timer lateness (engine time of the update - the slot boundary): 0 in replay.
-        let h = &b.lateness;
-        c.push(("bifrost.slot_late_p50_ns".into(), h.quantile_upper_ns(0.5)));
-        c.push(("bifrost.slot_late_p99_ns".into(), h.quantile_upper_ns(0.99)));
-        c.push(("bifrost.slot_late_max_ns".into(), h.max_ns));
+    for m in registry.mechanisms() {
+        m.counters(s, &mut c);
     }
     let ctl = &s.control;
     c.push(("control.commands_applied".into(), ctl.applied));

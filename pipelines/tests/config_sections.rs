@@ -1,0 +1,131 @@
+//! Config parsing with the registry: every registered pipeline and section is known, sections
+//! are validated by their mechanisms with the same `file: key: what (line L, column C)` errors
+//! as the generic tables, and a table no mechanism claims is an unknown key.
+
+use longhaul_control::config::{Config, ConfigError};
+use longhaul_pipelines::parse_config;
+use longhaul_pipelines::themis::config::ThemisConfig;
+use std::path::Path;
+
+const PORTS: &str = r#"
+[[ports]]
+id = 0
+name = "a"
+mac = "02:00:00:00:00:01"
+rate_gbps = 100
+
+[[ports]]
+id = 1
+name = "b"
+mac = "02:00:00:00:00:02"
+rate_gbps = 100
+"#;
+
+fn err(text: &str) -> ConfigError {
+    match parse_config(text, Path::new("t.toml")) {
+        Ok(_) => panic!("config was accepted:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+#[track_caller]
+fn assert_err_contains(text: &str, key: &str, part: &str) {
+    let e = err(text);
+    assert_eq!(e.key, key, "full error: {e}");
+    assert!(e.msg.contains(part), "'{}' does not contain '{part}'", e.msg);
+}
+
+#[test]
+fn unknown_pipeline_names_every_registered_one() {
+    assert_err_contains(
+        &format!("[switch]\nname = \"t\"\npipeline = \"reflex\"\n{PORTS}"),
+        "switch.pipeline",
+        "unknown variant `reflex`, expected one of `baseline`, `themis`, `spray` (line 3, column 12)",
+    );
+}
+
+#[test]
+fn unknown_table_names_generic_tables_and_sections() {
+    let e = err(&format!("[switch]\nname = \"t\"\n{PORTS}\n[bogus]\nx = 1\n"));
+    assert_eq!(e.key, "bogus");
+    assert!(
+        e.msg.starts_with(
+            "unknown field `bogus`, expected one of `switch`, `ports`, `qos`, `pfc`, `parser`, \
+             `l2`, `routes`, `control`, `dpdk`, `themis`, `spray`, `bifrost`"
+        ),
+        "{e}"
+    );
+    assert!(e.msg.ends_with("(line 16, column 2)"), "{e}");
+}
+
+#[test]
+fn themis_section_errors() {
+    assert_err_contains(
+        &format!("[switch]\nname = \"t\"\npipeline = \"themis\"\n{PORTS}"),
+        "themis",
+        "needs a [themis] table",
+    );
+    assert_err_contains(
+        &format!("[switch]\nname = \"t\"\n{PORTS}\n[themis]\ndc_ports = [\"a\"]\n"),
+        "themis",
+        "only used with switch.pipeline = \"themis\"",
+    );
+}
+
+/// A wrong type or an unknown key inside a section stops parsing with the key path and place,
+/// as in a generic table.
+#[test]
+fn section_type_and_unknown_key_errors_have_path_and_place() {
+    let base = format!("[switch]\nname = \"t\"\npipeline = \"themis\"\n{PORTS}\n[themis]\n");
+    assert_err_contains(
+        &format!("{base}dc_ports = [\"a\"]\nwan_ports = [\"b\"]\n[themis.pnp]\ncnp_dscp = \"x\"\n"),
+        "themis.pnp.cnp_dscp",
+        "expected an integer (line 21, column 12)",
+    );
+    assert_err_contains(
+        &format!("{base}dc_ports = [\"a\"]\nwan_ports = [\"b\"]\nbogus = 1\n"),
+        "themis.bogus",
+        "unknown field `bogus`",
+    );
+    assert_err_contains(
+        &format!("[switch]\nname = \"t\"\n{PORTS}\n[bifrost]\nports = [\"a\"]\npriorities = [3]\nslot_ns = 1.5\n"),
+        "bifrost.slot_ns",
+        "expected an integer",
+    );
+}
+
+/// Validation errors of a section are reported with every other one, after the generic tables'.
+#[test]
+fn section_validation_errors_come_after_the_generic_ones() {
+    let text = format!(
+        "[switch]\nname = \"t\"\npipeline = \"themis\"\npool_buffers = 0\n{PORTS}\n[themis]\n\
+         dc_ports = [\"a\"]\nwan_ports = [\"a\"]\n[themis.pnp]\ncnp_dscp = 64\n"
+    );
+    let errors = Config::parse_all_with(&text, Path::new("t.toml"), &*longhaul_pipelines::registry())
+        .unwrap_err();
+    let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "switch.pool_buffers",
+            "themis.wan_ports",
+            "themis.pnp.cnp_dscp",
+            "themis.pnp.host_prefixes"
+        ],
+        "{errors:?}"
+    );
+    assert!(errors[2].msg.contains("(line 22, column 12)"), "{}", errors[2]);
+}
+
+#[test]
+fn a_valid_section_is_found_by_type() {
+    let text = format!(
+        "[switch]\nname = \"t\"\npipeline = \"themis\"\n{PORTS}\n[themis]\n\
+         dc_ports = [\"a\"]\nwan_ports = [\"b\"]\n[themis.trp]\nalpha = 7\n"
+    );
+    let c = parse_config(&text, Path::new("t.toml")).unwrap();
+    let t = c.section::<ThemisConfig>().expect("[themis]");
+    assert_eq!(t.trp.as_ref().map(|t| t.alpha), Some(7));
+    assert!(t.pnp.is_none());
+    assert_eq!(c.sections.names().collect::<Vec<_>>(), ["themis"]);
+}

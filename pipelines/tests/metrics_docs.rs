@@ -1,0 +1,162 @@
+//! The mechanisms' additions to `/stats` and to the metrics, through the registry (what the
+//! control thread calls), and docs/metrics.md listing exactly the exported names: the generic
+//! ones and every registered mechanism's.
+
+use longhaul_control::mechanisms::Mechanisms;
+use longhaul_control::metrics::{from_switches, Metrics, Series, METRIC_NAMES};
+use longhaul_control::plane::snapshot_json;
+use longhaul_dataplane::asic::bifrost::BifrostStats;
+use longhaul_dataplane::control::LatencyHist;
+use longhaul_dataplane::engine::SwitchSnapshot;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Slot timer lateness: 300 ns, 300 ns, 5 us.
+fn lateness() -> LatencyHist {
+    let mut h = LatencyHist::default();
+    for ns in [300, 300, 5000] {
+        h.record(ns);
+    }
+    h
+}
+
+fn with_bifrost(slots: u64, max_l: u64) -> SwitchSnapshot {
+    SwitchSnapshot {
+        bifrost: Some(BifrostStats {
+            updates: 3 * slots,
+            frames: 9,
+            slots,
+            slots_missed: 1,
+            lateness: lateness(),
+            overflow_drops: 2,
+            max_l_bytes: max_l,
+            deferred: 0,
+        }),
+        ..SwitchSnapshot::default()
+    }
+}
+
+/// The `/stats` object of a worker, as the control thread builds it.
+fn stats(s: &SwitchSnapshot) -> Value {
+    let mut v = snapshot_json(3, s);
+    if let Value::Object(m) = &mut v {
+        longhaul_pipelines::registry().stats_json(s, m);
+    }
+    v
+}
+
+#[test]
+fn docs_list_exactly_the_exported_names() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/metrics.md"),
+    )
+    .unwrap();
+    // Names in the first column of the reference tables.
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `longhaul_"))
+        .filter_map(|l| l.split('`').next())
+        .map(|rest| format!("longhaul_{rest}"))
+        .collect();
+    let reg = longhaul_pipelines::registry();
+    let exported: BTreeSet<String> = METRIC_NAMES
+        .iter()
+        .copied()
+        .chain(reg.mechanisms().flat_map(|m| m.metric_names().iter().copied()))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(documented, exported);
+}
+
+/// `/stats` carries Bifrost's counters under `bifrost`, `null` without `[bifrost]`.
+#[test]
+fn stats_json_has_the_bifrost_counters() {
+    assert!(stats(&SwitchSnapshot::default())["bifrost"].is_null());
+    let v = stats(&with_bifrost(10, 123_456));
+    let b = &v["bifrost"];
+    assert_eq!(v["worker"], 3);
+    for (k, want) in [
+        ("slots", 10),
+        ("slots_missed", 1),
+        ("updates", 30),
+        ("frames", 9),
+        ("deferred", 0),
+        ("overflow_drops", 2),
+        ("max_l_bytes", 123_456),
+        ("slot_late_max_ns", 5000),
+    ] {
+        assert_eq!(b[k].as_u64(), Some(want), "bifrost.{k} in {b}");
+    }
+    let p99 = b["slot_late_p99_ns"].as_u64().unwrap();
+    assert!((5000..=8192).contains(&p99), "p99 {p99}");
+    let p50 = b["slot_late_p50_ns"].as_u64().unwrap();
+    assert!((300..=512).contains(&p50), "p50 {p50}");
+}
+
+/// Bifrost's series are summed over the workers (the largest L is the largest of theirs), none
+/// without `[bifrost]`, and scrape with their names, types and values.
+#[test]
+fn bifrost_metrics_are_summed_and_exported() {
+    let reg = longhaul_pipelines::registry();
+    let mut none = Vec::new();
+    reg.metrics(&[SwitchSnapshot::default()], &mut none);
+    assert!(none.is_empty(), "{none:?}");
+
+    let snaps = [with_bifrost(5, 500), with_bifrost(7, 700)];
+    let mut snap = from_switches(&snaps);
+    reg.metrics(&snaps, &mut snap.extra);
+    let value = |name: &str| {
+        snap.extra.iter().find_map(|s| match s {
+            Series::Counter { name: n, value, .. } | Series::Gauge { name: n, value, .. }
+                if *n == name =>
+            {
+                Some(*value)
+            }
+            _ => None,
+        })
+    };
+    assert_eq!(value("longhaul_bifrost_slots_total"), Some(12));
+    assert_eq!(value("longhaul_bifrost_frames_total"), Some(18));
+    assert_eq!(value("longhaul_bifrost_max_queue_bytes"), Some(700));
+    let lat = snap
+        .extra
+        .iter()
+        .find_map(|s| match s {
+            Series::Histogram { lat, .. } => Some(lat.clone()),
+            _ => None,
+        })
+        .expect("the lateness histogram");
+    assert_eq!(lat.count, 6);
+
+    let m = Metrics::install().unwrap();
+    m.publish(&snap);
+    let text = m.render();
+    for (line, want) in [
+        ("longhaul_bifrost_slots_total ", "12"),
+        ("longhaul_bifrost_slots_missed_total ", "2"),
+        ("longhaul_bifrost_updates_total ", "36"),
+        ("longhaul_bifrost_overflow_drops_total ", "4"),
+        ("longhaul_bifrost_max_queue_bytes ", "700"),
+        ("longhaul_bifrost_slot_lateness_seconds_count ", "6"),
+        (
+            "longhaul_bifrost_slot_lateness_seconds_bucket{le=\"0.000000512\"} ",
+            "4",
+        ),
+    ] {
+        let got = text
+            .lines()
+            .find_map(|l| l.strip_prefix(line))
+            .unwrap_or_else(|| panic!("no {line} in\n{text}"));
+        assert_eq!(got, want, "{line}");
+    }
+    for name in [
+        "longhaul_bifrost_slots_total",
+        "longhaul_bifrost_max_queue_bytes",
+        "longhaul_bifrost_slot_lateness_seconds",
+    ] {
+        assert!(text.contains(&format!("# HELP {name} ")), "no HELP for {name}");
+    }
+    assert!(text.contains("# TYPE longhaul_bifrost_slots_total counter"));
+    assert!(text.contains("# TYPE longhaul_bifrost_max_queue_bytes gauge"));
+    assert!(text.contains("# TYPE longhaul_bifrost_slot_lateness_seconds histogram"));
+}

@@ -1,0 +1,27 @@
+//! longhaul runtime: what runs any pipeline, knowing mechanisms only through the
+//! [`Mechanism`] trait and the [`Registry`] that lists them.
+//!
+//! - [`registry`], [`mechanism`], [`typed`]: the registry and the traits a mechanism implements;
+//! - [`build`]: a validated config to the dataplane's switch spec and buffer pool;
+//! - [`replay`]: deterministic pcap replay on virtual time (`longhaul replay`, conformance);
+//! - [`run`], [`live`], [`platform`], [`dpdk`]: the live appliance (`longhaul run`): control
+//!   thread, management API, metrics, and the workers on the heap platform (pcap and null
+//!   ports) or on DPDK lcores and ethdev ports (feature `dpdk`).
+//!
+//! Imports flow one way: `run` and `replay` use `registry` and `build`; `typed` (which makes
+//! registry entries) uses `run` and `replay`; `dpdk` uses `platform`.
+pub mod build;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+pub mod live;
+pub mod mechanism;
+pub mod platform;
+pub mod registry;
+pub mod replay;
+pub mod run;
+pub mod typed;
+
+pub use mechanism::{Mechanism, PipelineMechanism};
+pub use registry::{ErasedPipeline, Registry};
+pub use replay::{replay, snapshot_counters, ReplayInput, ReplayResult};
+pub use run::{run, RunOptions, RunReport};

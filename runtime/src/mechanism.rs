@@ -1,0 +1,70 @@
+//! The one trait through which the runtime knows a mechanism ([`Mechanism`]), and its typed
+//! extension for a mechanism that is a pipeline ([`PipelineMechanism`]). A mechanism folder
+//! under `pipelines/src/` implements them; the registry (`longhaul_pipelines::registry`) lists
+//! them, one line each. docs/adding-a-mechanism.md walks through adding one.
+
+use crate::platform::PlatformPipeline;
+use longhaul_control::config::{Config, Section};
+use longhaul_control::metrics::Series;
+use longhaul_control::plane::PipelineControl;
+use longhaul_dataplane::engine::{SwitchSnapshot, SwitchSpec};
+use serde_json::{Map, Value};
+
+/// A mechanism: a paper's switch-side half (or the baseline switch), owning its configuration
+/// section, its stages, its control plane and its counters. Every method but `name` and `docs`
+/// has a default that adds nothing.
+pub trait Mechanism: Send + Sync + 'static {
+    /// Its name: the config section's table (`[name]`) and, for a pipeline, the
+    /// `switch.pipeline` value.
+    fn name(&self) -> &'static str;
+
+    /// Its documentation (a path in the repository, e.g. `docs/config.md#name`).
+    fn docs(&self) -> &'static str;
+
+    /// Its configuration section, if it has one.
+    fn section(&self) -> Option<&dyn Section> {
+        None
+    }
+
+    /// Switch primitives it adds to a switch built from `cfg` (a recirculation port, a PFC
+    /// replacement). Called for every registered mechanism, whatever the pipeline: a mechanism
+    /// that is not configured in `cfg` adds nothing.
+    fn extend_spec(&self, _cfg: &Config, _spec: &mut SwitchSpec) {}
+
+    /// Called once before a live run of `cfg` starts (e.g. to draw fresh secrets; replay keeps
+    /// the config's seeds).
+    fn before_live_run(&self, _cfg: &Config) {}
+
+    /// Counters of its own in a snapshot that the pipeline's counters and tables do not carry
+    /// (engine-level ones), as (name, value) in print order: replay's and run's final counters.
+    fn counters(&self, _snap: &SwitchSnapshot, _out: &mut Vec<(String, u64)>) {}
+
+    /// Keys it adds to a worker's `/stats` object.
+    fn stats_json(&self, _snap: &SwitchSnapshot, _out: &mut Map<String, Value>) {}
+
+    /// Series it adds to the Prometheus metrics, from every worker's snapshot.
+    fn metrics(&self, _snaps: &[SwitchSnapshot], _out: &mut Vec<Series>) {}
+
+    /// Every metric name it may add (documented with the mechanism; a test scrapes them).
+    fn metric_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// A mechanism that is a pipeline (`switch.pipeline = name`): the ingress/egress stages that
+/// run on every worker, and the control-plane handler (tables' master copy, punt handler,
+/// reload) on the control thread. Registered with [`Registry::pipeline`](crate::Registry).
+pub trait PipelineMechanism: Mechanism {
+    /// The pipeline's own commands (table changes, register resets).
+    type Command: Clone + Send + 'static;
+    /// The stages, for every buffer pool the build has (heap, and DPDK mbufs).
+    type Pipeline: PlatformPipeline<Self::Command>;
+    /// The control-plane handler.
+    type Control: PipelineControl<Command = Self::Command>;
+
+    /// One worker's pipeline for `cfg` (a validated config with this pipeline selected).
+    fn pipeline(&self, cfg: &Config) -> Self::Pipeline;
+
+    /// The control-plane handler for `cfg`.
+    fn control(&self, cfg: &Config) -> Self::Control;
+}

@@ -1,0 +1,166 @@
+//! The platform of a live run: where packets live and how ports open (heap buffers and
+//! pcap/null ports here, DPDK mbufs and ethdev ports in `dpdk`), and where a worker runs (a
+//! plain thread, or a pinned DPDK worker lcore).
+
+use crate::build::heap_pool;
+use longhaul_control::config::{Config, PortIo};
+use longhaul_dataplane::control::mono_ns;
+use longhaul_dataplane::engine::Pipeline;
+use longhaul_dataplane::packet::{BufPool, HeapPool};
+use longhaul_dataplane::port::{NullPort, PcapPort, Port};
+
+/// A pipeline that runs on every platform this build has: heap buffers, and DPDK mbufs with the
+/// `dpdk` feature. Implemented for every pipeline generic over its buffer pool.
+#[cfg(not(feature = "dpdk"))]
+pub trait PlatformPipeline<C>: Pipeline<HeapPool, Command = C> + Send + 'static {}
+#[cfg(not(feature = "dpdk"))]
+impl<C, T: Pipeline<HeapPool, Command = C> + Send + 'static> PlatformPipeline<C> for T {}
+
+/// A pipeline that runs on every platform this build has: heap buffers, and DPDK mbufs with the
+/// `dpdk` feature. Implemented for every pipeline generic over its buffer pool.
+#[cfg(feature = "dpdk")]
+pub trait PlatformPipeline<C>:
+    Pipeline<HeapPool, Command = C>
+    + Pipeline<longhaul_dataplane::dpdk::MbufPool, Command = C>
+    + Send
+    + 'static
+{
+}
+#[cfg(feature = "dpdk")]
+impl<C, T> PlatformPipeline<C> for T where
+    T: Pipeline<HeapPool, Command = C>
+        + Pipeline<longhaul_dataplane::dpdk::MbufPool, Command = C>
+        + Send
+        + 'static
+{
+}
+
+/// Whether `cfg`'s ports are DPDK ports (validation refuses mixing them with pcap or memory
+/// ports, so one is enough).
+pub fn uses_dpdk(cfg: &Config) -> bool {
+    cfg.ports
+        .iter()
+        .any(|p| matches!(p.io, PortIo::Dpdk { .. }))
+}
+
+/// Where a worker runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// A std thread (heap platform; DPDK when EAL has no worker lcore).
+    Thread,
+    /// DPDK worker lcore `n` (EAL's thread, pinned to the lcore's CPU).
+    #[cfg(feature = "dpdk")]
+    Lcore(u32),
+}
+
+/// A running worker.
+pub enum WorkerJoin {
+    Thread(std::thread::JoinHandle<()>),
+    #[cfg(feature = "dpdk")]
+    Lcore(longhaul_dataplane::dpdk::LcoreJoin<()>),
+}
+
+impl WorkerJoin {
+    /// Wait for the worker; Err when it panicked.
+    pub fn join(self) -> Result<(), String> {
+        match self {
+            WorkerJoin::Thread(h) => h
+                .join()
+                .map_err(|_| "the worker thread panicked".to_string()),
+            #[cfg(feature = "dpdk")]
+            WorkerJoin::Lcore(j) => j.join().map_err(|e| format!("the worker: {e}")),
+        }
+    }
+}
+
+/// Start `job` as worker `name` at `placement`.
+pub fn spawn_worker(
+    placement: Placement,
+    name: &str,
+    job: Box<dyn FnOnce() + Send + 'static>,
+) -> Result<WorkerJoin, String> {
+    match placement {
+        Placement::Thread => std::thread::Builder::new()
+            .name(name.into())
+            .spawn(job)
+            .map(WorkerJoin::Thread)
+            .map_err(|e| format!("starting {name}: {e}")),
+        #[cfg(feature = "dpdk")]
+        Placement::Lcore(lcore) => {
+            let eal = longhaul_dataplane::dpdk::Eal::get()
+                .ok_or_else(|| format!("starting {name} on lcore {lcore}: EAL is not up"))?;
+            eal.launch(lcore, job)
+                .map(WorkerJoin::Lcore)
+                .map_err(|e| format!("starting {name}: {e}"))
+        }
+    }
+}
+
+/// Where packets live and how ports open: heap buffers with pcap/null ports ([`HeapPlatform`]),
+/// or DPDK mbufs with ethdev ports (the `dpdk` feature).
+pub trait Platform: Send + 'static {
+    type Pool: BufPool + Send + 'static;
+    /// The buffer pool of a switch built from `cfg` (one per worker).
+    fn pool(&mut self, cfg: &Config) -> Result<Self::Pool, String>;
+    /// Each worker's view of the ports of `cfg`, in port order (the number of workers is the
+    /// length). Errors name the port.
+    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<Self::Pool>>, String>;
+    /// Where worker `worker` runs (DPDK: a pinned worker lcore).
+    fn placement(&self, _worker: usize) -> Placement {
+        Placement::Thread
+    }
+    /// Link state and NIC counters of the ports, for metrics (DPDK ports).
+    fn port_status(&self) -> Vec<Box<dyn longhaul_control::plane::PortStatus>> {
+        Vec::new()
+    }
+}
+
+/// A worker's ports, index i = the switch's port index i.
+pub type Ports<P> = Vec<Box<dyn Port<P> + Send>>;
+
+/// Heap buffers; pcap and null ports.
+pub struct HeapPlatform;
+
+impl Platform for HeapPlatform {
+    type Pool = HeapPool;
+    fn pool(&mut self, cfg: &Config) -> Result<HeapPool, String> {
+        Ok(heap_pool(cfg))
+    }
+    fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<HeapPool>>, String> {
+        Ok(vec![open_ports(cfg)?])
+    }
+}
+
+/// Open the ports of `cfg`, in port order. Errors name the port and the file.
+pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
+    let start = mono_ns();
+    let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
+    for p in &cfg.ports {
+        let port: Box<dyn Port<HeapPool> + Send> = match &p.io {
+            PortIo::None => Box::new(NullPort::default()),
+            PortIo::Pcap {
+                rx,
+                tx,
+                rx_loop,
+                pace,
+            } => Box::new(
+                PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
+                    .map_err(|e| format!("port '{}': {e}", p.name))?,
+            ),
+            PortIo::Memory => {
+                return Err(format!(
+                    "port '{}': io kind \"memory\" is for in-process tests; use \"pcap\" or \"none\" with `longhaul run`",
+                    p.name
+                ))
+            }
+            PortIo::Dpdk { device, .. } => {
+                return Err(format!(
+                    "port '{}': io kind \"dpdk\" (device {device}) is not a heap-platform port (run_on_platform opens it with the dpdk feature)",
+                    p.name
+                ))
+            }
+        };
+        ports.push(port);
+    }
+    Ok(ports)
+}

@@ -1,0 +1,127 @@
+//! The registry: every mechanism a build has, in order. The generic layers (config parsing, the
+//! control thread, replay, live runs) go through it and name no mechanism; the list itself is
+//! `longhaul_pipelines::registry()`, and a test can build its own with a mechanism of its own.
+
+use crate::mechanism::Mechanism;
+use crate::replay::{ReplayInput, ReplayResult};
+use crate::run::{RunOptions, RunReport};
+use longhaul_control::config::{Config, Section};
+use longhaul_control::mechanisms::Mechanisms;
+use longhaul_control::metrics::Series;
+use longhaul_dataplane::engine::SwitchSnapshot;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A pipeline with its types erased: what `switch.pipeline` selects. Made by
+/// [`Registry::pipeline`] for any [`PipelineMechanism`](crate::PipelineMechanism), whose
+/// switch and control plane it builds and runs (monomorphized: the worker loop calls the stages
+/// directly).
+pub trait ErasedPipeline: Send + Sync {
+    /// Replay `inputs` through a switch of this pipeline built from `cfg`.
+    fn replay(
+        &self,
+        registry: &Registry,
+        cfg: &Config,
+        inputs: &[ReplayInput],
+    ) -> Result<ReplayResult, String>;
+
+    /// Run it live.
+    fn run(
+        &self,
+        registry: Arc<Registry>,
+        cfg: Config,
+        path: PathBuf,
+        opts: RunOptions,
+    ) -> Result<RunReport, String>;
+}
+
+/// Every registered mechanism, and the pipelines among them.
+#[derive(Clone, Default)]
+pub struct Registry {
+    mechanisms: Vec<Arc<dyn Mechanism>>,
+    pipelines: Vec<(&'static str, Arc<dyn ErasedPipeline>)>,
+}
+
+impl Registry {
+    /// An empty registry (no pipeline at all: add at least one).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a mechanism that is not a pipeline: it composes with whichever pipeline runs
+    /// (through its section, `extend_spec` and its counters).
+    ///
+    /// # Panics
+    /// When a mechanism of the same name is already registered (a programming error in the
+    /// registry list, found by every test that builds it).
+    pub fn mechanism<M: Mechanism>(mut self, m: M) -> Self {
+        self.check_name(m.name());
+        self.mechanisms.push(Arc::new(m));
+        self
+    }
+
+    pub(crate) fn push_pipeline(
+        &mut self,
+        m: Arc<dyn Mechanism>,
+        erased: Arc<dyn ErasedPipeline>,
+    ) {
+        self.check_name(m.name());
+        self.pipelines.push((m.name(), erased));
+        self.mechanisms.push(m);
+    }
+
+    fn check_name(&self, name: &str) {
+        assert!(
+            self.get(name).is_none(),
+            "mechanism '{name}' registered twice"
+        );
+    }
+
+    /// Every mechanism, in registration order.
+    pub fn mechanisms(&self) -> impl Iterator<Item = &dyn Mechanism> + '_ {
+        self.mechanisms.iter().map(|m| m.as_ref())
+    }
+
+    /// The mechanism named `name`.
+    pub fn get(&self, name: &str) -> Option<&dyn Mechanism> {
+        self.mechanisms().find(|m| m.name() == name)
+    }
+
+    /// The pipeline named `name` (`switch.pipeline`).
+    pub fn find_pipeline(&self, name: &str) -> Result<&dyn ErasedPipeline, String> {
+        self.pipelines
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| p.as_ref())
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.pipelines.iter().map(|(n, _)| *n).collect();
+                format!(
+                    "no pipeline '{name}' in this build (pipelines: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl Mechanisms for Registry {
+    fn pipelines(&self) -> Vec<&'static str> {
+        self.pipelines.iter().map(|(n, _)| *n).collect()
+    }
+
+    fn sections(&self) -> Vec<&dyn Section> {
+        self.mechanisms().filter_map(|m| m.section()).collect()
+    }
+
+    fn stats_json(&self, snap: &SwitchSnapshot, out: &mut Map<String, Value>) {
+        for m in self.mechanisms() {
+            m.stats_json(snap, out);
+        }
+    }
+
+    fn metrics(&self, snaps: &[SwitchSnapshot], out: &mut Vec<Series>) {
+        for m in self.mechanisms() {
+            m.metrics(snaps, out);
+        }
+    }
+}

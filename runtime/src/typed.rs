@@ -1,0 +1,56 @@
+//! Registering a [`PipelineMechanism`]: its typed pipeline and control handler behind an
+//! [`ErasedPipeline`], so that the registry can hold any pipeline while replay and the live
+//! workers still run each one's own monomorphized code.
+
+use crate::mechanism::PipelineMechanism;
+use crate::registry::{ErasedPipeline, Registry};
+use crate::replay::{replay_with, ReplayInput, ReplayResult};
+use crate::run::{run_on_platform, RunOptions, RunReport};
+use longhaul_control::config::Config;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+impl Registry {
+    /// Adds a mechanism that is a pipeline (`switch.pipeline = m.name()`).
+    ///
+    /// # Panics
+    /// When a mechanism of the same name is already registered.
+    pub fn pipeline<M: PipelineMechanism>(mut self, m: M) -> Self {
+        let m = Arc::new(m);
+        self.push_pipeline(m.clone(), Arc::new(Typed(m)));
+        self
+    }
+}
+
+struct Typed<M>(Arc<M>);
+
+impl<M: PipelineMechanism> ErasedPipeline for Typed<M> {
+    fn replay(
+        &self,
+        registry: &Registry,
+        cfg: &Config,
+        inputs: &[ReplayInput],
+    ) -> Result<ReplayResult, String> {
+        let m = &self.0;
+        replay_with(registry, cfg, m.pipeline(cfg), m.control(cfg), inputs)
+    }
+
+    fn run(
+        &self,
+        registry: Arc<Registry>,
+        cfg: Config,
+        path: PathBuf,
+        opts: RunOptions,
+    ) -> Result<RunReport, String> {
+        let handler = self.0.control(&cfg);
+        let m = self.0.clone();
+        run_on_platform(
+            registry,
+            cfg,
+            path,
+            move |c: &Config| m.pipeline(c),
+            handler,
+            opts,
+        )
+    }
+}
