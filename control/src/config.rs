@@ -17,14 +17,17 @@ use std::path::{Path, PathBuf};
 
 mod raw;
 mod section;
+mod sections;
 mod validate;
 
 pub use raw::{PortRef, S};
-pub use section::{Section, SectionConfig, Sections};
-use crate::mechanisms::{Mechanisms, NoMechanisms};
+pub use section::{GenericSchema, Schema, Section};
+pub use sections::{SectionConfig, Sections};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub use validate::pause_time_ns;
-pub use validate::{fmt_mac, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS, MIN_RATE_GBPS};
+pub use validate::{
+    fmt_mac, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS, MIN_RATE_GBPS,
+};
 
 /// `switch.pipeline` when the file does not say.
 pub const DEFAULT_PIPELINE: &str = "baseline";
@@ -59,32 +62,32 @@ impl Config {
     /// parser, l2, routes, control, dpdk, then each section in registry order); see
     /// [`Config::parse_all`] for every error.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-        Self::parse_with(text, file, &NoMechanisms)
+        Self::parse_with(text, file, &GenericSchema)
     }
 
     /// Reads, parses and validates the file at `path` (read errors are `ConfigError`s too).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        Self::load_with(path, &NoMechanisms)
+        Self::load_with(path, &GenericSchema)
     }
 
     /// Like [`Config::parse`], but on failure returns every error found.
     pub fn parse_all(text: &str, file: &Path) -> Result<Config, Vec<ConfigError>> {
-        Self::parse_all_with(text, file, &NoMechanisms)
+        Self::parse_all_with(text, file, &GenericSchema)
     }
 
     /// Like [`Config::load`], but on failure returns every error found.
     pub fn load_all(path: &Path) -> Result<Config, Vec<ConfigError>> {
-        Self::load_all_with(path, &NoMechanisms)
+        Self::load_all_with(path, &GenericSchema)
     }
 
-    /// [`Config::parse`] with the pipelines and sections of `mechanisms` (the registry).
-    pub fn parse_with(text: &str, file: &Path, mechanisms: &dyn Mechanisms) -> Result<Config, ConfigError> {
-        Self::parse_all_with(text, file, mechanisms).map_err(|mut errors| errors.swap_remove(0))
+    /// [`Config::parse`] with the pipelines and sections of `schema` (the registry).
+    pub fn parse_with(text: &str, file: &Path, schema: &dyn Schema) -> Result<Config, ConfigError> {
+        Self::parse_all_with(text, file, schema).map_err(|mut errors| errors.swap_remove(0))
     }
 
-    /// [`Config::load`] with the pipelines and sections of `mechanisms`.
-    pub fn load_with(path: &Path, mechanisms: &dyn Mechanisms) -> Result<Config, ConfigError> {
-        Self::load_all_with(path, mechanisms).map_err(|mut errors| errors.swap_remove(0))
+    /// [`Config::load`] with the pipelines and sections of `schema`.
+    pub fn load_with(path: &Path, schema: &dyn Schema) -> Result<Config, ConfigError> {
+        Self::load_all_with(path, schema).map_err(|mut errors| errors.swap_remove(0))
     }
 
     /// Like [`Config::parse_with`], but on failure returns every error found (never an empty
@@ -93,9 +96,9 @@ impl Config {
     pub fn parse_all_with(
         text: &str,
         file: &Path,
-        mechanisms: &dyn Mechanisms,
+        schema: &dyn Schema,
     ) -> Result<Config, Vec<ConfigError>> {
-        let sections = mechanisms.sections();
+        let sections = schema.sections();
         let names: Vec<&'static str> = sections.iter().map(|s| s.name()).collect();
         let mut track = serde_path_to_error::Track::new();
         let de = toml::Deserializer::new(text);
@@ -111,7 +114,7 @@ impl Config {
             }
         };
         let mut v = validate::Validator::new(file, text);
-        let mut config = v.config(raw, &mechanisms.pipelines());
+        let mut config = v.config(raw, &schema.pipelines());
         for s in sections {
             match s.validate(&mut v, &config) {
                 Ok(Some(c)) => config.sections.0.push((s.name(), c)),
@@ -127,7 +130,7 @@ impl Config {
     }
 
     /// Like [`Config::load_with`], but on failure returns every error found.
-    pub fn load_all_with(path: &Path, mechanisms: &dyn Mechanisms) -> Result<Config, Vec<ConfigError>> {
+    pub fn load_all_with(path: &Path, schema: &dyn Schema) -> Result<Config, Vec<ConfigError>> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             vec![ConfigError {
                 file: path.to_path_buf(),
@@ -135,7 +138,7 @@ impl Config {
                 msg: format!("cannot read the file: {e}"),
             }]
         })?;
-        Self::parse_all_with(&text, path, mechanisms)
+        Self::parse_all_with(&text, path, schema)
     }
 
     /// The mechanism section of type `T` (e.g. a mechanism's own config struct), if present.

@@ -4,18 +4,15 @@
 //! reload), and lets each mechanism add to a worker's `/stats` object and to the metrics what its
 //! pipeline counters and tables do not already carry.
 
-use crate::config::Section;
+use crate::config::Schema;
 use crate::metrics::Series;
 use longhaul_dataplane::engine::SwitchSnapshot;
 use serde_json::{Map, Value};
 
-/// The registered mechanisms, as the config parser and the control thread see them.
+/// The registered mechanisms, as the control thread sees them.
 pub trait Mechanisms: Send + Sync {
-    /// Registered pipeline names (`switch.pipeline` values).
-    fn pipelines(&self) -> Vec<&'static str>;
-
-    /// Registered configuration sections, in the order they are validated.
-    fn sections(&self) -> Vec<&dyn Section>;
+    /// Registered pipeline names and sections, for parsing a reloaded config.
+    fn schema(&self) -> &dyn Schema;
 
     /// Keys a mechanism adds to a worker's `/stats` object (e.g. engine-level counters of
     /// its own).
@@ -23,17 +20,4 @@ pub trait Mechanisms: Send + Sync {
 
     /// Series the mechanisms add to the metrics, from every worker's snapshot.
     fn metrics(&self, _snaps: &[SwitchSnapshot], _out: &mut Vec<Series>) {}
-}
-
-/// The generic layer alone: the default pipeline, no sections, nothing added (what
-/// `Config::parse`/`load` use; a build with mechanisms passes its registry instead).
-pub struct NoMechanisms;
-
-impl Mechanisms for NoMechanisms {
-    fn pipelines(&self) -> Vec<&'static str> {
-        vec![crate::config::DEFAULT_PIPELINE]
-    }
-    fn sections(&self) -> Vec<&dyn Section> {
-        Vec::new()
-    }
 }

@@ -326,7 +326,7 @@ impl<H: PipelineControl> ControlPlane<H> {
 
     fn reload(&mut self, path: Option<&Path>) -> Result<Value, ApiError> {
         let path = path.map_or_else(|| self.cfg_path.clone(), Path::to_path_buf);
-        let new = Config::load_all_with(&path, self.mechanisms.as_ref()).map_err(|errs| {
+        let new = Config::load_all_with(&path, self.mechanisms.schema()).map_err(|errs| {
             ApiError::BadRequest(
                 errs.iter()
                     .map(|e| e.to_string())

@@ -1,8 +1,6 @@
 //! Valid configurations: the values they produce and the defaults.
 
-use longhaul_control::config::{
-    pause_time_ns, Config, IpPrefix, Policy, SchedulerKind, Trust,
-};
+use longhaul_control::config::{pause_time_ns, Config, IpPrefix, Policy, SchedulerKind, Trust};
 use std::path::{Path, PathBuf};
 
 fn baseline_path() -> PathBuf {

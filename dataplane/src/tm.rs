@@ -12,10 +12,10 @@
 //! allocate. Every refused packet is handed back with its [`DropReason`] and counted.
 
 use crate::asic::drr::Drr;
+use crate::asic::hierarchical::{Hierarchical, Weighted};
 use crate::asic::pfc::PauseState;
 use crate::asic::queue::PktQueue;
 use crate::asic::red::{RedEcn, RedOutcome};
-use crate::asic::hierarchical::{Hierarchical, Weighted};
 use crate::asic::scheduler::{QueueView, Scheduler};
 use crate::asic::wrr::Wrr;
 use crate::counters::{DropCounters, DropReason};

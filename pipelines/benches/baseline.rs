@@ -16,7 +16,7 @@ use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::{Baseline, Forwarding};
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
+use longhaul_runtime::platform::heap_pool;
 use std::hint::black_box;
 use std::path::Path;
 

@@ -8,13 +8,13 @@
 //!
 //!     cargo bench -p longhaul-pipelines --bench control_latency
 
-use longhaul_control::config::{Config, PortIo};
+use longhaul_control::config::PortIo;
 use longhaul_dataplane::control::{mono_ns, Command, Envelope};
 use longhaul_dataplane::engine::{Switch, SwitchSnapshot};
 use longhaul_pipelines::baseline::{Baseline, BaselineCommand};
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
 use longhaul_runtime::live::{run_worker, WorkerOptions};
+use longhaul_runtime::platform::heap_pool;
 use longhaul_runtime::platform::open_ports;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +26,8 @@ const GAP_NS: u64 = 5_000;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut cfg = longhaul_pipelines::load_config(&root.join("configs/baseline.toml")).expect("config");
+    let mut cfg =
+        longhaul_pipelines::load_config(&root.join("configs/baseline.toml")).expect("config");
     cfg.ports[0].io = PortIo::Pcap {
         rx: Some(root.join("examples/roce-64flows.pcap")),
         tx: None,

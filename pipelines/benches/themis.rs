@@ -22,17 +22,19 @@ use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
+use longhaul_pipelines::themis::config::ThemisConfig;
 use longhaul_pipelines::themis::daemon::{v4_mapped, QpField, QpKey};
 use longhaul_pipelines::themis::esw::{ThemisCommand, ThemisEsw};
 use longhaul_pipelines::themis::pnp::{Pnp, PnpParams, PnpVerdict};
 use longhaul_pipelines::themis::trp::{Trp, TrpCommand, TrpKey, TrpParams};
+use longhaul_runtime::platform::heap_pool;
 use std::hint::black_box;
 use std::path::Path;
 
 fn setup() -> (Config, Vec<Vec<u8>>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cfg = longhaul_pipelines::load_config(&root.join("configs/themis-esw.toml")).expect("config");
+    let cfg =
+        longhaul_pipelines::load_config(&root.join("configs/themis-esw.toml")).expect("config");
     let frames = read_pcap(root.join("examples/roce-64flows.pcap"))
         .expect("trace")
         .into_iter()
@@ -153,9 +155,11 @@ fn bench(c: &mut Criterion) {
     });
 
     // (iii) The whole switch on a 64-flow mix.
-    if let Some(t) = cfg.themis.as_mut().and_then(|t| t.trp.as_mut()) {
-        t.beta_ns = 10_000_000_000; // stay throttled for the whole run (virtual time)
-    }
+    cfg.sections.update(|t: &mut ThemisConfig| {
+        if let Some(trp) = t.trp.as_mut() {
+            trp.beta_ns = 10_000_000_000; // stay throttled for the whole run (virtual time)
+        }
+    });
     let port_mac = |name: &str| {
         cfg.ports
             .iter()

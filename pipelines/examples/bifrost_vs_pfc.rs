@@ -20,7 +20,7 @@ use longhaul_dataplane::engine::Switch;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink};
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
+use longhaul_runtime::platform::heap_pool;
 use std::path::Path;
 
 const RATE: u64 = 400_000_000_000;

@@ -55,7 +55,7 @@ pub fn load_config_all(path: &Path) -> Result<Config, Vec<ConfigError>> {
 
 /// The switch spec of `cfg` with every registered mechanism's additions.
 pub fn switch_spec(cfg: &Config) -> SwitchSpec {
-    longhaul_runtime::build::switch_spec(cfg, &REGISTRY)
+    longhaul_runtime::build::switch_spec(cfg, REGISTRY.as_ref())
 }
 
 /// Replays `inputs` through the switch `cfg` describes (`longhaul replay`).
@@ -70,5 +70,5 @@ pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
 
 /// A counter snapshot as (name, value) pairs, with every mechanism's own counters.
 pub fn snapshot_counters(snap: &SwitchSnapshot) -> Vec<(String, u64)> {
-    longhaul_runtime::snapshot_counters(&REGISTRY, snap)
+    longhaul_runtime::snapshot_counters(REGISTRY.as_ref(), snap)
 }

@@ -11,7 +11,7 @@ use longhaul_dataplane::replay::Harness;
 use longhaul_dataplane::wire::icrc;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
+use longhaul_runtime::platform::heap_pool;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +20,8 @@ fn root() -> PathBuf {
 }
 
 fn config() -> Config {
-    longhaul_pipelines::load_config(&root().join("configs/baseline.toml")).expect("configs/baseline.toml")
+    longhaul_pipelines::load_config(&root().join("configs/baseline.toml"))
+        .expect("configs/baseline.toml")
 }
 
 fn harness(cfg: &Config) -> Harness<HeapPool, Baseline> {

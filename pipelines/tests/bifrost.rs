@@ -10,9 +10,9 @@ use longhaul_dataplane::wire::pfc as wpfc;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::bifrost::config::BifrostConfig;
 use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink, SlotSample};
-use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::replay;
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::platform::heap_pool;
 use longhaul_runtime::ReplayInput;
 use proptest::prelude::*;
 use std::path::Path;
@@ -307,7 +307,11 @@ fn config_refuses_h_below_the_bound_and_quotes_it() {
     );
     let e = config(|t| t.replace("k = 8 ", "kk = 8 ")).unwrap_err();
     assert!(e.contains("kk"), "{e}");
-    let b = config(|t| t).unwrap().section::<BifrostConfig>().cloned().unwrap();
+    let b = config(|t| t)
+        .unwrap()
+        .section::<BifrostConfig>()
+        .cloned()
+        .unwrap();
     assert_eq!((b.bdp_bytes, b.slot_bytes, b.k), (25_000_000, 125_000, 8));
     assert_eq!(b.leak_headroom_bytes, 8 * 4224);
 }

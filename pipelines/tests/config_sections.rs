@@ -32,7 +32,11 @@ fn err(text: &str) -> ConfigError {
 fn assert_err_contains(text: &str, key: &str, part: &str) {
     let e = err(text);
     assert_eq!(e.key, key, "full error: {e}");
-    assert!(e.msg.contains(part), "'{}' does not contain '{part}'", e.msg);
+    assert!(
+        e.msg.contains(part),
+        "'{}' does not contain '{part}'",
+        e.msg
+    );
 }
 
 #[test]
@@ -46,7 +50,9 @@ fn unknown_pipeline_names_every_registered_one() {
 
 #[test]
 fn unknown_table_names_generic_tables_and_sections() {
-    let e = err(&format!("[switch]\nname = \"t\"\n{PORTS}\n[bogus]\nx = 1\n"));
+    let e = err(&format!(
+        "[switch]\nname = \"t\"\n{PORTS}\n[bogus]\nx = 1\n"
+    ));
     assert_eq!(e.key, "bogus");
     assert!(
         e.msg.starts_with(
@@ -101,8 +107,9 @@ fn section_validation_errors_come_after_the_generic_ones() {
         "[switch]\nname = \"t\"\npipeline = \"themis\"\npool_buffers = 0\n{PORTS}\n[themis]\n\
          dc_ports = [\"a\"]\nwan_ports = [\"a\"]\n[themis.pnp]\ncnp_dscp = 64\n"
     );
-    let errors = Config::parse_all_with(&text, Path::new("t.toml"), &*longhaul_pipelines::registry())
-        .unwrap_err();
+    let errors =
+        Config::parse_all_with(&text, Path::new("t.toml"), &*longhaul_pipelines::registry())
+            .unwrap_err();
     let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(
         keys,
@@ -114,7 +121,11 @@ fn section_validation_errors_come_after_the_generic_ones() {
         ],
         "{errors:?}"
     );
-    assert!(errors[2].msg.contains("(line 22, column 12)"), "{}", errors[2]);
+    assert!(
+        errors[2].msg.contains("(line 22, column 12)"),
+        "{}",
+        errors[2]
+    );
 }
 
 #[test]

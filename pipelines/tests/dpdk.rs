@@ -10,14 +10,13 @@
 #![cfg(feature = "dpdk")]
 
 use longhaul_control::client::Client;
-use longhaul_control::config::Config;
 use longhaul_dataplane::dpdk::{DpdkPort, DpdkPortConfig, Eal, MbufPool};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::port::Port;
+use longhaul_pipelines::run;
 use longhaul_pipelines::{replay, snapshot_counters};
 use longhaul_runtime::ReplayInput;
-use longhaul_pipelines::run;
 use longhaul_runtime::{RunOptions, RunReport};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use longhaul_control::plane::snapshot_json;
 use longhaul_dataplane::asic::bifrost::BifrostStats;
 use longhaul_dataplane::control::LatencyHist;
 use longhaul_dataplane::engine::SwitchSnapshot;
+use longhaul_runtime::MechanismSet;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -62,7 +63,11 @@ fn docs_list_exactly_the_exported_names() {
     let exported: BTreeSet<String> = METRIC_NAMES
         .iter()
         .copied()
-        .chain(reg.mechanisms().flat_map(|m| m.metric_names().iter().copied()))
+        .chain(
+            reg.mechanisms()
+                .iter()
+                .flat_map(|m| m.metric_names().iter().copied()),
+        )
         .map(str::to_string)
         .collect();
     assert_eq!(documented, exported);
@@ -154,7 +159,10 @@ fn bifrost_metrics_are_summed_and_exported() {
         "longhaul_bifrost_max_queue_bytes",
         "longhaul_bifrost_slot_lateness_seconds",
     ] {
-        assert!(text.contains(&format!("# HELP {name} ")), "no HELP for {name}");
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "no HELP for {name}"
+        );
     }
     assert!(text.contains("# TYPE longhaul_bifrost_slots_total counter"));
     assert!(text.contains("# TYPE longhaul_bifrost_max_queue_bytes gauge"));

@@ -11,7 +11,7 @@ use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
+use longhaul_runtime::platform::heap_pool;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,7 +75,8 @@ impl InputSource for Loop {
 #[test]
 fn steady_state_forwarding_allocates_nothing() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut cfg = longhaul_pipelines::load_config(&root.join("configs/baseline.toml")).expect("config");
+    let mut cfg =
+        longhaul_pipelines::load_config(&root.join("configs/baseline.toml")).expect("config");
     // Make the lossless class congest quickly: small thresholds, slow WAN port.
     cfg.pfc.xoff_bytes = 40_000;
     cfg.pfc.xon_bytes = 20_000;

@@ -21,10 +21,10 @@ use longhaul_dataplane::wire::ipv4::Ipv4Packet;
 use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_roce_v4, opcode, AckSpec, Bth, BthRepr, RoceAddrs, Syndrome,
 };
-use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::spray::control::SprayControl;
 use longhaul_pipelines::spray::tor::{SprayTor, OFF_POLICY_BIT, PATH_AVOIDANCE_BIT};
+use longhaul_pipelines::switch_spec;
+use longhaul_runtime::platform::heap_pool;
 use std::net::Ipv4Addr;
 use std::path::Path;
 

@@ -12,10 +12,10 @@ use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::roce::{build_roce_v4, opcode, Bth, BthRepr, RoceAddrs};
 use longhaul_dataplane::wire::{ecn, icrc, tcp};
 use longhaul_pipelines::switch_spec;
-use longhaul_runtime::build::heap_pool;
 use longhaul_pipelines::themis::control::ThemisControl;
 use longhaul_pipelines::themis::daemon::{build_daemon_frame, DaemonMsg, DaemonOp};
 use longhaul_pipelines::themis::esw::ThemisEsw;
+use longhaul_runtime::platform::heap_pool;
 use std::net::Ipv4Addr;
 use std::path::Path;
 

@@ -1,12 +1,11 @@
 //! From a validated [`Config`] to the dataplane's building blocks: the switch spec (ports and
-//! their traffic managers, PFC, shared buffer, and what the registered mechanisms add to it) and
-//! the buffer pool.
+//! their traffic managers, PFC, shared buffer, and what the registered mechanisms add to it).
 
-use crate::registry::Registry;
+use crate::mechanism::MechanismSet;
 use longhaul_control::config::{Config, SchedulerKind};
 use longhaul_dataplane::asic::pfc::PfcParams;
 use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
-use longhaul_dataplane::packet::{HeapPool, NUM_CLASSES};
+use longhaul_dataplane::packet::NUM_CLASSES;
 use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched};
 
 /// Smallest frame a queue slot is sized for: a class of `limit_bytes` holds at most
@@ -94,7 +93,7 @@ pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
 /// The switch spec of `cfg`: the generic switch, then each registered mechanism's additions
 /// ([`Mechanism::extend_spec`](crate::Mechanism::extend_spec): a recirculation port, a PFC
 /// replacement, ...).
-pub fn switch_spec(cfg: &Config, registry: &Registry) -> SwitchSpec {
+pub fn switch_spec(cfg: &Config, mechanisms: &dyn MechanismSet) -> SwitchSpec {
     let mut spec = SwitchSpec {
         ports: (0..cfg.ports.len())
             .map(|i| {
@@ -118,15 +117,10 @@ pub fn switch_spec(cfg: &Config, registry: &Registry) -> SwitchSpec {
         punt_ring: cfg.control.punt_ring,
         ..SwitchSpec::default()
     };
-    for m in registry.mechanisms() {
+    for m in mechanisms.mechanisms() {
         m.extend_spec(cfg, &mut spec);
     }
     spec
-}
-
-/// The packet buffer pool of `cfg`, allocated up front.
-pub fn heap_pool(cfg: &Config) -> HeapPool {
-    HeapPool::new(cfg.switch.pool_buffers, cfg.switch.buffer_data_room)
 }
 
 /// The switch spec of worker `worker` of `workers` (`[dpdk] workers`): each worker runs its own
@@ -135,11 +129,11 @@ pub fn heap_pool(cfg: &Config) -> HeapPool {
 /// where ECN and PFC act. RED streams differ per worker (seed + worker).
 pub fn worker_switch_spec(
     cfg: &Config,
-    registry: &Registry,
+    mechanisms: &dyn MechanismSet,
     worker: usize,
     workers: usize,
 ) -> SwitchSpec {
-    let mut spec = switch_spec(cfg, registry);
+    let mut spec = switch_spec(cfg, mechanisms);
     let split = cfg
         .dpdk
         .as_ref()

@@ -8,8 +8,10 @@
 //!   thread, management API, metrics, and the workers on the heap platform (pcap and null
 //!   ports) or on DPDK lcores and ethdev ports (feature `dpdk`).
 //!
-//! Imports flow one way: `run` and `replay` use `registry` and `build`; `typed` (which makes
-//! registry entries) uses `run` and `replay`; `dpdk` uses `platform`.
+//! Imports flow one way: `build`, `replay` and `run` see the mechanisms as a [`MechanismSet`]
+//! (`mechanism`); `registry` holds the entries and uses `replay` and `run` only for their types;
+//! `typed` (which makes registry entries) uses `registry`, `replay` and `run`; `dpdk` uses
+//! `platform`.
 pub mod build;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
@@ -21,7 +23,7 @@ pub mod replay;
 pub mod run;
 pub mod typed;
 
-pub use mechanism::{Mechanism, PipelineMechanism};
-pub use registry::{ErasedPipeline, Registry};
-pub use replay::{replay, snapshot_counters, ReplayInput, ReplayResult};
-pub use run::{run, RunOptions, RunReport};
+pub use mechanism::{Mechanism, MechanismSet, PipelineMechanism};
+pub use registry::{replay, run, ErasedPipeline, Registry};
+pub use replay::{snapshot_counters, ReplayInput, ReplayResult};
+pub use run::{RunOptions, RunReport};

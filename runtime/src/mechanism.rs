@@ -5,10 +5,12 @@
 
 use crate::platform::PlatformPipeline;
 use longhaul_control::config::{Config, Section};
+use longhaul_control::mechanisms::Mechanisms;
 use longhaul_control::metrics::Series;
 use longhaul_control::plane::PipelineControl;
 use longhaul_dataplane::engine::{SwitchSnapshot, SwitchSpec};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// A mechanism: a paper's switch-side half (or the baseline switch), owning its configuration
 /// section, its stages, its control plane and its counters. Every method but `name` and `docs`
@@ -67,4 +69,15 @@ pub trait PipelineMechanism: Mechanism {
 
     /// The control-plane handler for `cfg`.
     fn control(&self, cfg: &Config) -> Self::Control;
+}
+
+/// A set of registered mechanisms, as building a switch, replay and the live run see it (the
+/// [`Registry`](crate::Registry) is one).
+pub trait MechanismSet: Send + Sync {
+    /// Every mechanism, in registration order.
+    fn mechanisms(&self) -> &[Arc<dyn Mechanism>];
+
+    /// The same mechanisms as the control thread sees them (config schema for reloads, their
+    /// `/stats` keys and metrics).
+    fn control(self: Arc<Self>) -> Arc<dyn Mechanisms>;
 }

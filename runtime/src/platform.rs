@@ -2,7 +2,6 @@
 //! pcap/null ports here, DPDK mbufs and ethdev ports in `dpdk`), and where a worker runs (a
 //! plain thread, or a pinned DPDK worker lcore).
 
-use crate::build::heap_pool;
 use longhaul_control::config::{Config, PortIo};
 use longhaul_dataplane::control::mono_ns;
 use longhaul_dataplane::engine::Pipeline;
@@ -163,4 +162,9 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
         ports.push(port);
     }
     Ok(ports)
+}
+
+/// The packet buffer pool of `cfg`, allocated up front.
+pub fn heap_pool(cfg: &Config) -> HeapPool {
+    HeapPool::new(cfg.switch.pool_buffers, cfg.switch.buffer_data_room)
 }

@@ -2,16 +2,41 @@
 //! control thread, replay, live runs) go through it and name no mechanism; the list itself is
 //! `longhaul_pipelines::registry()`, and a test can build its own with a mechanism of its own.
 
-use crate::mechanism::Mechanism;
+use crate::mechanism::{Mechanism, MechanismSet};
 use crate::replay::{ReplayInput, ReplayResult};
 use crate::run::{RunOptions, RunReport};
-use longhaul_control::config::{Config, Section};
+use longhaul_control::config::{Config, Schema, Section};
 use longhaul_control::mechanisms::Mechanisms;
 use longhaul_control::metrics::Series;
 use longhaul_dataplane::engine::SwitchSnapshot;
 use serde_json::{Map, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Run `inputs` through a switch built from `cfg` (the pipeline `switch.pipeline` names, with
+/// every registered mechanism's additions), entirely on virtual time. Inputs on a port id the
+/// config does not have are an error (named).
+pub fn replay(
+    registry: &Registry,
+    cfg: &Config,
+    inputs: Vec<ReplayInput>,
+) -> Result<ReplayResult, String> {
+    registry
+        .find_pipeline(&cfg.switch.pipeline)?
+        .replay(registry, cfg, &inputs)
+}
+
+/// Run the appliance described by the config at `path` (parsed with the registry's sections)
+/// until `opts.stop` (or idle): the pipeline `switch.pipeline` names, with every registered
+/// mechanism's additions.
+pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<RunReport, String> {
+    let cfg = Config::load_with(path, registry.as_ref()).map_err(|e| e.to_string())?;
+    for m in registry.mechanisms() {
+        m.before_live_run(&cfg);
+    }
+    let pipeline = registry.find_pipeline(&cfg.switch.pipeline)?;
+    pipeline.run(registry.clone(), cfg, path.to_path_buf(), opts)
+}
 
 /// A pipeline with its types erased: what `switch.pipeline` selects. Made by
 /// [`Registry::pipeline`] for any [`PipelineMechanism`](crate::PipelineMechanism), whose
@@ -61,11 +86,7 @@ impl Registry {
         self
     }
 
-    pub(crate) fn push_pipeline(
-        &mut self,
-        m: Arc<dyn Mechanism>,
-        erased: Arc<dyn ErasedPipeline>,
-    ) {
+    pub(crate) fn push_pipeline(&mut self, m: Arc<dyn Mechanism>, erased: Arc<dyn ErasedPipeline>) {
         self.check_name(m.name());
         self.pipelines.push((m.name(), erased));
         self.mechanisms.push(m);
@@ -78,14 +99,12 @@ impl Registry {
         );
     }
 
-    /// Every mechanism, in registration order.
-    pub fn mechanisms(&self) -> impl Iterator<Item = &dyn Mechanism> + '_ {
-        self.mechanisms.iter().map(|m| m.as_ref())
-    }
-
     /// The mechanism named `name`.
     pub fn get(&self, name: &str) -> Option<&dyn Mechanism> {
-        self.mechanisms().find(|m| m.name() == name)
+        self.mechanisms
+            .iter()
+            .find(|m| m.name() == name)
+            .map(|m| m.as_ref())
     }
 
     /// The pipeline named `name` (`switch.pipeline`).
@@ -104,23 +123,38 @@ impl Registry {
     }
 }
 
-impl Mechanisms for Registry {
+impl MechanismSet for Registry {
+    fn mechanisms(&self) -> &[Arc<dyn Mechanism>] {
+        &self.mechanisms
+    }
+    fn control(self: Arc<Self>) -> Arc<dyn Mechanisms> {
+        self
+    }
+}
+
+impl Schema for Registry {
     fn pipelines(&self) -> Vec<&'static str> {
         self.pipelines.iter().map(|(n, _)| *n).collect()
     }
 
     fn sections(&self) -> Vec<&dyn Section> {
-        self.mechanisms().filter_map(|m| m.section()).collect()
+        self.mechanisms.iter().filter_map(|m| m.section()).collect()
+    }
+}
+
+impl Mechanisms for Registry {
+    fn schema(&self) -> &dyn Schema {
+        self
     }
 
     fn stats_json(&self, snap: &SwitchSnapshot, out: &mut Map<String, Value>) {
-        for m in self.mechanisms() {
+        for m in &self.mechanisms {
             m.stats_json(snap, out);
         }
     }
 
     fn metrics(&self, snaps: &[SwitchSnapshot], out: &mut Vec<Series>) {
-        for m in self.mechanisms() {
+        for m in &self.mechanisms {
             m.metrics(snaps, out);
         }
     }

@@ -1,8 +1,9 @@
 //! Deterministic replay of pcaps through a switch built from a config: the library behind
 //! `longhaul replay` and the conformance runner.
 
-use crate::build::{heap_pool, switch_spec};
-use crate::registry::Registry;
+use crate::build::switch_spec;
+use crate::mechanism::MechanismSet;
+use crate::platform::heap_pool;
 use longhaul_control::config::Config;
 use longhaul_control::plane::{Inline, PipelineControl};
 use longhaul_dataplane::counters::DropReason;
@@ -28,23 +29,10 @@ pub struct ReplayResult {
     pub summary: ReplaySummary,
 }
 
-/// Run `inputs` through a switch built from `cfg` (the pipeline `switch.pipeline` names, with
-/// every registered mechanism's additions), entirely on virtual time. Inputs on a port id the
-/// config does not have are an error (named).
-pub fn replay(
-    registry: &Registry,
-    cfg: &Config,
-    inputs: Vec<ReplayInput>,
-) -> Result<ReplayResult, String> {
-    registry
-        .find_pipeline(&cfg.switch.pipeline)?
-        .replay(registry, cfg, &inputs)
-}
-
 /// Replay through a switch of `pipeline`, its control handler running inline
 /// `control_latency_ns` after each punt, so replay stays deterministic.
 pub fn replay_with<L, H>(
-    registry: &Registry,
+    mechanisms: &dyn MechanismSet,
     cfg: &Config,
     pipeline: L,
     handler: H,
@@ -54,12 +42,12 @@ where
     L: Pipeline<HeapPool, Command = H::Command>,
     H: PipelineControl,
 {
-    let mut sw = Switch::new(switch_spec(cfg, registry), heap_pool(cfg), pipeline);
+    let mut sw = Switch::new(switch_spec(cfg, mechanisms), heap_pool(cfg), pipeline);
     sw.set_inline_control(Box::new(Inline(handler)), cfg.control.control_latency_ns);
     let (outputs, summary) = drive(&mut sw, inputs)?;
     Ok(ReplayResult {
         outputs,
-        counters: counters(registry, &sw),
+        counters: counters(mechanisms, &sw),
         summary,
     })
 }
@@ -96,13 +84,13 @@ where
 }
 
 /// The switch's counters as (name, value) pairs in a stable order.
-pub fn counters<L>(registry: &Registry, sw: &Switch<HeapPool, L>) -> Vec<(String, u64)>
+pub fn counters<L>(mechanisms: &dyn MechanismSet, sw: &Switch<HeapPool, L>) -> Vec<(String, u64)>
 where
     L: Pipeline<HeapPool>,
 {
     let mut snap = SwitchSnapshot::default();
     sw.snapshot_into(0, &mut snap);
-    snapshot_counters(registry, &snap)
+    snapshot_counters(mechanisms, &snap)
 }
 
 /// A counter snapshot as (name, value) pairs in a stable order: per port rx/tx/PFC, per queue
@@ -110,7 +98,7 @@ where
 /// (`table.<name>.{entries,capacity,hits,misses,full_events}`), switch totals, PFC generation,
 /// the registered mechanisms' own counters ([`Mechanism::counters`](crate::Mechanism::counters)),
 /// control channel.
-pub fn snapshot_counters(registry: &Registry, s: &SwitchSnapshot) -> Vec<(String, u64)> {
+pub fn snapshot_counters(mechanisms: &dyn MechanismSet, s: &SwitchSnapshot) -> Vec<(String, u64)> {
     let mut c = Vec::new();
     for p in &s.ports {
         let n = &p.name;
@@ -171,7 +159,7 @@ pub fn snapshot_counters(registry: &Registry, s: &SwitchSnapshot) -> Vec<(String
             }
         }
     }
-    for m in registry.mechanisms() {
+    for m in mechanisms.mechanisms() {
         m.counters(s, &mut c);
     }
     let ctl = &s.control;

@@ -9,11 +9,10 @@
 
 use crate::build::worker_switch_spec;
 use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
+use crate::mechanism::MechanismSet;
 use crate::platform::{spawn_worker, uses_dpdk, HeapPlatform, Platform, PlatformPipeline};
-use crate::registry::Registry;
 use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
-use longhaul_control::config::{Config, PortIo};
-use longhaul_control::mechanisms::Mechanisms;
+use longhaul_control::config::Config;
 use longhaul_control::metrics::{Metrics, MetricsServer};
 use longhaul_control::plane::{ControlPlane, PipelineControl, WorkerHandle};
 use longhaul_dataplane::control::mono_ns;
@@ -21,7 +20,7 @@ use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::BufPool;
 use longhaul_dataplane::port::PortIoStats;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -66,23 +65,11 @@ pub struct RunReport {
     pub metrics_addr: Option<SocketAddr>,
 }
 
-/// Run the appliance described by the config at `path` (parsed with the registry's sections)
-/// until `opts.stop` (or idle): the pipeline `switch.pipeline` names, with every registered
-/// mechanism's additions.
-pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<RunReport, String> {
-    let cfg = Config::load_with(path, registry.as_ref()).map_err(|e| e.to_string())?;
-    for m in registry.mechanisms() {
-        m.before_live_run(&cfg);
-    }
-    let pipeline = registry.find_pipeline(&cfg.switch.pipeline)?;
-    pipeline.run(registry.clone(), cfg, path.to_path_buf(), opts)
-}
-
 /// Run pipeline `L` (made by `make_pipeline`, controlled by `handler`) on the platform `cfg`
 /// asks for: [`DpdkPlatform`](crate::dpdk::DpdkPlatform) when its ports are DPDK ports (a build
 /// without the `dpdk` feature says so and stops), the heap otherwise.
 pub fn run_on_platform<L, H, F>(
-    registry: Arc<Registry>,
+    mechanisms: Arc<dyn MechanismSet>,
     cfg: Config,
     path: PathBuf,
     make_pipeline: F,
@@ -98,14 +85,22 @@ where
         #[cfg(feature = "dpdk")]
         {
             let platform = crate::dpdk::DpdkPlatform::new();
-            return run_with(registry, cfg, path, platform, make_pipeline, handler, opts);
+            return run_with(
+                mechanisms,
+                cfg,
+                path,
+                platform,
+                make_pipeline,
+                handler,
+                opts,
+            );
         }
         #[cfg(not(feature = "dpdk"))]
         {
             let p = cfg
                 .ports
                 .iter()
-                .find(|p| matches!(p.io, PortIo::Dpdk { .. }));
+                .find(|p| matches!(p.io, longhaul_control::config::PortIo::Dpdk { .. }));
             return Err(format!(
                 "port '{}': io kind \"dpdk\" needs a longhaul built with the dpdk feature \
                  (cargo build --release --features dpdk; docs/dpdk.md)",
@@ -113,7 +108,15 @@ where
             ));
         }
     }
-    run_with(registry, cfg, path, HeapPlatform, make_pipeline, handler, opts)
+    run_with(
+        mechanisms,
+        cfg,
+        path,
+        HeapPlatform,
+        make_pipeline,
+        handler,
+        opts,
+    )
 }
 
 /// The port I/O of `a` and `b` is the same (same ports, same files): a rebuild keeps the open
@@ -128,7 +131,7 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
 
 /// Run the switches of pipeline `L` on platform `X` with control handler `H`: one per worker.
 pub fn run_with<X, L, H, F>(
-    registry: Arc<Registry>,
+    mechanisms: Arc<dyn MechanismSet>,
     cfg: Config,
     path: PathBuf,
     mut platform: X,
@@ -148,7 +151,7 @@ where
     let mut workers = Vec::with_capacity(n);
     for (i, ports) in views.into_iter().enumerate() {
         let sw = Switch::new(
-            worker_switch_spec(&cfg, registry.as_ref(), i, n),
+            worker_switch_spec(&cfg, mechanisms.as_ref(), i, n),
             platform.pool(&cfg)?,
             make_pipeline(&cfg),
         );
@@ -180,9 +183,15 @@ where
     let api_listen = opts.api_listen.unwrap_or(cfg.control.api_listen);
     let token = resolve_token(cfg.control.api_token.as_deref());
     let mut running = cfg.clone();
-    let mechanisms: Arc<dyn Mechanisms> = registry.clone();
-    let (mut plane, backend) =
-        ControlPlane::new(cfg, path, mechanisms, handler, handles, metrics, stop.clone());
+    let (mut plane, backend) = ControlPlane::new(
+        cfg,
+        path,
+        mechanisms.clone().control(),
+        handler,
+        handles,
+        metrics,
+        stop.clone(),
+    );
     plane.set_port_status(platform.port_status());
     // A reload that changes the switch's structure builds new switches (and new port I/O if
     // that changed) here, on the control thread, and leaves them for the workers to swap in.
@@ -211,7 +220,7 @@ where
         let mut handles = Vec::with_capacity(rebuild_slots.len());
         for (i, (_, snapshot)) in rebuild_slots.iter().enumerate() {
             let sw = Switch::new(
-                worker_switch_spec(new, registry.as_ref(), i, rebuild_slots.len()),
+                worker_switch_spec(new, mechanisms.as_ref(), i, rebuild_slots.len()),
                 platform.pool(new)?,
                 make_pipeline(new),
             );

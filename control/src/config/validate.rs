@@ -9,12 +9,14 @@ use super::raw::{
     OrderedTable, PortRef, RawClass, RawConfig, RawControl, RawEcn, RawIoKind, RawPfc, RawPort,
     RawPortIo, RawQos, RawSwitch, S,
 };
-use super::section::Pick;
+use super::sections::Sections;
 use super::{
     ClassConfig, Config, ConfigError, ControlConfig, EcnConfig, IpPrefix, L2Entry, ParserConfig,
-    PfcConfig, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind, Sections,
-    SwitchConfig, Trust, DEFAULT_PIPELINE,
+    PfcConfig, Policy, PortConfig, PortIo, QosConfig, Route, SchedulerKind, SwitchConfig, Trust,
+    DEFAULT_PIPELINE,
 };
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use std::fmt;
 mod dpdk;
 
 use std::collections::HashMap;
@@ -107,24 +109,21 @@ impl<'a> Validator<'a> {
     /// wrap leaves in [`S`] for line numbers and deny unknown fields), `None` when the file has
     /// no such table. A syntax, unknown-key or type error is returned as the error that stops
     /// parsing (`Section::validate` passes it on with `?`).
-    pub fn raw<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, ConfigError> {
+    pub fn raw<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, ConfigError> {
         let mut track = serde_path_to_error::Track::new();
         let de = toml::Deserializer::new(self.text);
         let seed = Pick::<T> {
             name,
             _t: std::marker::PhantomData,
         };
-        serde::de::DeserializeSeed::deserialize(
-            seed,
-            serde_path_to_error::Deserializer::new(de, &mut track),
-        )
-        .map_err(|e| {
-            super::serde_error(
-                self.text,
-                self.file,
-                serde_path_to_error::Error::new(track.path(), e),
-            )
-        })
+        DeserializeSeed::deserialize(seed, serde_path_to_error::Deserializer::new(de, &mut track))
+            .map_err(|e| {
+                super::serde_error(
+                    self.text,
+                    self.file,
+                    serde_path_to_error::Error::new(track.path(), e),
+                )
+            })
     }
 
     /// Whether any error has been recorded.
@@ -1447,5 +1446,37 @@ pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
         Err(format!(
             "'{addr}' is not an IPv4 or IPv6 address (in prefix '{s}')"
         ))
+    }
+}
+
+/// Deserializes the value of top-level key `name` of a TOML document as `T` (spans kept),
+/// skipping every other key.
+struct Pick<'a, T> {
+    name: &'a str,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for Pick<'_, T> {
+    type Value = Option<T>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for Pick<'_, T> {
+    type Value = Option<T>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a table")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
+        let mut out = None;
+        while let Some(k) = map.next_key::<String>()? {
+            if k == self.name {
+                out = Some(map.next_value::<T>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(out)
     }
 }

@@ -145,101 +145,101 @@ pub struct RawSprayQp {
 // ---- validation ---------------------------------------------------------------------------
 
 fn ip_addr(cx: &mut Validator<'_>, key: &str, v: &Option<S<String>>) -> Option<IpAddr> {
-        let Some(v) = v else {
-            cx.err(key, None, "missing (this key is required)");
-            return None;
-        };
-        match v.get_ref().parse::<IpAddr>() {
-            Ok(a) => Some(a),
-            Err(_) => {
-                cx.err(
-                    key,
-                    span(v),
-                    format!(
-                        "'{}' is not an IP address (e.g. 10.0.0.1 or 2001:db8::1)",
-                        v.get_ref()
-                    ),
-                );
-                None
-            }
+    let Some(v) = v else {
+        cx.err(key, None, "missing (this key is required)");
+        return None;
+    };
+    match v.get_ref().parse::<IpAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            cx.err(
+                key,
+                span(v),
+                format!(
+                    "'{}' is not an IP address (e.g. 10.0.0.1 or 2001:db8::1)",
+                    v.get_ref()
+                ),
+            );
+            None
         }
     }
+}
 
 /// Validates `[spray]` (`t`, as read from the file) against the generic config.
 fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Option<SprayConfig> {
-        let t = match (cfg.switch.pipeline == NAME, t) {
-            (true, Some(t)) => t,
-            (true, None) => {
-                cx.err(
+    let t = match (cfg.switch.pipeline == NAME, t) {
+        (true, Some(t)) => t,
+        (true, None) => {
+            cx.err(
                     "spray",
                     None,
                     "switch.pipeline = \"spray\" needs a [spray] table (host_ports, fabric_ports, mode and the PathMap)",
                 );
-                return None;
-            }
-            (_, Some(_)) => {
-                cx.err(
-                    "spray",
-                    None,
-                    "[spray] is only used with switch.pipeline = \"spray\"",
-                );
-                return None;
-            }
-            (_, None) => return None,
-        };
-        let host_ports = cx.port_refs("spray.host_ports", &t.host_ports);
-        let fabric_ports = cx.port_refs("spray.fabric_ports", &t.fabric_ports);
-        for id in &host_ports {
-            if fabric_ports.contains(id) {
-                cx.err(
-                    "spray.fabric_ports",
-                    t.fabric_ports.as_ref().and_then(span),
-                    format!("port id {id} is in both host_ports and fabric_ports"),
-                );
-            }
+            return None;
         }
-        let source = t.source.as_ref().is_none_or(|v| *v.get_ref());
-        let dest = t.dest.as_ref().is_none_or(|v| *v.get_ref());
-        if !source && !dest {
+        (_, Some(_)) => {
             cx.err(
                 "spray",
                 None,
-                "enable Themis-S (source = true) and/or Themis-D (dest = true)",
+                "[spray] is only used with switch.pipeline = \"spray\"",
+            );
+            return None;
+        }
+        (_, None) => return None,
+    };
+    let host_ports = cx.port_refs("spray.host_ports", &t.host_ports);
+    let fabric_ports = cx.port_refs("spray.fabric_ports", &t.fabric_ports);
+    for id in &host_ports {
+        if fabric_ports.contains(id) {
+            cx.err(
+                "spray.fabric_ports",
+                t.fabric_ports.as_ref().and_then(span),
+                format!("port id {id} is in both host_ports and fabric_ports"),
             );
         }
-        let mode = match &t.mode {
-            None => {
-                cx.err(
+    }
+    let source = t.source.as_ref().is_none_or(|v| *v.get_ref());
+    let dest = t.dest.as_ref().is_none_or(|v| *v.get_ref());
+    if !source && !dest {
+        cx.err(
+            "spray",
+            None,
+            "enable Themis-S (source = true) and/or Themis-D (dest = true)",
+        );
+    }
+    let mode = match &t.mode {
+        None => {
+            cx.err(
                     "spray.mode",
                     None,
                     "missing (this key is required): \"sport\" (3-tier, sport_deltas) or \"port\" (2-tier, [[spray.path_ports]])",
                 );
+            None
+        }
+        Some(m) => match m.get_ref().as_str() {
+            "sport" => Some(true),
+            "port" => Some(false),
+            other => {
+                cx.err(
+                    "spray.mode",
+                    span(m),
+                    format!("'{other}': expected \"sport\" or \"port\""),
+                );
                 None
             }
-            Some(m) => match m.get_ref().as_str() {
-                "sport" => Some(true),
-                "port" => Some(false),
-                other => {
-                    cx.err(
-                        "spray.mode",
-                        span(m),
-                        format!("'{other}': expected \"sport\" or \"port\""),
-                    );
-                    None
-                }
-            },
-        };
-        let paths = match mode {
-            Some(true) => {
-                if let Some(p) = &t.path_ports {
-                    cx.err(
-                        "spray.path_ports",
-                        span(p),
-                        "only used with mode = \"port\" (mode \"sport\" takes sport_deltas)",
-                    );
-                }
-                let mut v = Vec::new();
-                match &t.sport_deltas {
+        },
+    };
+    let paths = match mode {
+        Some(true) => {
+            if let Some(p) = &t.path_ports {
+                cx.err(
+                    "spray.path_ports",
+                    span(p),
+                    "only used with mode = \"port\" (mode \"sport\" takes sport_deltas)",
+                );
+            }
+            let mut v = Vec::new();
+            match &t.sport_deltas {
                     None => cx.err(
                         "spray.sport_deltas",
                         None,
@@ -262,18 +262,18 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Optio
                         }
                     }
                 }
-                SprayPaths::SportDeltas(v)
+            SprayPaths::SportDeltas(v)
+        }
+        Some(false) => {
+            if let Some(d) = &t.sport_deltas {
+                cx.err(
+                    "spray.sport_deltas",
+                    span(d),
+                    "only used with mode = \"sport\" (mode \"port\" takes [[spray.path_ports]])",
+                );
             }
-            Some(false) => {
-                if let Some(d) = &t.sport_deltas {
-                    cx.err(
-                        "spray.sport_deltas",
-                        span(d),
-                        "only used with mode = \"sport\" (mode \"port\" takes [[spray.path_ports]])",
-                    );
-                }
-                let mut v: Vec<NextHopConfig> = Vec::new();
-                match &t.path_ports {
+            let mut v: Vec<NextHopConfig> = Vec::new();
+            match &t.path_ports {
                     None => cx.err(
                         "spray.path_ports",
                         None,
@@ -328,107 +328,107 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Optio
                         }
                     }
                 }
-                SprayPaths::Ports(v)
-            }
-            None => SprayPaths::SportDeltas(Vec::new()),
-        };
-        if mode.is_some() && paths.is_empty() {
-            cx.err(
-                "spray",
-                None,
-                "the PathMap has no paths (N must be at least 1)",
-            );
+            SprayPaths::Ports(v)
         }
-        if paths.len() > MAX_PATHS {
-            cx.err(
-                "spray",
-                None,
-                format!("the PathMap has {} paths: at most {MAX_PATHS}", paths.len()),
-            );
-        }
-        let window = cx.int_or("spray.window", &t.window, DEFAULT_WINDOW, 64, MAX_WINDOW);
-        if !(window as u64).is_power_of_two() {
-            cx.err(
+        None => SprayPaths::SportDeltas(Vec::new()),
+    };
+    if mode.is_some() && paths.is_empty() {
+        cx.err(
+            "spray",
+            None,
+            "the PathMap has no paths (N must be at least 1)",
+        );
+    }
+    if paths.len() > MAX_PATHS {
+        cx.err(
+            "spray",
+            None,
+            format!("the PathMap has {} paths: at most {MAX_PATHS}", paths.len()),
+        );
+    }
+    let window = cx.int_or("spray.window", &t.window, DEFAULT_WINDOW, 64, MAX_WINDOW);
+    if !(window as u64).is_power_of_two() {
+        cx.err(
                 "spray.window",
                 t.window.as_ref().and_then(span),
                 format!("{window} is not a power of two: the double-length bitmap (appendix A) maps PSN mod 2W, which must divide 2^24"),
             );
-        }
-        let ooo_threshold = cx.int_or(
-            "spray.ooo_threshold",
-            &t.ooo_threshold,
-            DEFAULT_OOO_THRESHOLD,
-            1,
-            (1 << 23) - 1,
-        );
-        let avoidance_window = cx.int_or(
-            "spray.avoidance_window",
-            &t.avoidance_window,
-            DEFAULT_AVOIDANCE_WINDOW,
-            0,
-            u32::MAX as i64,
-        );
-        let qp_capacity = cx.int_or(
-            "spray.qp_capacity",
-            &t.qp_capacity,
-            DEFAULT_QP_CAPACITY,
-            1,
-            MAX_QP_CAPACITY,
-        );
-        let mut qps: Vec<SprayQp> = Vec::new();
-        for (i, q) in t.qps.iter().flatten().enumerate() {
-            let k = format!("spray.qps[{i}]");
-            let r = q.get_ref();
-            let local = ip_addr(cx, &format!("{k}.local"), &r.local);
-            let remote = ip_addr(cx, &format!("{k}.remote"), &r.remote);
-            let lq = cx
-                .required(&format!("{k}.local_qpn"), &r.local_qpn, &span(q))
-                .and_then(|v| cx.int(&format!("{k}.local_qpn"), v, 0, QPN_MAX));
-            let rq = cx
-                .required(&format!("{k}.remote_qpn"), &r.remote_qpn, &span(q))
-                .and_then(|v| cx.int(&format!("{k}.remote_qpn"), v, 0, QPN_MAX));
-            if let (Some(l), Some(r)) = (local, remote) {
-                if l.is_ipv4() != r.is_ipv4() {
-                    cx.err(
-                        k.clone(),
-                        span(q),
-                        "local and remote must both be IPv4 or both IPv6",
-                    );
-                }
-            }
-            if let (Some(local), Some(lq), Some(remote), Some(rq)) = (local, lq, remote, rq) {
-                let e = SprayQp {
-                    local,
-                    local_qpn: lq as u32,
-                    remote,
-                    remote_qpn: rq as u32,
-                };
-                if qps.iter().any(|x| {
-                    (x.local, x.local_qpn) == (e.local, e.local_qpn)
-                        || (x.remote, x.remote_qpn) == (e.remote, e.remote_qpn)
-                }) {
-                    cx.err(k.clone(), span(q), "a QP end already listed in spray.qps");
-                }
-                qps.push(e);
-            }
-        }
-        if qps.len() as i64 > qp_capacity {
-            cx.err(
-                "spray.qps",
-                None,
-                format!("{} QPs listed but qp_capacity is {qp_capacity}", qps.len()),
-            );
-        }
-        Some(SprayConfig {
-            host_ports,
-            fabric_ports,
-            source,
-            dest,
-            paths,
-            window: window as u32,
-            ooo_threshold: ooo_threshold as u32,
-            avoidance_window: avoidance_window as u32,
-            qp_capacity: qp_capacity as usize,
-            qps,
-        })
     }
+    let ooo_threshold = cx.int_or(
+        "spray.ooo_threshold",
+        &t.ooo_threshold,
+        DEFAULT_OOO_THRESHOLD,
+        1,
+        (1 << 23) - 1,
+    );
+    let avoidance_window = cx.int_or(
+        "spray.avoidance_window",
+        &t.avoidance_window,
+        DEFAULT_AVOIDANCE_WINDOW,
+        0,
+        u32::MAX as i64,
+    );
+    let qp_capacity = cx.int_or(
+        "spray.qp_capacity",
+        &t.qp_capacity,
+        DEFAULT_QP_CAPACITY,
+        1,
+        MAX_QP_CAPACITY,
+    );
+    let mut qps: Vec<SprayQp> = Vec::new();
+    for (i, q) in t.qps.iter().flatten().enumerate() {
+        let k = format!("spray.qps[{i}]");
+        let r = q.get_ref();
+        let local = ip_addr(cx, &format!("{k}.local"), &r.local);
+        let remote = ip_addr(cx, &format!("{k}.remote"), &r.remote);
+        let lq = cx
+            .required(&format!("{k}.local_qpn"), &r.local_qpn, &span(q))
+            .and_then(|v| cx.int(&format!("{k}.local_qpn"), v, 0, QPN_MAX));
+        let rq = cx
+            .required(&format!("{k}.remote_qpn"), &r.remote_qpn, &span(q))
+            .and_then(|v| cx.int(&format!("{k}.remote_qpn"), v, 0, QPN_MAX));
+        if let (Some(l), Some(r)) = (local, remote) {
+            if l.is_ipv4() != r.is_ipv4() {
+                cx.err(
+                    k.clone(),
+                    span(q),
+                    "local and remote must both be IPv4 or both IPv6",
+                );
+            }
+        }
+        if let (Some(local), Some(lq), Some(remote), Some(rq)) = (local, lq, remote, rq) {
+            let e = SprayQp {
+                local,
+                local_qpn: lq as u32,
+                remote,
+                remote_qpn: rq as u32,
+            };
+            if qps.iter().any(|x| {
+                (x.local, x.local_qpn) == (e.local, e.local_qpn)
+                    || (x.remote, x.remote_qpn) == (e.remote, e.remote_qpn)
+            }) {
+                cx.err(k.clone(), span(q), "a QP end already listed in spray.qps");
+            }
+            qps.push(e);
+        }
+    }
+    if qps.len() as i64 > qp_capacity {
+        cx.err(
+            "spray.qps",
+            None,
+            format!("{} QPs listed but qp_capacity is {qp_capacity}", qps.len()),
+        );
+    }
+    Some(SprayConfig {
+        host_ports,
+        fabric_ports,
+        source,
+        dest,
+        paths,
+        window: window as u32,
+        ooo_threshold: ooo_threshold as u32,
+        avoidance_window: avoidance_window as u32,
+        qp_capacity: qp_capacity as usize,
+        qps,
+    })
+}

@@ -6,10 +6,10 @@
 //! state start fresh); `DELETE /tables/spray_qps` with `{"local": .., "local_qpn": ..}` frees it.
 //! The pipeline punts nothing.
 
+use super::config::{SprayConfig, SprayQp};
 use super::tor::SprayCommand;
 use crate::baseline::control::BaselineControl;
 use longhaul_control::api::ApiError;
-use super::config::{SprayConfig, SprayQp};
 use longhaul_control::config::Config;
 use longhaul_control::plane::{needs_rebuild, PipelineControl, ReloadPlan};
 use longhaul_dataplane::control::{Command, Punt};
@@ -45,7 +45,12 @@ impl SprayControl {
     pub fn new(cfg: &Config) -> Self {
         let cap = cfg.section::<SprayConfig>().map_or(1, |s| s.qp_capacity);
         let mut slots = vec![None; cap];
-        for (i, q) in cfg.section::<SprayConfig>().iter().flat_map(|s| s.qps.iter()).enumerate() {
+        for (i, q) in cfg
+            .section::<SprayConfig>()
+            .iter()
+            .flat_map(|s| s.qps.iter())
+            .enumerate()
+        {
             if let Some(s) = slots.get_mut(i) {
                 *s = Some(*q);
             }

@@ -27,11 +27,11 @@
 //!
 //! Packets of QPs not in the table are forwarded untouched (fail-open) and counted.
 
+use super::config::{SprayConfig, SprayPaths, SprayQp};
 use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
 use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop};
 use crate::themis::esw::ThemisEsw;
-use super::config::{SprayConfig, SprayPaths, SprayQp};
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
@@ -123,18 +123,20 @@ fn role_map(ids: &[u16]) -> Vec<bool> {
 }
 
 fn spray_cfg(cfg: &Config) -> SprayConfig {
-    cfg.section::<SprayConfig>().cloned().unwrap_or(SprayConfig {
-        host_ports: Vec::new(),
-        fabric_ports: Vec::new(),
-        source: false,
-        dest: false,
-        paths: SprayPaths::SportDeltas(vec![0]),
-        window: 512,
-        ooo_threshold: 448,
-        avoidance_window: 0,
-        qp_capacity: 1,
-        qps: Vec::new(),
-    })
+    cfg.section::<SprayConfig>()
+        .cloned()
+        .unwrap_or(SprayConfig {
+            host_ports: Vec::new(),
+            fabric_ports: Vec::new(),
+            source: false,
+            dest: false,
+            paths: SprayPaths::SportDeltas(vec![0]),
+            window: 512,
+            ooo_threshold: 448,
+            avoidance_window: 0,
+            qp_capacity: 1,
+            qps: Vec::new(),
+        })
 }
 
 /// RC request opcodes that carry a PSN of the request stream (Themis-D's bitmap).

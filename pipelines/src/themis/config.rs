@@ -3,8 +3,8 @@
 //! Keys and defaults: docs/config.md (keep the two in step).
 
 use longhaul_control::config::{
-    parse_prefix, span, Config, ConfigError, IpPrefix, PortRef, Section, SectionConfig,
-    Validator, MAX_RATE_GBPS, MIN_RATE_GBPS, S,
+    parse_prefix, span, Config, ConfigError, IpPrefix, PortRef, Section, SectionConfig, Validator,
+    MAX_RATE_GBPS, MIN_RATE_GBPS, S,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -139,55 +139,55 @@ pub struct RawThemisTrp {
 // ---- validation ---------------------------------------------------------------------------
 
 fn v4_prefixes(cx: &mut Validator<'_>, key: &str, v: &Option<Vec<S<String>>>) -> Vec<(u32, u8)> {
-        let mut out = Vec::new();
-        for (i, p) in v.iter().flatten().enumerate() {
-            match parse_prefix(p.get_ref()) {
-                Ok(IpPrefix::V4 { addr, len }) => out.push((addr, len)),
-                Ok(IpPrefix::V6 { .. }) => cx.err(
-                    format!("{key}[{i}]"),
-                    span(p),
-                    "THEMIS daemon messages carry IPv4 addresses: an IPv4 prefix is needed",
-                ),
-                Err(m) => cx.err(format!("{key}[{i}]"), span(p), m),
-            }
+    let mut out = Vec::new();
+    for (i, p) in v.iter().flatten().enumerate() {
+        match parse_prefix(p.get_ref()) {
+            Ok(IpPrefix::V4 { addr, len }) => out.push((addr, len)),
+            Ok(IpPrefix::V6 { .. }) => cx.err(
+                format!("{key}[{i}]"),
+                span(p),
+                "THEMIS daemon messages carry IPv4 addresses: an IPv4 prefix is needed",
+            ),
+            Err(m) => cx.err(format!("{key}[{i}]"), span(p), m),
         }
-        out
     }
+    out
+}
 
 /// Validates `[themis]` (`t`, as read from the file) against the generic config.
 fn validate(cx: &mut Validator<'_>, t: Option<&RawThemis>, cfg: &Config) -> Option<ThemisConfig> {
-        let t = match (cfg.switch.pipeline == NAME, t) {
-            (true, Some(t)) => t,
-            (true, None) => {
-                cx.err(
+    let t = match (cfg.switch.pipeline == NAME, t) {
+        (true, Some(t)) => t,
+        (true, None) => {
+            cx.err(
                     "themis",
                     None,
                     "switch.pipeline = \"themis\" needs a [themis] table (dc_ports, wan_ports, [themis.pnp] and/or [themis.trp])",
                 );
-                return None;
-            }
-            (_, Some(_)) => {
-                cx.err(
-                    "themis",
-                    None,
-                    "[themis] is only used with switch.pipeline = \"themis\"",
-                );
-                return None;
-            }
-            (_, None) => return None,
-        };
-        let dc_ports = cx.port_refs("themis.dc_ports", &t.dc_ports);
-        let wan_ports = cx.port_refs("themis.wan_ports", &t.wan_ports);
-        for id in &dc_ports {
-            if wan_ports.contains(id) {
-                cx.err(
-                    "themis.wan_ports",
-                    t.wan_ports.as_ref().and_then(span),
-                    format!("port id {id} is in both dc_ports and wan_ports"),
-                );
-            }
+            return None;
         }
-        let pnp = t.pnp.as_ref().and_then(|p| {
+        (_, Some(_)) => {
+            cx.err(
+                "themis",
+                None,
+                "[themis] is only used with switch.pipeline = \"themis\"",
+            );
+            return None;
+        }
+        (_, None) => return None,
+    };
+    let dc_ports = cx.port_refs("themis.dc_ports", &t.dc_ports);
+    let wan_ports = cx.port_refs("themis.wan_ports", &t.wan_ports);
+    for id in &dc_ports {
+        if wan_ports.contains(id) {
+            cx.err(
+                "themis.wan_ports",
+                t.wan_ports.as_ref().and_then(span),
+                format!("port id {id} is in both dc_ports and wan_ports"),
+            );
+        }
+    }
+    let pnp = t.pnp.as_ref().and_then(|p| {
             if !p.enabled.as_ref().is_none_or(|e| *e.get_ref()) {
                 return None;
             }
@@ -238,96 +238,94 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawThemis>, cfg: &Config) -> Opti
                 inter_dc_capacity: inter_dc_capacity as usize,
             })
         });
-        let trp = t.trp.as_ref().and_then(|p| {
-            if !p.enabled.as_ref().is_none_or(|e| *e.get_ref()) {
-                return None;
-            }
-            let k = |s: &str| format!("themis.trp.{s}");
-            let alpha = cx.int_or(&k("alpha"), &p.alpha, DEFAULT_ALPHA, 1, 1_000_000);
-            let beta_ns = cx.int_or(&k("beta_ns"), &p.beta_ns, DEFAULT_BETA_NS, 1, MAX_NS);
-            let direct_recovery = match &p.recovery {
-                None => false,
-                Some(r) => match r.get_ref().as_str() {
-                    "reorder_free" => false,
-                    "direct" => true,
-                    other => {
-                        cx.err(
-                            k("recovery"),
-                            span(r),
-                            format!("'{other}': expected \"reorder_free\" or \"direct\""),
-                        );
-                        false
-                    }
-                },
-            };
-            let cnp_cache_size = cx.int_or(
-                &k("cnp_cache_size"),
-                &p.cnp_cache_size,
-                DEFAULT_TABLE,
-                1,
-                MAX_TABLE,
-            );
-            let cnp_store_capacity = cx.int_or(
-                &k("cnp_store_capacity"),
-                &p.cnp_store_capacity,
-                DEFAULT_TABLE,
-                1,
-                MAX_TABLE,
-            );
-            let rate = match &p.recirc_rate_gbps {
-                None => 100.0,
-                Some(r) => {
-                    let g = *r.get_ref();
-                    if !(MIN_RATE_GBPS..=MAX_RATE_GBPS).contains(&g) {
-                        cx.err(
-                            k("recirc_rate_gbps"),
-                            span(r),
-                            format!(
-                                "{g} is out of range: must be {MIN_RATE_GBPS} to {MAX_RATE_GBPS}"
-                            ),
-                        );
-                        100.0
-                    } else {
-                        g
-                    }
-                }
-            };
-            let loop_delay_ns = cx.int_or(
-                &k("loop_delay_ns"),
-                &p.loop_delay_ns,
-                DEFAULT_LOOP_DELAY_NS,
-                0,
-                MAX_NS,
-            );
-            let recirc_capacity_pkts = cx.int_or(
-                &k("recirc_capacity_pkts"),
-                &p.recirc_capacity_pkts,
-                DEFAULT_RECIRC_CAPACITY,
-                1,
-                MAX_TABLE,
-            );
-            Some(ThemisTrpConfig {
-                alpha: alpha as u32,
-                beta_ns: beta_ns as u64,
-                direct_recovery,
-                cnp_cache_size: cnp_cache_size as usize,
-                cnp_store_capacity: cnp_store_capacity as usize,
-                recirc_rate_bps: (rate * 1e9).round() as u64,
-                loop_delay_ns: loop_delay_ns as u64,
-                recirc_capacity_pkts: recirc_capacity_pkts as usize,
-            })
-        });
-        if pnp.is_none() && trp.is_none() && t.pnp.is_none() && t.trp.is_none() {
-            cx.err(
-                "themis",
-                None,
-                "enable PNP ([themis.pnp]) and/or TRP ([themis.trp])",
-            );
+    let trp = t.trp.as_ref().and_then(|p| {
+        if !p.enabled.as_ref().is_none_or(|e| *e.get_ref()) {
+            return None;
         }
-        Some(ThemisConfig {
-            dc_ports,
-            wan_ports,
-            pnp,
-            trp,
+        let k = |s: &str| format!("themis.trp.{s}");
+        let alpha = cx.int_or(&k("alpha"), &p.alpha, DEFAULT_ALPHA, 1, 1_000_000);
+        let beta_ns = cx.int_or(&k("beta_ns"), &p.beta_ns, DEFAULT_BETA_NS, 1, MAX_NS);
+        let direct_recovery = match &p.recovery {
+            None => false,
+            Some(r) => match r.get_ref().as_str() {
+                "reorder_free" => false,
+                "direct" => true,
+                other => {
+                    cx.err(
+                        k("recovery"),
+                        span(r),
+                        format!("'{other}': expected \"reorder_free\" or \"direct\""),
+                    );
+                    false
+                }
+            },
+        };
+        let cnp_cache_size = cx.int_or(
+            &k("cnp_cache_size"),
+            &p.cnp_cache_size,
+            DEFAULT_TABLE,
+            1,
+            MAX_TABLE,
+        );
+        let cnp_store_capacity = cx.int_or(
+            &k("cnp_store_capacity"),
+            &p.cnp_store_capacity,
+            DEFAULT_TABLE,
+            1,
+            MAX_TABLE,
+        );
+        let rate = match &p.recirc_rate_gbps {
+            None => 100.0,
+            Some(r) => {
+                let g = *r.get_ref();
+                if !(MIN_RATE_GBPS..=MAX_RATE_GBPS).contains(&g) {
+                    cx.err(
+                        k("recirc_rate_gbps"),
+                        span(r),
+                        format!("{g} is out of range: must be {MIN_RATE_GBPS} to {MAX_RATE_GBPS}"),
+                    );
+                    100.0
+                } else {
+                    g
+                }
+            }
+        };
+        let loop_delay_ns = cx.int_or(
+            &k("loop_delay_ns"),
+            &p.loop_delay_ns,
+            DEFAULT_LOOP_DELAY_NS,
+            0,
+            MAX_NS,
+        );
+        let recirc_capacity_pkts = cx.int_or(
+            &k("recirc_capacity_pkts"),
+            &p.recirc_capacity_pkts,
+            DEFAULT_RECIRC_CAPACITY,
+            1,
+            MAX_TABLE,
+        );
+        Some(ThemisTrpConfig {
+            alpha: alpha as u32,
+            beta_ns: beta_ns as u64,
+            direct_recovery,
+            cnp_cache_size: cnp_cache_size as usize,
+            cnp_store_capacity: cnp_store_capacity as usize,
+            recirc_rate_bps: (rate * 1e9).round() as u64,
+            loop_delay_ns: loop_delay_ns as u64,
+            recirc_capacity_pkts: recirc_capacity_pkts as usize,
         })
+    });
+    if pnp.is_none() && trp.is_none() && t.pnp.is_none() && t.trp.is_none() {
+        cx.err(
+            "themis",
+            None,
+            "enable PNP ([themis.pnp]) and/or TRP ([themis.trp])",
+        );
     }
+    Some(ThemisConfig {
+        dc_ports,
+        wan_ports,
+        pnp,
+        trp,
+    })
+}

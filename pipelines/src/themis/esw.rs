@@ -22,12 +22,12 @@
 //!    recirculation port.
 //! 7. The frame rewrite (TTL, MACs) and forward.
 
+use super::config::{ThemisConfig, ThemisTrpConfig};
 use super::daemon::{InterDcPairs, QpField, QpKey, DAEMON_PORT};
 use super::pnp::{Pnp, PnpParams, PnpVerdict};
 use super::syncookie::{AckVerdict, SynCookies};
 use super::trp::{DataVerdict, RecoveryMode, Trp, TrpCommand, TrpKey, TrpParams};
 use crate::baseline::{BaselineCommand, Forwarding};
-use super::config::{ThemisConfig, ThemisTrpConfig};
 use longhaul_control::config::Config;
 use longhaul_dataplane::control::Punt;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
@@ -151,12 +151,14 @@ fn cookie_secret_seed(cfg: &Config) -> u64 {
 
 /// The `[themis]` section of a THEMIS config (validated: present iff the pipeline is THEMIS).
 fn themis_cfg(cfg: &Config) -> ThemisConfig {
-    cfg.section::<ThemisConfig>().cloned().unwrap_or(ThemisConfig {
-        dc_ports: Vec::new(),
-        wan_ports: Vec::new(),
-        pnp: None,
-        trp: None,
-    })
+    cfg.section::<ThemisConfig>()
+        .cloned()
+        .unwrap_or(ThemisConfig {
+            dc_ports: Vec::new(),
+            wan_ports: Vec::new(),
+            pnp: None,
+            trp: None,
+        })
 }
 
 impl ThemisEsw {
