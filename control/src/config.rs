@@ -20,7 +20,7 @@ mod section;
 mod sections;
 mod validate;
 
-pub use raw::{PortRef, S};
+pub use raw::{PortRef, GENERIC_TABLES, S};
 pub use section::{GenericSchema, Schema, Section};
 pub use sections::{SectionConfig, Sections};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.

@@ -334,6 +334,12 @@ impl<H: PipelineControl> ControlPlane<H> {
                     .join("\n"),
             )
         })?;
+        if new.switch.pipeline != self.cfg.switch.pipeline {
+            return Err(ApiError::Conflict(format!(
+                "switch.pipeline changes from \"{}\" to \"{}\": restart longhaul to change the pipeline (the running config is unchanged)",
+                self.cfg.switch.pipeline, new.switch.pipeline
+            )));
+        }
         if self.rebuild.is_none() && needs_rebuild(&self.cfg, &new) {
             return Err(ApiError::Conflict(
                 "the new config changes the switch's structure and this control plane cannot rebuild it; restart longhaul (the running config is unchanged)".into(),

@@ -221,6 +221,24 @@ fn live_api_tables_reload_metrics_and_clean_stop() {
         .post("/reload", Some(&json!({"path": bad.display().to_string()})))
         .unwrap();
     assert_eq!(st, 409, "{v}");
+    // So is a change of pipeline (a valid THEMIS config): the workers run the old pipeline's code.
+    std::fs::write(
+        &bad,
+        format!(
+            "{}\n[themis]\ndc_ports = [\"dc0\"]\nwan_ports = [\"wan0\"]\n[themis.trp]\n",
+            text.replace("pipeline = \"baseline\"", "pipeline = \"themis\"")
+        ),
+    )
+    .unwrap();
+    let (st, v) = c
+        .post("/reload", Some(&json!({"path": bad.display().to_string()})))
+        .unwrap();
+    assert_eq!(st, 409, "{v}");
+    assert!(
+        v.to_string()
+            .contains("restart longhaul to change the pipeline"),
+        "{v}"
+    );
     // After the swap the new switch (new counters) forwards.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -78,8 +78,8 @@ impl Registry {
     /// (through its section, `extend_spec` and its counters).
     ///
     /// # Panics
-    /// When a mechanism of the same name is already registered (a programming error in the
-    /// registry list, found by every test that builds it).
+    /// When a mechanism of the same name is already registered, or its name is a generic config
+    /// table's (a programming error in the registry list, found by every test that builds it).
     pub fn mechanism<M: Mechanism>(mut self, m: M) -> Self {
         self.check_name(m.name());
         self.mechanisms.push(Arc::new(m));
@@ -96,6 +96,10 @@ impl Registry {
         assert!(
             self.get(name).is_none(),
             "mechanism '{name}' registered twice"
+        );
+        assert!(
+            !longhaul_control::config::GENERIC_TABLES.contains(&name),
+            "mechanism '{name}' has the name of a generic config table"
         );
     }
 

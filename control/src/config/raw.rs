@@ -17,8 +17,8 @@ use toml::Spanned;
 pub type S<T> = Spanned<T>;
 
 /// The whole file. Not derived: the top-level keys are the generic tables below plus the
-/// registered mechanisms' sections (`known`), which are skipped here and read by their own
-/// [`Section`](super::Section) from the same text; any other key is an unknown key.
+/// registered mechanisms' sections ([`RawConfigSeed::sections`]), which are skipped here and read
+/// by their own [`Section`](super::Section) from the same text; any other key is an unknown key.
 #[derive(Default)]
 pub(super) struct RawConfig {
     // Tables that are not array elements are not `Spanned`: toml 0.8 cannot deserialize a
@@ -34,8 +34,9 @@ pub(super) struct RawConfig {
     pub dpdk: Option<RawDpdk>,
 }
 
-/// The generic top-level tables, in the order unknown-key errors list them.
-pub(super) const GENERIC_TABLES: &[&str] = &[
+/// The generic top-level tables, in the order unknown-key errors list them (a mechanism may not
+/// take one of these names).
+pub const GENERIC_TABLES: &[&str] = &[
     "switch", "ports", "qos", "pfc", "parser", "l2", "routes", "control", "dpdk",
 ];
 
