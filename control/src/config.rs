@@ -21,7 +21,7 @@ mod sections;
 mod validate;
 
 pub use raw::{PortRef, GENERIC_TABLES, S};
-pub use section::{GenericSchema, Schema, Section};
+pub use section::{GenericSchema, Schema, Section, TypedSection, ValidateFn};
 pub use sections::{SectionConfig, Sections};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub use validate::pause_time_ns;

@@ -13,6 +13,8 @@
 use super::sections::SectionConfig;
 use super::validate::Validator;
 use super::{Config, ConfigError, DEFAULT_PIPELINE};
+use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// What the parser asks of a mechanism with a configuration section.
@@ -30,6 +32,41 @@ pub trait Section: Send + Sync {
         v: &mut Validator<'_>,
         cfg: &Config,
     ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError>;
+}
+
+/// The usual [`Section`]: the table `name` read as `R` (the serde struct mirroring it), then
+/// `validate` (recording errors, `None` when absent or broken) makes the section's `C`.
+pub struct TypedSection<R, C> {
+    name: &'static str,
+    validate: ValidateFn<R, C>,
+    _types: PhantomData<fn() -> (R, C)>,
+}
+
+/// What a [`TypedSection`] calls to validate its table (`None`: the file has no such table).
+pub type ValidateFn<R, C> = fn(&mut Validator<'_>, Option<&R>, &Config) -> Option<C>;
+
+impl<R, C> TypedSection<R, C> {
+    pub const fn new(name: &'static str, validate: ValidateFn<R, C>) -> Self {
+        TypedSection {
+            name,
+            validate,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<R: DeserializeOwned, C: SectionConfig + Clone> Section for TypedSection<R, C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn validate(
+        &self,
+        v: &mut Validator<'_>,
+        cfg: &Config,
+    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
+        let raw: Option<R> = v.raw(self.name)?;
+        Ok((self.validate)(v, raw.as_ref(), cfg).map(|c| Arc::new(c) as Arc<dyn SectionConfig>))
+    }
 }
 
 /// What the parser knows beyond the generic config: the values `switch.pipeline` may take and

@@ -780,6 +780,50 @@ impl<'a> Validator<'a> {
         id
     }
 
+    /// The table of the section of pipeline `name` (`raw`, as read), when the config selects that
+    /// pipeline; an error when the pipeline is selected without its table (`needs` says what goes
+    /// in it) or the table is there without its pipeline.
+    pub fn pipeline_section<'r, T>(
+        &mut self,
+        name: &str,
+        raw: Option<&'r T>,
+        cfg: &Config,
+        needs: &str,
+    ) -> Option<&'r T> {
+        match (cfg.switch.pipeline == name, raw) {
+            (true, Some(t)) => return Some(t),
+            (true, None) => self.err(
+                name,
+                None,
+                format!("switch.pipeline = \"{name}\" needs a [{name}] table ({needs})"),
+            ),
+            (false, Some(_)) => self.err(
+                name,
+                None,
+                format!("[{name}] is only used with switch.pipeline = \"{name}\""),
+            ),
+            (false, None) => {}
+        }
+        None
+    }
+
+    /// Records an error at `b_key` for every port in both `a` (listed as `a_name`) and `b` (`b_name`).
+    pub fn disjoint_ports(
+        &mut self,
+        (a_name, a): (&str, &[u16]),
+        (b_name, b): (&str, &[u16]),
+        b_key: &str,
+        b_span: Span,
+    ) {
+        for id in a.iter().filter(|id| b.contains(id)) {
+            self.err(
+                b_key,
+                b_span.clone(),
+                format!("port id {id} is in both {a_name} and {b_name}"),
+            );
+        }
+    }
+
     /// A required, non-empty list of distinct ports (names or ids) as port ids.
     pub fn port_refs(&mut self, key: &str, v: &Option<S<Vec<S<PortRef>>>>) -> Vec<u16> {
         let Some(list) = v else {

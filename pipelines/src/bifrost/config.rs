@@ -3,11 +3,9 @@
 //! engine's generator is built from. Keys and defaults: docs/config.md (keep the two in step).
 
 use longhaul_control::config::{
-    span, Config, ConfigError, PortConfig, PortRef, Section, SectionConfig, Validator,
-    MAX_RATE_GBPS, MIN_RATE_GBPS, S,
+    span, Config, PortConfig, PortRef, TypedSection, Validator, MAX_RATE_GBPS, MIN_RATE_GBPS, S,
 };
 use serde::Deserialize;
-use std::sync::Arc;
 
 /// The section's table.
 pub const NAME: &str = "bifrost";
@@ -21,21 +19,7 @@ const MAX_NS: i64 = 10_000_000_000;
 const MAX_PORTS: usize = 16;
 
 /// The `[bifrost]` section.
-pub struct BifrostSection;
-
-impl Section for BifrostSection {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn validate(
-        &self,
-        cx: &mut Validator<'_>,
-        cfg: &Config,
-    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
-        let raw: Option<RawBifrost> = cx.raw(NAME)?;
-        Ok(validate(cx, raw.as_ref(), cfg).map(|c| Arc::new(c) as Arc<dyn SectionConfig>))
-    }
-}
+pub const SECTION: TypedSection<RawBifrost, BifrostConfig> = TypedSection::new(NAME, validate);
 
 // ---- validated ----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 //! switch, and owns the generator's counters: the `bifrost.*` lines of replay's counters, the
 //! `bifrost` object of `/stats`, and the `longhaul_bifrost_*` metrics (docs/metrics.md).
 
-use super::config::{BifrostConfig, BifrostSection, NAME};
+use super::config::{BifrostConfig, NAME, SECTION};
 use longhaul_control::config::{Config, Section};
 use longhaul_control::metrics::{LatencySnap, Series};
 use longhaul_dataplane::asic::bifrost::{BifrostConsts, BifrostParams, BifrostStats};
@@ -50,6 +50,41 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_bifrost_slot_lateness_seconds",
 ];
 
+/// Bifrost's counters as metrics: name, help, the counter.
+type CounterFn = fn(&BifrostStats) -> u64;
+const COUNTERS: [(&str, &str, CounterFn); 6] = [
+    (
+        "longhaul_bifrost_slots_total",
+        "Bifrost slot timer firings (all workers).",
+        |b| b.slots,
+    ),
+    (
+        "longhaul_bifrost_slots_missed_total",
+        "Bifrost slots skipped because a worker was more than a slot late.",
+        |b| b.slots_missed,
+    ),
+    (
+        "longhaul_bifrost_updates_total",
+        "Bifrost Algorithm 1 updates (one per governed port and priority per slot).",
+        |b| b.updates,
+    ),
+    (
+        "longhaul_bifrost_frames_total",
+        "Bifrost pause frames sent (one per port per slot with a pause).",
+        |b| b.frames,
+    ),
+    (
+        "longhaul_bifrost_frames_deferred_total",
+        "Bifrost pause frames that did not fit the action buffer.",
+        |b| b.deferred,
+    ),
+    (
+        "longhaul_bifrost_overflow_drops_total",
+        "Packets Bifrost refused above H plus the leak headroom.",
+        |b| b.overflow_drops,
+    ),
+];
+
 impl Mechanism for BifrostMechanism {
     fn name(&self) -> &'static str {
         NAME
@@ -58,7 +93,7 @@ impl Mechanism for BifrostMechanism {
         "docs/bifrost.md"
     }
     fn section(&self) -> Option<&dyn Section> {
-        Some(&BifrostSection)
+        Some(&SECTION)
     }
     /// The governed (port, priority) pairs leave classic XOFF/XON to Bifrost's generator.
     fn extend_spec(&self, cfg: &Config, spec: &mut SwitchSpec) {
@@ -102,38 +137,10 @@ impl Mechanism for BifrostMechanism {
         if all.is_empty() {
             return;
         }
-        let sum = |f: fn(&BifrostStats) -> u64| all.iter().map(|b| f(b)).sum::<u64>();
-        let counter = |name, help, value| Series::Counter { name, help, value };
-        out.push(counter(
-            "longhaul_bifrost_slots_total",
-            "Bifrost slot timer firings (all workers).",
-            sum(|b| b.slots),
-        ));
-        out.push(counter(
-            "longhaul_bifrost_slots_missed_total",
-            "Bifrost slots skipped because a worker was more than a slot late.",
-            sum(|b| b.slots_missed),
-        ));
-        out.push(counter(
-            "longhaul_bifrost_updates_total",
-            "Bifrost Algorithm 1 updates (one per governed port and priority per slot).",
-            sum(|b| b.updates),
-        ));
-        out.push(counter(
-            "longhaul_bifrost_frames_total",
-            "Bifrost pause frames sent (one per port per slot with a pause).",
-            sum(|b| b.frames),
-        ));
-        out.push(counter(
-            "longhaul_bifrost_frames_deferred_total",
-            "Bifrost pause frames that did not fit the action buffer.",
-            sum(|b| b.deferred),
-        ));
-        out.push(counter(
-            "longhaul_bifrost_overflow_drops_total",
-            "Packets Bifrost refused above H plus the leak headroom.",
-            sum(|b| b.overflow_drops),
-        ));
+        for (name, help, f) in COUNTERS {
+            let value = all.iter().map(|b| f(b)).sum();
+            out.push(Series::Counter { name, help, value });
+        }
         out.push(Series::Gauge {
             name: "longhaul_bifrost_max_queue_bytes",
             help: "Largest ingress queue L of any Bifrost-governed port and priority since start.",

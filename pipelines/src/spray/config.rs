@@ -2,12 +2,9 @@
 //! its validation, and the validated [`SprayConfig`] the stages are built from. Keys and
 //! defaults: docs/config.md (keep the two in step).
 
-use longhaul_control::config::{
-    span, Config, ConfigError, PortRef, Section, SectionConfig, Validator, S,
-};
+use longhaul_control::config::{span, Config, PortRef, TypedSection, Validator, S};
 use serde::Deserialize;
 use std::net::IpAddr;
-use std::sync::Arc;
 
 /// The section's table and the pipeline's name.
 pub const NAME: &str = "spray";
@@ -25,21 +22,7 @@ const MAX_WINDOW: i64 = 1 << 22;
 const QPN_MAX: i64 = 0xff_ffff;
 
 /// The `[spray]` section.
-pub struct SpraySection;
-
-impl Section for SpraySection {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn validate(
-        &self,
-        cx: &mut Validator<'_>,
-        cfg: &Config,
-    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
-        let raw: Option<RawSpray> = cx.raw(NAME)?;
-        Ok(validate(cx, raw.as_ref(), cfg).map(|c| Arc::new(c) as Arc<dyn SectionConfig>))
-    }
-}
+pub const SECTION: TypedSection<RawSpray, SprayConfig> = TypedSection::new(NAME, validate);
 
 // ---- validated ----------------------------------------------------------------------------
 
@@ -167,37 +150,20 @@ fn ip_addr(cx: &mut Validator<'_>, key: &str, v: &Option<S<String>>) -> Option<I
 
 /// Validates `[spray]` (`t`, as read from the file) against the generic config.
 fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Option<SprayConfig> {
-    let t = match (cfg.switch.pipeline == NAME, t) {
-        (true, Some(t)) => t,
-        (true, None) => {
-            cx.err(
-                    "spray",
-                    None,
-                    "switch.pipeline = \"spray\" needs a [spray] table (host_ports, fabric_ports, mode and the PathMap)",
-                );
-            return None;
-        }
-        (_, Some(_)) => {
-            cx.err(
-                "spray",
-                None,
-                "[spray] is only used with switch.pipeline = \"spray\"",
-            );
-            return None;
-        }
-        (_, None) => return None,
-    };
+    let t = cx.pipeline_section(
+        NAME,
+        t,
+        cfg,
+        "host_ports, fabric_ports, mode and the PathMap",
+    )?;
     let host_ports = cx.port_refs("spray.host_ports", &t.host_ports);
     let fabric_ports = cx.port_refs("spray.fabric_ports", &t.fabric_ports);
-    for id in &host_ports {
-        if fabric_ports.contains(id) {
-            cx.err(
-                "spray.fabric_ports",
-                t.fabric_ports.as_ref().and_then(span),
-                format!("port id {id} is in both host_ports and fabric_ports"),
-            );
-        }
-    }
+    cx.disjoint_ports(
+        ("host_ports", &host_ports),
+        ("fabric_ports", &fabric_ports),
+        "spray.fabric_ports",
+        t.fabric_ports.as_ref().and_then(span),
+    );
     let source = t.source.as_ref().is_none_or(|v| *v.get_ref());
     let dest = t.dest.as_ref().is_none_or(|v| *v.get_ref());
     if !source && !dest {

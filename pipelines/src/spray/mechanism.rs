@@ -1,6 +1,6 @@
 //! Themis spraying's registration: the `spray` pipeline and its `[spray]` section.
 
-use super::config::{SpraySection, NAME};
+use super::config::{NAME, SECTION};
 use super::control::SprayControl;
 use super::tor::{SprayCommand, SprayTor};
 use longhaul_control::config::{Config, Section};
@@ -17,7 +17,7 @@ impl Mechanism for SprayMechanism {
         "README.md#themis-packet-spraying-at-the-tor, docs/config.md"
     }
     fn section(&self) -> Option<&dyn Section> {
-        Some(&SpraySection)
+        Some(&SECTION)
     }
 }
 

@@ -3,11 +3,10 @@
 //! Keys and defaults: docs/config.md (keep the two in step).
 
 use longhaul_control::config::{
-    parse_prefix, span, Config, ConfigError, IpPrefix, PortRef, Section, SectionConfig, Validator,
-    MAX_RATE_GBPS, MIN_RATE_GBPS, S,
+    parse_prefix, span, Config, IpPrefix, PortRef, TypedSection, Validator, MAX_RATE_GBPS,
+    MIN_RATE_GBPS, S,
 };
 use serde::Deserialize;
-use std::sync::Arc;
 
 /// The section's table and the pipeline's name.
 pub const NAME: &str = "themis";
@@ -27,21 +26,7 @@ const DEFAULT_RECIRC_CAPACITY: i64 = 4096;
 const MAX_NS: i64 = 10_000_000_000;
 
 /// The `[themis]` section.
-pub struct ThemisSection;
-
-impl Section for ThemisSection {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn validate(
-        &self,
-        cx: &mut Validator<'_>,
-        cfg: &Config,
-    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
-        let raw: Option<RawThemis> = cx.raw(NAME)?;
-        Ok(validate(cx, raw.as_ref(), cfg).map(|c| Arc::new(c) as Arc<dyn SectionConfig>))
-    }
-}
+pub const SECTION: TypedSection<RawThemis, ThemisConfig> = TypedSection::new(NAME, validate);
 
 // ---- validated ----------------------------------------------------------------------------
 
@@ -156,37 +141,20 @@ fn v4_prefixes(cx: &mut Validator<'_>, key: &str, v: &Option<Vec<S<String>>>) ->
 
 /// Validates `[themis]` (`t`, as read from the file) against the generic config.
 fn validate(cx: &mut Validator<'_>, t: Option<&RawThemis>, cfg: &Config) -> Option<ThemisConfig> {
-    let t = match (cfg.switch.pipeline == NAME, t) {
-        (true, Some(t)) => t,
-        (true, None) => {
-            cx.err(
-                    "themis",
-                    None,
-                    "switch.pipeline = \"themis\" needs a [themis] table (dc_ports, wan_ports, [themis.pnp] and/or [themis.trp])",
-                );
-            return None;
-        }
-        (_, Some(_)) => {
-            cx.err(
-                "themis",
-                None,
-                "[themis] is only used with switch.pipeline = \"themis\"",
-            );
-            return None;
-        }
-        (_, None) => return None,
-    };
+    let t = cx.pipeline_section(
+        NAME,
+        t,
+        cfg,
+        "dc_ports, wan_ports, [themis.pnp] and/or [themis.trp]",
+    )?;
     let dc_ports = cx.port_refs("themis.dc_ports", &t.dc_ports);
     let wan_ports = cx.port_refs("themis.wan_ports", &t.wan_ports);
-    for id in &dc_ports {
-        if wan_ports.contains(id) {
-            cx.err(
-                "themis.wan_ports",
-                t.wan_ports.as_ref().and_then(span),
-                format!("port id {id} is in both dc_ports and wan_ports"),
-            );
-        }
-    }
+    cx.disjoint_ports(
+        ("dc_ports", &dc_ports),
+        ("wan_ports", &wan_ports),
+        "themis.wan_ports",
+        t.wan_ports.as_ref().and_then(span),
+    );
     let pnp = t.pnp.as_ref().and_then(|p| {
             if !p.enabled.as_ref().is_none_or(|e| *e.get_ref()) {
                 return None;

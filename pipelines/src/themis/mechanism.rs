@@ -1,7 +1,7 @@
 //! THEMIS's registration: the `themis` pipeline and its `[themis]` section, the recirculation
 //! port TRP loops packets through, and a fresh SYN-cookie secret per live run.
 
-use super::config::{ThemisConfig, ThemisSection, NAME};
+use super::config::{ThemisConfig, NAME, SECTION};
 use super::control::ThemisControl;
 use super::esw::{use_random_cookie_secret, ThemisCommand, ThemisEsw};
 use longhaul_control::config::{Config, Section};
@@ -20,7 +20,7 @@ impl Mechanism for ThemisMechanism {
         "README.md#themis-at-the-external-switch, docs/config.md"
     }
     fn section(&self) -> Option<&dyn Section> {
-        Some(&ThemisSection)
+        Some(&SECTION)
     }
     /// TRP's stand-in for the pre-filled port (section V): a recirculation port of the
     /// configured rate, per-loop delay and capacity.
