@@ -68,6 +68,21 @@ enum Cmd {
         #[arg(long)]
         nonzero: bool,
     },
+    /// Run a closed-loop emulation: modeled RDMA hosts and links around real longhaul switches
+    /// (each built from its config), on virtual time; writes flows.csv and summary.txt.
+    Emulate {
+        /// The scenario (TOML; scenarios/).
+        scenario: PathBuf,
+        /// Where flows.csv and summary.txt go (default: print the summary only).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+        /// Override `[emulation] seed`.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override `[emulation] duration_us` (microseconds of virtual time).
+        #[arg(long, value_name = "US")]
+        duration: Option<f64>,
+    },
     /// Talk to a running longhaul's management API: `longhaul ctl [--addr A] [--token T]
     /// health|stats|tables|table list NAME|table insert NAME JSON|table delete NAME JSON|reload [PATH]`.
     Ctl {
@@ -93,6 +108,12 @@ fn main() -> ExitCode {
             until_idle,
             nonzero,
         } => cmd_run(&config, until_idle, nonzero),
+        Cmd::Emulate {
+            scenario,
+            out_dir,
+            seed,
+            duration,
+        } => cmd_emulate(&scenario, out_dir.as_deref(), seed, duration),
         Cmd::Ctl { args } => Ok(match longhaul_control::client::ctl_main(&args) {
             0 => ExitCode::SUCCESS,
             _ => ExitCode::FAILURE,
@@ -133,6 +154,39 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
         if !nonzero || v != 0 {
             println!("{name} {v}");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_emulate(
+    path: &Path,
+    out_dir: Option<&Path>,
+    seed: Option<u64>,
+    duration_us: Option<f64>,
+) -> Result<ExitCode> {
+    let registry = longhaul_pipelines::registry();
+    let mut s = match longhaul_emulator::scenario::Scenario::load(path, registry.as_ref()) {
+        Ok(s) => s,
+        Err(errs) => {
+            for e in &errs {
+                eprintln!("{e}");
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if duration_us.is_some_and(|d| !(d > 0.0 && d <= 60e6)) {
+        bail!("--duration: must be more than 0 and at most 60000000 (us)");
+    }
+    let o = longhaul_emulator::Overrides {
+        seed,
+        duration_ns: duration_us.map(|d| (d * 1000.0).round() as u64),
+    };
+    let report = longhaul_emulator::emulate(&mut s, &registry, o).map_err(|e| anyhow!(e))?;
+    print!("{}", longhaul_emulator::output::summary(&report));
+    if let Some(dir) = out_dir {
+        longhaul_emulator::output::write(dir, &report)
+            .with_context(|| format!("writing {}", dir.display()))?;
+        println!("wrote {}/flows.csv and summary.txt", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

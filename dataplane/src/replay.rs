@@ -346,6 +346,15 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         self.driver.now
     }
 
+    /// The next time something is due: a frame put on a port, or the switch's own next event
+    /// (a queue that can transmit, a timer); `None` when idle.
+    pub fn next_event(&self) -> Option<Nanos> {
+        match (self.script.peek_ts(), self.sw.next_event(self.driver.now)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Everything emitted so far (all ports, in emission order), taken out.
     pub fn take(&mut self) -> Vec<Emitted> {
         std::mem::take(&mut self.emitted)

@@ -4,6 +4,7 @@
 //! - [`registry`], [`mechanism`], [`typed`]: the registry and the traits a mechanism implements;
 //! - [`build`]: a validated config to the dataplane's switch spec and buffer pool;
 //! - [`replay`]: deterministic pcap replay on virtual time (`longhaul replay`, conformance);
+//! - [`emulated`]: a switch of any pipeline on virtual time, for the closed-loop emulator;
 //! - [`run`], [`live`], [`platform`], [`dpdk`]: the live appliance (`longhaul run`): control
 //!   thread, management API, metrics, and the workers on the heap platform (pcap and null
 //!   ports) or on DPDK lcores and ethdev ports (feature `dpdk`).
@@ -15,6 +16,7 @@
 pub mod build;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod emulated;
 pub mod live;
 pub mod mechanism;
 pub mod platform;
@@ -23,6 +25,7 @@ pub mod replay;
 pub mod run;
 pub mod typed;
 
+pub use emulated::EmulatedSwitch;
 pub use mechanism::{Mechanism, MechanismSet, PipelineMechanism};
 pub use registry::{replay, run, ErasedPipeline, Registry};
 pub use replay::{snapshot_counters, ReplayInput, ReplayResult};

@@ -2,6 +2,7 @@
 //! control thread, replay, live runs) go through it and name no mechanism; the list itself is
 //! `longhaul_pipelines::registry()`, and a test can build its own with a mechanism of its own.
 
+use crate::emulated::EmulatedSwitch;
 use crate::mechanism::{Mechanism, MechanismSet};
 use crate::replay::{ReplayInput, ReplayResult};
 use crate::run::{RunOptions, RunReport};
@@ -50,6 +51,10 @@ pub trait ErasedPipeline: Send + Sync {
         cfg: &Config,
         inputs: &[ReplayInput],
     ) -> Result<ReplayResult, String>;
+
+    /// A switch of this pipeline built from `cfg` for the closed-loop emulator (virtual time,
+    /// its control handler inline like replay's).
+    fn emulated(&self, mechanisms: &dyn MechanismSet, cfg: &Config) -> Box<dyn EmulatedSwitch>;
 
     /// Run it live.
     fn run(

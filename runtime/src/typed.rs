@@ -2,11 +2,17 @@
 //! [`ErasedPipeline`], so that the registry can hold any pipeline while replay and the live
 //! workers still run each one's own monomorphized code.
 
-use crate::mechanism::PipelineMechanism;
+use crate::build::switch_spec;
+use crate::emulated::EmulatedSwitch;
+use crate::mechanism::{MechanismSet, PipelineMechanism};
+use crate::platform::heap_pool;
 use crate::registry::{ErasedPipeline, Registry};
 use crate::replay::{replay_with, ReplayInput, ReplayResult};
 use crate::run::{run_on_platform, RunOptions, RunReport};
 use longhaul_control::config::Config;
+use longhaul_control::plane::Inline;
+use longhaul_dataplane::engine::Switch;
+use longhaul_dataplane::replay::Harness;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -33,6 +39,20 @@ impl<M: PipelineMechanism> ErasedPipeline for Typed<M> {
     ) -> Result<ReplayResult, String> {
         let m = &self.0;
         replay_with(registry, cfg, m.pipeline(cfg), m.control(cfg), inputs)
+    }
+
+    fn emulated(&self, mechanisms: &dyn MechanismSet, cfg: &Config) -> Box<dyn EmulatedSwitch> {
+        let m = &self.0;
+        let mut sw = Switch::new(
+            switch_spec(cfg, mechanisms),
+            heap_pool(cfg),
+            m.pipeline(cfg),
+        );
+        sw.set_inline_control(
+            Box::new(Inline(m.control(cfg))),
+            cfg.control.control_latency_ns,
+        );
+        Box::new(Harness::new(sw))
     }
 
     fn run(

@@ -96,7 +96,9 @@ struct PortInfo {
 }
 
 impl<'a> Validator<'a> {
-    pub(super) fn new(file: &'a Path, text: &'a str) -> Self {
+    /// A validator of the TOML `text` of `file` (config files use it through `Config::parse`;
+    /// other TOML inputs, such as the emulator's scenarios, directly).
+    pub fn new(file: &'a Path, text: &'a str) -> Self {
         Validator {
             file,
             text,
@@ -124,6 +126,25 @@ impl<'a> Validator<'a> {
                     serde_path_to_error::Error::new(track.path(), e),
                 )
             })
+    }
+
+    /// The whole document as `T` (a serde struct mirroring the file, spans kept): a syntax,
+    /// unknown-key or type error is the error that stops parsing.
+    pub fn document<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        let mut track = serde_path_to_error::Track::new();
+        let de = toml::Deserializer::new(self.text);
+        T::deserialize(serde_path_to_error::Deserializer::new(de, &mut track)).map_err(|e| {
+            super::serde_error(
+                self.text,
+                self.file,
+                serde_path_to_error::Error::new(track.path(), e),
+            )
+        })
+    }
+
+    /// Every error recorded, in order (empty: the input is valid).
+    pub fn into_errors(self) -> Vec<ConfigError> {
+        self.errors
     }
 
     /// Whether any error has been recorded.

@@ -1,0 +1,442 @@
+//! A modeled RDMA host: one RNIC port at line rate with RC QPs ([`rnic`]), DCQCN at the senders
+//! ([`dcqcn`]), and PFC honored on the data priority. Everything it sends and receives is a
+//! real frame (RoCEv2 WRITEs with valid ICRC, RC ACK/NAK, CNP; 802.1Qbb PFC), so the switches'
+//! pipelines see exactly what they would see from a real RNIC.
+//!
+//! The NIC sends control frames (ACK, NAK, CNP) before data, and serves its sending QPs round
+//! robin, each held back by its rate limiter (DCQCN's Rc, or line rate).
+
+pub mod dcqcn;
+pub mod rnic;
+
+use crate::scenario::{HostSpec, Params};
+use dcqcn::Dcqcn;
+use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::ecn;
+use longhaul_dataplane::wire::ethernet::{MacAddr, ETHERTYPE_IPV4, ETHERTYPE_MAC_CONTROL};
+use longhaul_dataplane::wire::parse::{parse, ParseOptions};
+use longhaul_dataplane::wire::pfc::{self, MacControl};
+use longhaul_dataplane::wire::roce::{
+    build_ack_v4, build_cnp_v4, build_roce_v4, opcode, write_reth, AckSpec, Aeth, Bth, BthRepr,
+    RoceAddrs, PKEY_DEFAULT, RETH_LEN,
+};
+use rnic::{RecvQp, Reply, SendQp};
+use std::collections::{HashMap, VecDeque};
+use std::net::Ipv4Addr;
+
+/// Bytes per frame on the wire beyond the frame itself: preamble + SFD, IFG, FCS.
+pub const WIRE_OVERHEAD: u64 = 24;
+/// AETH syndrome of an ACK (credit count "invalid": no end-to-end credits).
+const SYNDROME_ACK: u8 = 0x1f;
+/// AETH syndrome of a PSN-sequence-error NAK.
+const SYNDROME_NAK_PSN: u8 = 0x60;
+
+/// Time to put `bytes` (a frame, without FCS) on a link of `rate_bps`.
+pub fn wire_time(bytes: usize, rate_bps: u64) -> Nanos {
+    ((bytes as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).div_ceil(rate_bps)
+}
+
+/// The requester end of a flow on its source host.
+pub struct Sender {
+    pub flow: usize,
+    pub qp: SendQp,
+    peer_ip: Ipv4Addr,
+    /// The responder's QPN (BTH DestQP of data) and ours (of its ACKs and CNPs).
+    peer_qpn: u32,
+    sport: u16,
+}
+
+/// The responder end of a flow on its destination host.
+struct Receiver {
+    qp: RecvQp,
+    peer_ip: Ipv4Addr,
+    peer_qpn: u32,
+    sport: u16,
+}
+
+/// Counters of one host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostStats {
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    pub pfc_rx: u64,
+    pub cnps_sent: u64,
+    pub naks_sent: u64,
+    /// Frames it could not use (not for one of its QPs, malformed).
+    pub rx_ignored: u64,
+}
+
+pub struct Host {
+    pub spec: HostSpec,
+    /// Destination MAC of everything it sends: the MAC of the port at the other end of its link.
+    pub gw_mac: [u8; 6],
+    p: Params,
+    ctrl: VecDeque<Vec<u8>>,
+    pub senders: Vec<Sender>,
+    by_qpn: HashMap<u32, usize>,
+    receivers: HashMap<u32, Receiver>,
+    nic_free: Nanos,
+    paused_until: Nanos,
+    rr: usize,
+    pub stats: HostStats,
+}
+
+/// QPNs: the requester of flow i is `REQ_QPN_BASE + i`, its responder `RESP_QPN_BASE + i`.
+const REQ_QPN_BASE: u32 = 0x100;
+const RESP_QPN_BASE: u32 = 0x80_0000;
+
+fn sport(flow: usize) -> u16 {
+    49152 + (flow % 16384) as u16
+}
+
+impl Host {
+    pub fn new(spec: HostSpec, gw_mac: [u8; 6], p: Params) -> Self {
+        Host {
+            spec,
+            gw_mac,
+            p,
+            ctrl: VecDeque::new(),
+            senders: Vec::new(),
+            by_qpn: HashMap::new(),
+            receivers: HashMap::new(),
+            nic_free: 0,
+            paused_until: 0,
+            rr: 0,
+            stats: HostStats::default(),
+        }
+    }
+
+    /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
+    pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
+        let cc = self.p.dcqcn.map(|d| Dcqcn::new(d, self.spec.rate_bps));
+        self.by_qpn
+            .insert(REQ_QPN_BASE + flow as u32, self.senders.len());
+        self.senders.push(Sender {
+            flow,
+            qp: SendQp::new(size, self.p.mtu, start, cc),
+            peer_ip: peer,
+            peer_qpn: RESP_QPN_BASE + flow as u32,
+            sport: sport(flow),
+        });
+    }
+
+    /// Flow `flow` from `peer` to this host.
+    pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr) {
+        self.receivers.insert(
+            RESP_QPN_BASE + flow as u32,
+            Receiver {
+                qp: RecvQp::default(),
+                peer_ip: peer,
+                peer_qpn: REQ_QPN_BASE + flow as u32,
+                sport: sport(flow),
+            },
+        );
+    }
+
+    fn addrs(&self, peer: Ipv4Addr, sport: u16, dscp: u8, ecn: u8) -> RoceAddrs<Ipv4Addr> {
+        RoceAddrs {
+            src_mac: MacAddr(self.spec.mac),
+            dst_mac: MacAddr(self.gw_mac),
+            src_ip: self.spec.ip,
+            dst_ip: peer,
+            udp_sport: sport,
+            dscp,
+            ecn,
+        }
+    }
+
+    /// A frame arrived at `now`.
+    pub fn receive(&mut self, now: Nanos, frame: &[u8]) {
+        self.stats.rx_frames += 1;
+        let et = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        if et == Some(ETHERTYPE_MAC_CONTROL) {
+            self.on_mac_control(now, frame);
+            return;
+        }
+        if et != Some(ETHERTYPE_IPV4) {
+            self.stats.rx_ignored += 1;
+            return;
+        }
+        let parsed = parse(frame, &ParseOptions::default());
+        let off = parsed.bth_off as usize;
+        if parsed.anomaly.is_some() || off == 0 {
+            self.stats.rx_ignored += 1;
+            return;
+        }
+        let Ok(bth) = Bth::new_checked(&frame[off..]) else {
+            self.stats.rx_ignored += 1;
+            return;
+        };
+        let (op, qpn, psn) = (bth.opcode(), bth.dest_qp(), bth.psn());
+        match op {
+            opcode::CNP => match self.by_qpn.get(&qpn) {
+                Some(&i) => {
+                    let s = &mut self.senders[i].qp;
+                    s.cnps += 1;
+                    if let Some(cc) = s.cc.as_mut() {
+                        cc.on_cnp(now);
+                    }
+                }
+                None => self.stats.rx_ignored += 1,
+            },
+            opcode::RC_ACKNOWLEDGE => {
+                let syndrome = Aeth::new_checked(&frame[off + 12..]).map(|a| a.syndrome());
+                match (self.by_qpn.get(&qpn), syndrome) {
+                    (Some(&i), Ok(s)) if s >> 5 == 0 => self.senders[i].qp.on_ack(now, psn),
+                    (Some(&i), Ok(SYNDROME_NAK_PSN)) => self.senders[i].qp.on_nak(now, psn),
+                    _ => self.stats.rx_ignored += 1,
+                }
+            }
+            opcode::RC_RDMA_WRITE_FIRST
+            | opcode::RC_RDMA_WRITE_MIDDLE
+            | opcode::RC_RDMA_WRITE_LAST
+            | opcode::RC_RDMA_WRITE_ONLY => {
+                let ack_req = bth.ack_req();
+                let ce = parsed.ecn == ecn::CE;
+                self.on_data(now, qpn, psn, ack_req, ce);
+            }
+            _ => self.stats.rx_ignored += 1,
+        }
+    }
+
+    fn on_data(&mut self, now: Nanos, qpn: u32, psn: u32, ack_req: bool, ce: bool) {
+        let (ack_interval, nak_interval, cnp_interval) = (
+            self.p.ack_interval,
+            self.p.nak_interval_ns,
+            self.p.cnp_interval_ns,
+        );
+        let Some(r) = self.receivers.get_mut(&qpn) else {
+            self.stats.rx_ignored += 1;
+            return;
+        };
+        let reply = r.qp.on_data(now, psn, ack_req, ack_interval, nak_interval);
+        let cnp = ce && r.qp.on_ce(now, cnp_interval);
+        let (peer, peer_qpn, sport) = (r.peer_ip, r.peer_qpn, r.sport);
+        let a = self.addrs(peer, sport, self.p.control_dscp, ecn::NOT_ECT);
+        if cnp {
+            let mut buf = vec![0u8; 128];
+            if let Ok(n) = build_cnp_v4(
+                &mut buf,
+                a.src_mac,
+                a.dst_mac,
+                a.src_ip,
+                a.dst_ip,
+                sport,
+                peer_qpn,
+                self.p.control_dscp,
+            ) {
+                buf.truncate(n);
+                self.ctrl.push_back(buf);
+                self.stats.cnps_sent += 1;
+            }
+        }
+        let (psn, syndrome) = match reply {
+            Reply::None => return,
+            Reply::Ack(p) => (p, SYNDROME_ACK),
+            Reply::Nak(p) => {
+                self.stats.naks_sent += 1;
+                (p, SYNDROME_NAK_PSN)
+            }
+        };
+        let spec = AckSpec {
+            dest_qp: peer_qpn,
+            psn,
+            syndrome,
+            msn: 0,
+            pkey: PKEY_DEFAULT,
+        };
+        let mut buf = vec![0u8; 128];
+        if let Ok(n) = build_ack_v4(&mut buf, &a, &spec) {
+            buf.truncate(n);
+            self.ctrl.push_back(buf);
+        }
+    }
+
+    fn on_mac_control(&mut self, now: Nanos, frame: &[u8]) {
+        self.stats.pfc_rx += 1;
+        let quanta = match pfc::parse(frame) {
+            Ok(MacControl::Pfc { enable, times }) if enable & (1 << self.p.data_priority) != 0 => {
+                times[self.p.data_priority as usize]
+            }
+            Ok(MacControl::Pause { time }) => time,
+            _ => return,
+        };
+        // A pause quantum is 512 bit times at the port's rate; 0 resumes.
+        let ns = (quanta as u64 * 512 * 1_000_000_000).div_ceil(self.spec.rate_bps);
+        self.paused_until = now + ns;
+    }
+
+    /// Timers due by `now`: retransmission timeouts, DCQCN.
+    pub fn on_time(&mut self, now: Nanos) {
+        for s in &mut self.senders {
+            s.qp.check_timeout(now, self.p.rto_ns);
+            if let Some(cc) = s.qp.cc.as_mut() {
+                cc.on_time(now);
+            }
+        }
+    }
+
+    /// The next frame the NIC starts sending at `now`, if it is free and has one.
+    pub fn transmit(&mut self, now: Nanos) -> Option<Vec<u8>> {
+        if self.nic_free > now {
+            return None;
+        }
+        let frame = match self.ctrl.pop_front() {
+            Some(f) => f,
+            None => self.next_data(now)?,
+        };
+        self.nic_free = now + wire_time(frame.len(), self.spec.rate_bps);
+        self.stats.tx_frames += 1;
+        Some(frame)
+    }
+
+    fn next_data(&mut self, now: Nanos) -> Option<Vec<u8>> {
+        if now < self.paused_until {
+            return None;
+        }
+        let n = self.senders.len();
+        let i = (0..n).map(|k| (self.rr + k) % n).find(|&i| {
+            let q = &self.senders[i].qp;
+            q.has_data() && q.start <= now && q.next_tx <= now
+        })?;
+        self.rr = (i + 1) % n;
+        let mtu = self.p.mtu;
+        let s = &self.senders[i];
+        let psn = s.qp.snd_nxt;
+        let payload = s.qp.payload(psn, mtu) as usize;
+        let pad = (4 - payload % 4) % 4;
+        let (first, last) = (psn == 0, psn + 1 == s.qp.total);
+        let op = match (first, last) {
+            (true, true) => opcode::RC_RDMA_WRITE_ONLY,
+            (true, false) => opcode::RC_RDMA_WRITE_FIRST,
+            (false, true) => opcode::RC_RDMA_WRITE_LAST,
+            (false, false) => opcode::RC_RDMA_WRITE_MIDDLE,
+        };
+        let reth = if first { RETH_LEN } else { 0 };
+        let mut after = vec![0u8; reth + payload + pad];
+        if first {
+            let len = (s.qp.total as u64 - 1) * mtu as u64 + s.qp.last_payload as u64;
+            let _ = write_reth(&mut after, 0x1000_0000, 0x1234, len as u32);
+        }
+        let bth = BthRepr {
+            opcode: op,
+            pad_count: pad as u8,
+            pkey: PKEY_DEFAULT,
+            dest_qp: s.peer_qpn,
+            ack_req: last,
+            psn,
+            ..BthRepr::default()
+        };
+        let a = self.addrs(s.peer_ip, s.sport, self.p.data_dscp, ecn::ECT0);
+        let mut buf = vec![0u8; 64 + after.len() + 32];
+        let len = build_roce_v4(&mut buf, &a, &bth, &after).ok()?;
+        buf.truncate(len);
+        let rate = self.spec.rate_bps;
+        self.senders[i]
+            .qp
+            .take_next(now, len as u64 + WIRE_OVERHEAD, rate);
+        Some(buf)
+    }
+
+    /// When it next needs to run (send, a timer), if ever.
+    pub fn next_wake(&self) -> Option<Nanos> {
+        let mut t: Option<Nanos> = None;
+        let mut take = |x: Nanos| t = Some(t.map_or(x, |t| t.min(x)));
+        if !self.ctrl.is_empty() {
+            take(self.nic_free);
+        }
+        for s in &self.senders {
+            let q = &s.qp;
+            if q.has_data() {
+                take(
+                    q.start
+                        .max(q.next_tx)
+                        .max(self.nic_free)
+                        .max(self.paused_until),
+                );
+            }
+            if let Some(x) = q.timeout_at(self.p.rto_ns) {
+                take(x);
+            }
+            if q.done.is_none() {
+                if let Some(x) = q.cc.as_ref().and_then(|c| c.next_timer()) {
+                    take(x);
+                }
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use longhaul_dataplane::wire::icrc;
+
+    fn params() -> Params {
+        crate::scenario::tests::params()
+    }
+
+    fn host(name: &str, ip: [u8; 4], mac: u8) -> Host {
+        Host::new(
+            HostSpec {
+                name: name.into(),
+                ip: Ipv4Addr::from(ip),
+                mac: [2, 0, 0, 0, 0, mac],
+                rate_bps: 100_000_000_000,
+            },
+            [2, 0, 0, 0, 0, 0xee],
+            params(),
+        )
+    }
+
+    /// Two hosts back to back (by hand): data is valid RoCE (ICRC), the receiver ACKs it, and a
+    /// CE mark turns into a CNP to the sender's QP, which DCQCN reacts to.
+    #[test]
+    fn data_ack_and_cnp_between_two_hosts() {
+        let mut a = host("a", [10, 0, 0, 1], 1);
+        let mut b = host("b", [10, 0, 0, 2], 2);
+        a.add_sender(0, b.spec.ip, 1500, 0);
+        b.add_receiver(0, a.spec.ip);
+        let f0 = a.transmit(0).expect("first packet");
+        assert_eq!(icrc::verify(&f0, 14), Ok(true));
+        assert!(a.transmit(0).is_none(), "the NIC is busy serializing");
+        let t1 = wire_time(f0.len(), 100_000_000_000);
+        let mut f1 = a.transmit(t1).expect("second packet");
+        // Mark the second packet CE as a switch would (the ICRC masks ECN).
+        ecn::mark_ce(&mut f1, 14);
+        b.receive(t1 + 1000, &f0);
+        b.receive(t1 + 2000, &f1);
+        let ack0 = b.transmit(t1 + 1000).unwrap();
+        assert_eq!(icrc::verify(&ack0, 14), Ok(true));
+        let cnp = b.transmit(t1 + 3000).unwrap();
+        let ack1 = b.transmit(t1 + 4000).unwrap();
+        assert_eq!(b.stats.cnps_sent, 1);
+        for f in [&ack0, &cnp, &ack1] {
+            a.receive(t1 + 5000, f);
+        }
+        assert_eq!(a.senders[0].qp.done, Some(t1 + 5000));
+        assert_eq!(a.senders[0].qp.cnps, 1);
+        assert_eq!(a.stats.rx_ignored, 0);
+        assert_eq!(b.stats.rx_ignored, 0);
+    }
+
+    #[test]
+    fn pfc_pauses_data_not_control() {
+        let mut a = host("a", [10, 0, 0, 1], 1);
+        a.add_sender(0, Ipv4Addr::new(10, 0, 0, 2), 100_000, 0);
+        let mut pfc = vec![0u8; 64];
+        let n = pfc::build_pfc(
+            &mut pfc,
+            MacAddr([2, 0, 0, 0, 0, 0xee]),
+            1 << 3,
+            [0, 0, 0, 100, 0, 0, 0, 0],
+        )
+        .unwrap();
+        a.receive(0, &pfc[..n]);
+        assert!(a.transmit(0).is_none());
+        // 100 quanta * 512 bits at 100 Gb/s = 512 ns.
+        assert_eq!(a.next_wake(), Some(512));
+        assert!(a.transmit(512).is_some());
+    }
+}

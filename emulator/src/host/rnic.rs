@@ -1,0 +1,288 @@
+//! The RNIC's RC transport, as the IB spec (vol. 1, ch. 9.7 "Reliable service") and the HPCC
+//! simulator's RNIC model do it: a message is cut into MTU-sized RDMA WRITE packets with
+//! consecutive PSNs; the responder acknowledges in-order packets (every `ack_interval` and the
+//! last one, which has AckReq set), answers a PSN gap with a PSN-sequence-error NAK (AETH
+//! syndrome 0x60, BTH PSN = the expected PSN; repeated at most every `nak_interval` for the
+//! same expected PSN) and a duplicate with an ACK of what it has; the requester goes back to
+//! the NAK's PSN (go-back-N) and, with no progress for `rto`, to the oldest unacknowledged PSN.
+//! The responder is also DCQCN's notification point: a CE-marked packet makes a CNP to the
+//! requester's QP, at most one per `cnp_interval` per QP (DCQCN section 3.1, NP).
+
+use super::dcqcn::Dcqcn;
+use longhaul_dataplane::time::Nanos;
+
+/// What the responder answers to a data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Nothing (an in-order packet between two ACKs).
+    None,
+    /// ACK of every PSN up to and including this one.
+    Ack(u32),
+    /// NAK: PSN sequence error, expecting this PSN.
+    Nak(u32),
+}
+
+/// The requester side of one QP: one message (the flow).
+#[derive(Clone, Debug)]
+pub struct SendQp {
+    /// Packets in the message, and the payload of the last one.
+    pub total: u32,
+    pub last_payload: u32,
+    /// Next PSN to send, oldest PSN not yet acknowledged.
+    pub snd_nxt: u32,
+    pub snd_una: u32,
+    /// One past the highest PSN ever sent (a PSN below it is a retransmission).
+    high: u32,
+    /// When the message may start, and when it completed (the ACK of the last PSN arrived).
+    pub start: Nanos,
+    pub done: Option<Nanos>,
+    /// Earliest time the rate limiter lets the next packet go.
+    pub next_tx: Nanos,
+    /// Last time the oldest unacknowledged PSN moved (or the QP was (re)started).
+    pub last_progress: Nanos,
+    pub cc: Option<Dcqcn>,
+    /// Packets sent again (go-back-N after a NAK or a timeout), NAKs and timeouts seen.
+    pub retransmitted: u64,
+    pub naks: u64,
+    pub timeouts: u64,
+    pub cnps: u64,
+}
+
+impl SendQp {
+    pub fn new(size_bytes: u64, mtu: u32, start: Nanos, cc: Option<Dcqcn>) -> Self {
+        let total = size_bytes.div_ceil(mtu as u64).max(1) as u32;
+        let last_payload = (size_bytes - (total as u64 - 1) * mtu as u64) as u32;
+        SendQp {
+            total,
+            last_payload,
+            snd_nxt: 0,
+            snd_una: 0,
+            high: 0,
+            start,
+            done: None,
+            next_tx: start,
+            last_progress: start,
+            cc,
+            retransmitted: 0,
+            naks: 0,
+            timeouts: 0,
+            cnps: 0,
+        }
+    }
+
+    /// Whether it has a packet to send (ignoring the rate limiter).
+    pub fn has_data(&self) -> bool {
+        self.done.is_none() && self.snd_nxt < self.total
+    }
+
+    /// Payload bytes of packet `psn`.
+    pub fn payload(&self, psn: u32, mtu: u32) -> u32 {
+        if psn + 1 == self.total {
+            self.last_payload
+        } else {
+            mtu
+        }
+    }
+
+    /// Take the next PSN to send at `now`, whose frame is `wire_bytes` long on the wire: the
+    /// rate limiter then holds the next one for `wire_bytes * 8 / rate`.
+    pub fn take_next(&mut self, now: Nanos, wire_bytes: u64, line_bps: u64) -> u32 {
+        let psn = self.snd_nxt;
+        self.snd_nxt += 1;
+        if psn < self.high {
+            self.retransmitted += 1;
+        }
+        self.high = self.high.max(self.snd_nxt);
+        let rate = self.cc.as_ref().map_or(line_bps as f64, |c| c.rate_bps());
+        let gap = (wire_bytes * 8) as f64 * 1e9 / rate;
+        self.next_tx = now + gap.ceil() as Nanos;
+        psn
+    }
+
+    /// An ACK of every PSN up to `psn` at `now`.
+    pub fn on_ack(&mut self, now: Nanos, psn: u32) {
+        if psn >= self.total || psn < self.snd_una {
+            return;
+        }
+        self.snd_una = psn + 1;
+        self.last_progress = now;
+        if self.snd_nxt < self.snd_una {
+            self.snd_nxt = self.snd_una;
+        }
+        if self.snd_una == self.total {
+            self.done = Some(now);
+        }
+    }
+
+    /// A PSN-sequence-error NAK expecting `psn`: everything before it arrived; go back to it.
+    pub fn on_nak(&mut self, now: Nanos, psn: u32) {
+        self.naks += 1;
+        if psn > 0 {
+            self.on_ack(now, psn - 1);
+        }
+        if self.done.is_none() && psn < self.snd_nxt {
+            self.go_back(psn);
+        }
+    }
+
+    /// No progress for `rto` while packets are outstanding: go back to the oldest one.
+    pub fn check_timeout(&mut self, now: Nanos, rto: Nanos) {
+        if self.done.is_none() && self.snd_una < self.snd_nxt && now >= self.last_progress + rto {
+            self.timeouts += 1;
+            self.last_progress = now;
+            self.go_back(self.snd_una);
+        }
+    }
+
+    fn go_back(&mut self, psn: u32) {
+        self.snd_nxt = psn;
+    }
+
+    /// When the retransmission timer fires, if packets are outstanding.
+    pub fn timeout_at(&self, rto: Nanos) -> Option<Nanos> {
+        (self.done.is_none() && self.snd_una < self.snd_nxt).then_some(self.last_progress + rto)
+    }
+}
+
+/// The responder side of one QP.
+#[derive(Clone, Debug, Default)]
+pub struct RecvQp {
+    /// The next PSN expected.
+    pub epsn: u32,
+    /// In-order packets since the last ACK.
+    since_ack: u32,
+    /// The expected PSN the last NAK was for, and when it was sent.
+    nak: Option<(u32, Nanos)>,
+    last_cnp: Option<Nanos>,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+}
+
+impl RecvQp {
+    /// Data packet `psn` (AckReq `ack_req`) arrived at `now`.
+    pub fn on_data(
+        &mut self,
+        now: Nanos,
+        psn: u32,
+        ack_req: bool,
+        ack_interval: u32,
+        nak_interval: Nanos,
+    ) -> Reply {
+        if psn == self.epsn {
+            self.epsn += 1;
+            self.since_ack += 1;
+            if ack_req || self.since_ack >= ack_interval {
+                self.since_ack = 0;
+                return Reply::Ack(psn);
+            }
+            Reply::None
+        } else if psn > self.epsn {
+            self.out_of_order += 1;
+            match self.nak {
+                Some((e, at)) if e == self.epsn && now < at + nak_interval => Reply::None,
+                _ => {
+                    self.nak = Some((self.epsn, now));
+                    Reply::Nak(self.epsn)
+                }
+            }
+        } else {
+            self.duplicates += 1;
+            self.since_ack = 0;
+            Reply::Ack(self.epsn - 1)
+        }
+    }
+
+    /// A CE-marked packet arrived at `now`: whether to send a CNP (at most one per interval).
+    pub fn on_ce(&mut self, now: Nanos, cnp_interval: Nanos) -> bool {
+        if self.last_cnp.is_some_and(|t| now < t + cnp_interval) {
+            return false;
+        }
+        self.last_cnp = Some(now);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_is_cut_into_mtu_packets() {
+        let q = SendQp::new(2500, 1000, 0, None);
+        assert_eq!((q.total, q.last_payload), (3, 500));
+        assert_eq!((q.payload(0, 1000), q.payload(2, 1000)), (1000, 500));
+        let q = SendQp::new(3000, 1000, 0, None);
+        assert_eq!((q.total, q.last_payload), (3, 1000));
+    }
+
+    /// Hand trace: 0 1 [2 lost] 3 4 -> ACK 0, ACK 1, NAK 2, (NAK suppressed), then 2 3 4 after
+    /// go-back-N -> ACKs; the sender's snd_nxt goes back to 2 and completes.
+    #[test]
+    fn go_back_n_trace() {
+        let mut s = SendQp::new(5000, 1000, 0, None);
+        let mut r = RecvQp::default();
+        let line = 100_000_000_000;
+        let mut sent = Vec::new();
+        for _ in 0..5 {
+            sent.push(s.take_next(0, 1000, line));
+        }
+        assert_eq!(sent, [0, 1, 2, 3, 4]);
+        let mut replies = Vec::new();
+        for psn in [0, 1, 3, 4] {
+            replies.push(r.on_data(10, psn, psn == 4, 1, 500_000));
+        }
+        assert_eq!(
+            replies,
+            [Reply::Ack(0), Reply::Ack(1), Reply::Nak(2), Reply::None]
+        );
+        s.on_ack(20, 0);
+        s.on_ack(20, 1);
+        s.on_nak(20, 2);
+        assert_eq!((s.snd_una, s.snd_nxt), (2, 2));
+        for _ in 0..3 {
+            let psn = s.take_next(30, 1000, line);
+            match r.on_data(40, psn, psn == 4, 1, 500_000) {
+                Reply::Ack(p) => s.on_ack(50, p),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(s.done, Some(50));
+        assert_eq!(s.retransmitted, 3, "2 (lost), 3 and 4 were sent again");
+    }
+
+    #[test]
+    fn coalesced_acks_and_duplicates() {
+        let mut r = RecvQp::default();
+        let got: Vec<Reply> = (0..4).map(|p| r.on_data(0, p, false, 2, 0)).collect();
+        assert_eq!(
+            got,
+            [Reply::None, Reply::Ack(1), Reply::None, Reply::Ack(3)]
+        );
+        assert_eq!(r.on_data(0, 1, false, 2, 0), Reply::Ack(3));
+        assert_eq!(r.duplicates, 1);
+    }
+
+    #[test]
+    fn timeout_goes_back_to_the_oldest_unacked() {
+        let mut s = SendQp::new(3000, 1000, 0, None);
+        for _ in 0..3 {
+            s.take_next(0, 1000, 100_000_000_000);
+        }
+        s.on_ack(5, 0);
+        assert_eq!(s.timeout_at(1000), Some(1005));
+        s.check_timeout(1004, 1000);
+        assert_eq!(s.snd_nxt, 3);
+        s.check_timeout(1005, 1000);
+        assert_eq!((s.snd_nxt, s.timeouts), (1, 1));
+    }
+
+    #[test]
+    fn cnps_at_most_one_per_interval() {
+        let mut r = RecvQp::default();
+        let sent: Vec<bool> = [0, 10_000, 49_999, 50_000, 60_000]
+            .iter()
+            .map(|&t| r.on_ce(t, 50_000))
+            .collect();
+        assert_eq!(sent, [true, false, false, true, false]);
+    }
+}

@@ -1,0 +1,610 @@
+//! Scenario files (`scenarios/*.toml`): hosts, switches (each a longhaul config), links, flows,
+//! and the host models' parameters. Parsed and fully validated before anything runs, with the
+//! same `file: key: what is wrong (line L, column C)` errors as a config; each switch's config is
+//! loaded with the registry, so its own errors name its file.
+//!
+//! ```toml
+//! [emulation]
+//! duration_us = 2000
+//! [[hosts]]
+//! name = "h0"
+//! ip = "10.0.0.1"
+//! mac = "02:00:00:00:10:01"
+//! rate_gbps = 100
+//! [[switches]]
+//! name = "tor"
+//! config = "tor.toml"          # relative to the scenario file
+//! [[links]]
+//! a = "h0"                     # a host, or SWITCH:PORT
+//! b = "tor:p0"
+//! rate_gbps = 100
+//! delay_ns = 1000
+//! [[flows]]
+//! src = "h0"
+//! dst = "h1"
+//! size_bytes = 100000
+//! ```
+
+use crate::host::dcqcn::DcqcnParams;
+use longhaul_control::config::{span, Config, ConfigError, Schema, Validator, S};
+use longhaul_dataplane::time::Nanos;
+use serde::Deserialize;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+/// A validated scenario.
+#[derive(Debug)]
+pub struct Scenario {
+    pub file: PathBuf,
+    pub params: Params,
+    pub hosts: Vec<HostSpec>,
+    pub switches: Vec<SwitchSpec>,
+    pub links: Vec<LinkSpec>,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// `[emulation]`: the run and the host models' parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// Stop at this virtual time (flows not done by then are reported unfinished).
+    pub duration_ns: Nanos,
+    /// Seed of every random choice (link loss).
+    pub seed: u64,
+    /// RDMA payload bytes per packet (the path MTU the RNICs use).
+    pub mtu: u32,
+    /// The receiver acknowledges every `ack_interval` in-order packets (and the last one).
+    pub ack_interval: u32,
+    /// Sender retransmission timeout (go back to the oldest unacknowledged PSN).
+    pub rto_ns: Nanos,
+    /// Receiver: a NAK for the same expected PSN is repeated at most this often.
+    pub nak_interval_ns: Nanos,
+    /// Receiver (DCQCN NP): at most one CNP per QP per interval.
+    pub cnp_interval_ns: Nanos,
+    /// DSCP of data packets (ECT(0)), and of ACK/NAK/CNP.
+    pub data_dscp: u8,
+    pub control_dscp: u8,
+    /// The PFC priority of data packets: a pause frame for it stops the hosts' data.
+    pub data_priority: u8,
+    /// DCQCN at the senders (`None`: line rate, no reaction to CNPs).
+    pub dcqcn: Option<DcqcnParams>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostSpec {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub mac: [u8; 6],
+    pub rate_bps: u64,
+}
+
+#[derive(Debug)]
+pub struct SwitchSpec {
+    pub name: String,
+    pub config_path: PathBuf,
+    pub config: Config,
+}
+
+/// One end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum End {
+    Host(usize),
+    /// Switch index, port index.
+    Switch(usize, usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSpec {
+    pub a: End,
+    pub b: End,
+    pub rate_bps: u64,
+    pub delay_ns: Nanos,
+    /// Probability each frame is lost, each direction.
+    pub loss: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub src: usize,
+    pub dst: usize,
+    pub size_bytes: u64,
+    pub start_ns: Nanos,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    emulation: Option<RawEmulation>,
+    hosts: Option<Vec<S<RawHost>>>,
+    switches: Option<Vec<S<RawSwitch>>>,
+    links: Option<Vec<S<RawLink>>>,
+    flows: Option<Vec<S<RawFlow>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEmulation {
+    duration_us: Option<S<f64>>,
+    seed: Option<S<i64>>,
+    mtu: Option<S<i64>>,
+    ack_interval: Option<S<i64>>,
+    rto_us: Option<S<f64>>,
+    nak_interval_us: Option<S<f64>>,
+    cnp_interval_us: Option<S<f64>>,
+    data_dscp: Option<S<i64>>,
+    control_dscp: Option<S<i64>>,
+    data_priority: Option<S<i64>>,
+    dcqcn: Option<RawDcqcn>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDcqcn {
+    enabled: Option<S<bool>>,
+    g: Option<S<f64>>,
+    alpha_resume_interval_us: Option<S<f64>>,
+    rate_decrease_interval_us: Option<S<f64>>,
+    rp_timer_us: Option<S<f64>>,
+    fast_recovery_times: Option<S<i64>>,
+    rate_ai_mbps: Option<S<f64>>,
+    rate_hai_mbps: Option<S<f64>>,
+    min_rate_mbps: Option<S<f64>>,
+    rate_on_first_cnp: Option<S<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: Option<S<String>>,
+    ip: Option<S<String>>,
+    mac: Option<S<String>>,
+    rate_gbps: Option<S<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitch {
+    name: Option<S<String>>,
+    config: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    a: Option<S<String>>,
+    b: Option<S<String>>,
+    rate_gbps: Option<S<f64>>,
+    delay_ns: Option<S<i64>>,
+    loss: Option<S<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    src: Option<S<String>>,
+    dst: Option<S<String>>,
+    size_bytes: Option<S<i64>>,
+    start_us: Option<S<f64>>,
+}
+
+const MAX_US: f64 = 60_000_000.0;
+
+impl Scenario {
+    /// Reads and validates the scenario at `path`; switch configs are parsed with `schema` (the
+    /// registry). Returns every error found (a syntax or type error alone).
+    pub fn load(path: &Path, schema: &dyn Schema) -> Result<Scenario, Vec<ConfigError>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![ConfigError {
+                file: path.to_path_buf(),
+                key: String::new(),
+                msg: format!("cannot read the file: {e}"),
+            }]
+        })?;
+        Self::parse(&text, path, schema)
+    }
+
+    /// Like [`Scenario::load`], from text (`path` names the file and is where relative switch
+    /// config paths start).
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        schema: &dyn Schema,
+    ) -> Result<Scenario, Vec<ConfigError>> {
+        let mut v = Validator::new(path, text);
+        let raw: RawScenario = v.document().map_err(|e| vec![e])?;
+        let params = params(&mut v, raw.emulation.unwrap_or_default());
+        let mut hosts: Vec<HostSpec> = Vec::new();
+        for (i, h) in raw.hosts.iter().flatten().enumerate() {
+            let t = span(h);
+            let h = h.get_ref();
+            let k = |s: &str| format!("hosts[{i}].{s}");
+            let name = v
+                .required(&k("name"), &h.name, &t)
+                .map(|n| n.get_ref().clone());
+            let ip = v.required(&k("ip"), &h.ip, &t).and_then(|s| {
+                s.get_ref()
+                    .parse::<Ipv4Addr>()
+                    .map_err(|_| {
+                        v.err(
+                            k("ip"),
+                            span(s),
+                            format!("'{}' is not an IPv4 address", s.get_ref()),
+                        )
+                    })
+                    .ok()
+            });
+            let mac = v
+                .required(&k("mac"), &h.mac, &t)
+                .map(|m| v.mac(&k("mac"), m, true));
+            let rate = rate(&mut v, &k("rate_gbps"), &h.rate_gbps, &t);
+            if let Some(n) = &name {
+                if hosts.iter().any(|o| &o.name == n) {
+                    v.err(
+                        k("name"),
+                        h.name.as_ref().and_then(span),
+                        format!("host '{n}' defined twice"),
+                    );
+                }
+            }
+            if let (Some(name), Some(ip), Some(mac)) = (name, ip, mac) {
+                hosts.push(HostSpec {
+                    name,
+                    ip,
+                    mac,
+                    rate_bps: rate,
+                });
+            }
+        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut switches: Vec<SwitchSpec> = Vec::new();
+        let mut sub_errors = Vec::new();
+        for (i, s) in raw.switches.iter().flatten().enumerate() {
+            let t = span(s);
+            let s = s.get_ref();
+            let k = |x: &str| format!("switches[{i}].{x}");
+            let name = v
+                .required(&k("name"), &s.name, &t)
+                .map(|n| n.get_ref().clone());
+            if let Some(n) = &name {
+                if hosts.iter().any(|h| &h.name == n) || switches.iter().any(|o| &o.name == n) {
+                    v.err(
+                        k("name"),
+                        s.name.as_ref().and_then(span),
+                        format!("'{n}' names another host or switch"),
+                    );
+                }
+            }
+            let Some(c) = v.required(&k("config"), &s.config, &t) else {
+                continue;
+            };
+            let cpath = dir.join(c.get_ref());
+            match Config::load_all_with(&cpath, schema) {
+                Ok(config) => {
+                    if let Some(name) = name {
+                        switches.push(SwitchSpec {
+                            name,
+                            config_path: cpath,
+                            config,
+                        });
+                    }
+                }
+                Err(errs) => {
+                    if errs.iter().all(|e| e.key.is_empty()) {
+                        v.err(k("config"), span(c), errs[0].msg.clone());
+                    } else {
+                        sub_errors.extend(errs);
+                    }
+                }
+            }
+        }
+        let mut links: Vec<LinkSpec> = Vec::new();
+        let mut used: Vec<End> = Vec::new();
+        for (i, l) in raw.links.iter().flatten().enumerate() {
+            let t = span(l);
+            let l = l.get_ref();
+            let k = |x: &str| format!("links[{i}].{x}");
+            let mut end = |v: &mut Validator, key: String, e: &Option<S<String>>| {
+                let e = v.required(&key, e, &t)?;
+                let r = resolve_end(e.get_ref(), &hosts, &switches);
+                match r {
+                    Ok(end) if used.contains(&end) => {
+                        v.err(
+                            key,
+                            span(e),
+                            format!("'{}' is already connected by another link", e.get_ref()),
+                        );
+                        None
+                    }
+                    Ok(end) => {
+                        used.push(end);
+                        Some(end)
+                    }
+                    Err(m) => {
+                        v.err(key, span(e), m);
+                        None
+                    }
+                }
+            };
+            let a = end(&mut v, k("a"), &l.a);
+            let b = end(&mut v, k("b"), &l.b);
+            let rate_bps = rate(&mut v, &k("rate_gbps"), &l.rate_gbps, &t);
+            let delay_ns = v.int_or(&k("delay_ns"), &l.delay_ns, 1000, 0, 10_000_000_000) as Nanos;
+            let loss = match &l.loss {
+                None => 0.0,
+                Some(p) if (0.0..1.0).contains(p.get_ref()) => *p.get_ref(),
+                Some(p) => {
+                    v.err(
+                        k("loss"),
+                        span(p),
+                        format!("{} is out of range: must be 0 to less than 1", p.get_ref()),
+                    );
+                    0.0
+                }
+            };
+            if let (Some(a), Some(b)) = (a, b) {
+                links.push(LinkSpec {
+                    a,
+                    b,
+                    rate_bps,
+                    delay_ns,
+                    loss,
+                });
+            }
+        }
+        for (i, h) in hosts.iter().enumerate() {
+            if !used.contains(&End::Host(i)) {
+                v.err(
+                    "hosts",
+                    None,
+                    format!(
+                        "host '{}' is not connected: add a [[links]] entry with a = \"{}\"",
+                        h.name, h.name
+                    ),
+                );
+            }
+        }
+        let mut flows: Vec<FlowSpec> = Vec::new();
+        for (i, f) in raw.flows.iter().flatten().enumerate() {
+            let t = span(f);
+            let f = f.get_ref();
+            let k = |x: &str| format!("flows[{i}].{x}");
+            let host = |v: &mut Validator, key: String, h: &Option<S<String>>| {
+                let h = v.required(&key, h, &t)?;
+                let found = hosts.iter().position(|x| &x.name == h.get_ref());
+                if found.is_none() {
+                    let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+                    v.err(
+                        key,
+                        span(h),
+                        format!("no host '{}' (hosts: {})", h.get_ref(), names.join(", ")),
+                    );
+                }
+                found
+            };
+            let src = host(&mut v, k("src"), &f.src);
+            let dst = host(&mut v, k("dst"), &f.dst);
+            if src.is_some() && src == dst {
+                v.err(
+                    k("dst"),
+                    f.dst.as_ref().and_then(span),
+                    "a flow needs two different hosts",
+                );
+            }
+            let size = v
+                .required(&k("size_bytes"), &f.size_bytes, &t)
+                .and_then(|s| v.int(&k("size_bytes"), s, 1, (params.mtu as i64) << 22));
+            let start_ns = us(&mut v, &k("start_us"), &f.start_us, 0.0);
+            if let (Some(src), Some(dst), Some(size)) = (src, dst, size) {
+                flows.push(FlowSpec {
+                    src,
+                    dst,
+                    size_bytes: size as u64,
+                    start_ns,
+                });
+            }
+        }
+        let mut errors = v.into_errors();
+        errors.extend(sub_errors);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Scenario {
+            file: path.to_path_buf(),
+            params,
+            hosts,
+            switches,
+            links,
+            flows,
+        })
+    }
+}
+
+fn resolve_end(s: &str, hosts: &[HostSpec], switches: &[SwitchSpec]) -> Result<End, String> {
+    if let Some((sw, port)) = s.split_once(':') {
+        let Some(i) = switches.iter().position(|x| x.name == sw) else {
+            let names: Vec<&str> = switches.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!("no switch '{sw}' (switches: {})", names.join(", ")));
+        };
+        let ports = &switches[i].config.ports;
+        return match ports.iter().position(|p| p.name == port) {
+            Some(p) => Ok(End::Switch(i, p)),
+            None => {
+                let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+                Err(format!(
+                    "switch '{sw}' has no port '{port}' (ports: {})",
+                    names.join(", ")
+                ))
+            }
+        };
+    }
+    match hosts.iter().position(|h| h.name == s) {
+        Some(h) => Ok(End::Host(h)),
+        None => Err(format!(
+            "no host '{s}' (a link end is a host name or SWITCH:PORT)"
+        )),
+    }
+}
+
+fn rate(
+    v: &mut Validator,
+    key: &str,
+    r: &Option<S<f64>>,
+    table: &Option<std::ops::Range<usize>>,
+) -> u64 {
+    match v.required(key, r, table) {
+        Some(g) if *g.get_ref() > 0.0 && *g.get_ref() <= 1600.0 => {
+            (*g.get_ref() * 1e9).round() as u64
+        }
+        Some(g) => {
+            v.err(
+                key,
+                span(g),
+                format!(
+                    "{} is out of range: must be more than 0 and at most 1600",
+                    g.get_ref()
+                ),
+            );
+            1
+        }
+        None => 1,
+    }
+}
+
+fn us(v: &mut Validator, key: &str, x: &Option<S<f64>>, default: f64) -> Nanos {
+    match x {
+        None => (default * 1000.0) as Nanos,
+        Some(t) if (0.0..=MAX_US).contains(t.get_ref()) => (*t.get_ref() * 1000.0).round() as Nanos,
+        Some(t) => {
+            v.err(
+                key,
+                span(t),
+                format!("{} is out of range: must be 0 to {MAX_US} us", t.get_ref()),
+            );
+            (default * 1000.0) as Nanos
+        }
+    }
+}
+
+fn params(v: &mut Validator, e: RawEmulation) -> Params {
+    let k = |s: &str| format!("emulation.{s}");
+    let dcqcn = e.dcqcn.unwrap_or_default();
+    let d = DcqcnParams::default();
+    let mbps = |v: &mut Validator, key: &str, x: &Option<S<f64>>, default: u64| match x {
+        None => default,
+        Some(m) if *m.get_ref() > 0.0 && *m.get_ref() <= 1_600_000.0 => {
+            (*m.get_ref() * 1e6).round() as u64
+        }
+        Some(m) => {
+            v.err(
+                key,
+                span(m),
+                format!("{} is out of range: must be more than 0 Mb/s", m.get_ref()),
+            );
+            default
+        }
+    };
+    let dc = DcqcnParams {
+        g: match &dcqcn.g {
+            Some(g) if *g.get_ref() > 0.0 && *g.get_ref() < 1.0 => *g.get_ref(),
+            Some(g) => {
+                v.err(k("dcqcn.g"), span(g), "must be between 0 and 1 (exclusive)");
+                d.g
+            }
+            None => d.g,
+        },
+        alpha_resume_ns: us(
+            v,
+            &k("dcqcn.alpha_resume_interval_us"),
+            &dcqcn.alpha_resume_interval_us,
+            d.alpha_resume_ns as f64 / 1e3,
+        )
+        .max(1),
+        rate_decrease_ns: us(
+            v,
+            &k("dcqcn.rate_decrease_interval_us"),
+            &dcqcn.rate_decrease_interval_us,
+            d.rate_decrease_ns as f64 / 1e3,
+        )
+        .max(1),
+        rp_timer_ns: us(
+            v,
+            &k("dcqcn.rp_timer_us"),
+            &dcqcn.rp_timer_us,
+            d.rp_timer_ns as f64 / 1e3,
+        )
+        .max(1),
+        fast_recovery_times: v.int_or(
+            &k("dcqcn.fast_recovery_times"),
+            &dcqcn.fast_recovery_times,
+            d.fast_recovery_times as i64,
+            0,
+            1000,
+        ) as u32,
+        rate_ai_bps: mbps(
+            v,
+            &k("dcqcn.rate_ai_mbps"),
+            &dcqcn.rate_ai_mbps,
+            d.rate_ai_bps,
+        ),
+        rate_hai_bps: mbps(
+            v,
+            &k("dcqcn.rate_hai_mbps"),
+            &dcqcn.rate_hai_mbps,
+            d.rate_hai_bps,
+        ),
+        min_rate_bps: mbps(
+            v,
+            &k("dcqcn.min_rate_mbps"),
+            &dcqcn.min_rate_mbps,
+            d.min_rate_bps,
+        ),
+        rate_on_first_cnp: match &dcqcn.rate_on_first_cnp {
+            Some(r) if *r.get_ref() > 0.0 && *r.get_ref() <= 1.0 => *r.get_ref(),
+            Some(r) => {
+                v.err(
+                    k("dcqcn.rate_on_first_cnp"),
+                    span(r),
+                    "must be more than 0 and at most 1",
+                );
+                d.rate_on_first_cnp
+            }
+            None => d.rate_on_first_cnp,
+        },
+    };
+    Params {
+        duration_ns: us(v, &k("duration_us"), &e.duration_us, 10_000.0),
+        seed: v.int_or(&k("seed"), &e.seed, 1, 0, i64::MAX) as u64,
+        mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
+        ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
+        rto_ns: us(v, &k("rto_us"), &e.rto_us, 1000.0).max(1),
+        nak_interval_ns: us(v, &k("nak_interval_us"), &e.nak_interval_us, 500.0),
+        cnp_interval_ns: us(v, &k("cnp_interval_us"), &e.cnp_interval_us, 50.0),
+        data_dscp: v.int_or(&k("data_dscp"), &e.data_dscp, 26, 0, 63) as u8,
+        control_dscp: v.int_or(&k("control_dscp"), &e.control_dscp, 48, 0, 63) as u8,
+        data_priority: v.int_or(&k("data_priority"), &e.data_priority, 3, 0, 7) as u8,
+        dcqcn: dcqcn
+            .enabled
+            .as_ref()
+            .is_none_or(|e| *e.get_ref())
+            .then_some(dc),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The defaults of an empty `[emulation]`.
+    pub(crate) fn params() -> Params {
+        let text = "";
+        let mut v = Validator::new(Path::new("t.toml"), text);
+        super::params(&mut v, RawEmulation::default())
+    }
+
+    #[test]
+    fn defaults() {
+        let p = params();
+        assert_eq!((p.mtu, p.ack_interval, p.data_priority), (1024, 1, 3));
+        assert_eq!(p.cnp_interval_ns, 50_000);
+        assert_eq!(p.dcqcn, Some(DcqcnParams::default()));
+    }
+}

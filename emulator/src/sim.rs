@@ -1,0 +1,303 @@
+//! The discrete-event loop: hosts, links and switches on one virtual clock.
+//!
+//! Each step takes the earliest thing due: a frame arriving at the end of a link, a host's
+//! timer or free NIC, or a switch's own next event (a queue that can transmit, a PFC refresh, a
+//! pipeline timer). Frames reaching a switch are put on its port at their arrival time, and the
+//! switch (the real engine and pipeline of its config) is advanced to that instant; what it
+//! transmits travels the link to the next node. A link delivers a frame `wire_time + delay`
+//! after its transmission starts (last bit in), and may lose it (seeded). Nothing reads the wall
+//! clock, and ties are broken by insertion order, so a scenario and a seed give the same run.
+
+use crate::host::{wire_time, Host, HostStats};
+use crate::scenario::{End, Scenario};
+use longhaul_dataplane::engine::SwitchSnapshot;
+use longhaul_dataplane::time::Nanos;
+use longhaul_runtime::{EmulatedSwitch, MechanismSet, Registry};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+enum Ev {
+    Deliver { to: End, frame: Vec<u8> },
+    Wake(usize),
+}
+
+/// One flow's result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowResult {
+    pub id: usize,
+    pub src: String,
+    pub dst: String,
+    pub size_bytes: u64,
+    pub start_ns: Nanos,
+    /// When the ACK of its last packet reached the sender; `None`: not done by the end.
+    pub finish_ns: Option<Nanos>,
+    pub retransmitted: u64,
+    pub naks: u64,
+    pub timeouts: u64,
+    pub cnps: u64,
+}
+
+impl FlowResult {
+    pub fn fct_ns(&self) -> Option<Nanos> {
+        self.finish_ns.map(|f| f - self.start_ns)
+    }
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub flows: Vec<FlowResult>,
+    /// Virtual time of the last event handled.
+    pub end_ns: Nanos,
+    /// Events handled (frames delivered, host wakes), and frame hops (link traversals).
+    pub events: u64,
+    pub hops: u64,
+    /// Frames lost on lossy links.
+    pub link_drops: u64,
+    pub hosts: Vec<(String, HostStats)>,
+    /// Each switch's name and counters at the end.
+    pub switches: Vec<(String, SwitchSnapshot)>,
+}
+
+struct Link {
+    ends: [End; 2],
+    rate_bps: u64,
+    delay_ns: Nanos,
+    loss: f64,
+}
+
+pub struct Emulation {
+    hosts: Vec<Host>,
+    host_wake: Vec<Option<Nanos>>,
+    switches: Vec<Box<dyn EmulatedSwitch>>,
+    switch_names: Vec<String>,
+    links: Vec<Link>,
+    attach: HashMap<End, usize>,
+    heap: BinaryHeap<Reverse<(Nanos, u64)>>,
+    events: HashMap<u64, Ev>,
+    seq: u64,
+    rng: u64,
+    duration_ns: Nanos,
+    flows: Vec<(usize, usize, u64, Nanos)>,
+    stats: (u64, u64, u64),
+}
+
+impl Emulation {
+    /// Builds the network of `s`: every switch from its config through the registry.
+    pub fn new(s: &Scenario, registry: &Registry) -> Result<Self, String> {
+        let mut switches: Vec<Box<dyn EmulatedSwitch>> = Vec::new();
+        for sw in &s.switches {
+            let p = registry
+                .find_pipeline(&sw.config.switch.pipeline)
+                .map_err(|e| format!("switch '{}': {e}", sw.name))?;
+            switches.push(p.emulated(registry as &dyn MechanismSet, &sw.config));
+        }
+        let mut attach = HashMap::new();
+        let mut links = Vec::new();
+        for (i, l) in s.links.iter().enumerate() {
+            attach.insert(l.a, i);
+            attach.insert(l.b, i);
+            links.push(Link {
+                ends: [l.a, l.b],
+                rate_bps: l.rate_bps,
+                delay_ns: l.delay_ns,
+                loss: l.loss,
+            });
+        }
+        let mac_of = |e: End| match e {
+            End::Host(h) => s.hosts[h].mac,
+            End::Switch(i, p) => switches[i].ports()[p].mac,
+        };
+        let mut hosts: Vec<Host> = Vec::new();
+        for (i, h) in s.hosts.iter().enumerate() {
+            let l = &links[attach[&End::Host(i)]];
+            let other = if l.ends[0] == End::Host(i) {
+                l.ends[1]
+            } else {
+                l.ends[0]
+            };
+            hosts.push(Host::new(h.clone(), mac_of(other), s.params.clone()));
+        }
+        let mut flows = Vec::new();
+        for (id, f) in s.flows.iter().enumerate() {
+            let (src_ip, dst_ip) = (s.hosts[f.src].ip, s.hosts[f.dst].ip);
+            hosts[f.src].add_sender(id, dst_ip, f.size_bytes, f.start_ns);
+            hosts[f.dst].add_receiver(id, src_ip);
+            flows.push((f.src, f.dst, f.size_bytes, f.start_ns));
+        }
+        let n = hosts.len();
+        let mut e = Emulation {
+            hosts,
+            host_wake: vec![None; n],
+            switches,
+            switch_names: s.switches.iter().map(|s| s.name.clone()).collect(),
+            links,
+            attach,
+            heap: BinaryHeap::new(),
+            events: HashMap::new(),
+            seq: 0,
+            rng: s.params.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            duration_ns: s.params.duration_ns,
+            flows,
+            stats: (0, 0, 0),
+        };
+        for h in 0..n {
+            e.reschedule(h);
+        }
+        Ok(e)
+    }
+
+    fn push(&mut self, t: Nanos, ev: Ev) {
+        self.heap.push(Reverse((t, self.seq)));
+        self.events.insert(self.seq, ev);
+        self.seq += 1;
+    }
+
+    fn reschedule(&mut self, h: usize) {
+        let next = self.hosts[h].next_wake();
+        if next != self.host_wake[h] {
+            self.host_wake[h] = next;
+            if let Some(t) = next {
+                self.push(t, Ev::Wake(h));
+            }
+        }
+    }
+
+    /// xorshift64*: the links' loss draws.
+    fn random(&mut self) -> f64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// `frame` starts leaving `from` at `t`.
+    fn send(&mut self, from: End, t: Nanos, frame: Vec<u8>) {
+        let Some(&li) = self.attach.get(&from) else {
+            return; // an unconnected switch port: the frame goes nowhere
+        };
+        let l = &self.links[li];
+        let to = if l.ends[0] == from {
+            l.ends[1]
+        } else {
+            l.ends[0]
+        };
+        let arrive = t + wire_time(frame.len(), l.rate_bps) + l.delay_ns;
+        let loss = l.loss;
+        self.stats.1 += 1;
+        if loss > 0.0 && self.random() < loss {
+            self.stats.2 += 1;
+            return;
+        }
+        self.push(arrive, Ev::Deliver { to, frame });
+    }
+
+    /// Runs to the end (`duration`, or earlier when nothing is left to do).
+    pub fn run(mut self) -> Outcome {
+        let mut now = 0;
+        let mut woken: Vec<usize> = Vec::new();
+        loop {
+            let t_heap = self.heap.peek().map(|Reverse((t, _))| *t);
+            let t_sw = self.switches.iter().filter_map(|s| s.next_event()).min();
+            let t = match (t_heap, t_sw) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            if t > self.duration_ns {
+                break;
+            }
+            now = t;
+            woken.clear();
+            while let Some(&Reverse((te, seq))) = self.heap.peek() {
+                if te > t {
+                    break;
+                }
+                self.heap.pop();
+                self.stats.0 += 1;
+                match self.events.remove(&seq) {
+                    Some(Ev::Deliver {
+                        to: End::Switch(i, p),
+                        frame,
+                    }) => self.switches[i].put(p, t, &frame),
+                    Some(Ev::Deliver {
+                        to: End::Host(h),
+                        frame,
+                    }) => {
+                        self.hosts[h].receive(t, &frame);
+                        woken.push(h);
+                    }
+                    Some(Ev::Wake(h)) if self.host_wake[h] == Some(te) => {
+                        self.host_wake[h] = None;
+                        woken.push(h);
+                    }
+                    _ => {}
+                }
+            }
+            for i in 0..self.switches.len() {
+                if self.switches[i].next_event().is_some_and(|e| e <= t) {
+                    self.switches[i].advance_to(t);
+                    for e in self.switches[i].take() {
+                        self.send(End::Switch(i, e.port_idx), e.ts, e.data);
+                    }
+                }
+            }
+            woken.sort_unstable();
+            woken.dedup();
+            for &h in &woken {
+                self.hosts[h].on_time(t);
+                while let Some(f) = self.hosts[h].transmit(t) {
+                    self.send(End::Host(h), t, f);
+                }
+                self.reschedule(h);
+            }
+        }
+        self.outcome(now)
+    }
+
+    fn outcome(self, end_ns: Nanos) -> Outcome {
+        let mut flows = Vec::new();
+        for (id, &(src, dst, size, start)) in self.flows.iter().enumerate() {
+            let q = &self.hosts[src]
+                .senders
+                .iter()
+                .find(|s| s.flow == id)
+                .expect("every flow has a sender")
+                .qp;
+            flows.push(FlowResult {
+                id,
+                src: self.hosts[src].spec.name.clone(),
+                dst: self.hosts[dst].spec.name.clone(),
+                size_bytes: size,
+                start_ns: start,
+                finish_ns: q.done,
+                retransmitted: q.retransmitted,
+                naks: q.naks,
+                timeouts: q.timeouts,
+                cnps: q.cnps,
+            });
+        }
+        Outcome {
+            flows,
+            end_ns,
+            events: self.stats.0,
+            hops: self.stats.1,
+            link_drops: self.stats.2,
+            hosts: self
+                .hosts
+                .iter()
+                .map(|h| (h.spec.name.clone(), h.stats))
+                .collect(),
+            switches: self
+                .switch_names
+                .iter()
+                .cloned()
+                .zip(self.switches.iter().map(|s| s.snapshot()))
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! A switch for the closed-loop emulator: the real engine and pipeline of a config on virtual
+//! time, behind a trait without its types (made by the registry entry of its pipeline,
+//! [`ErasedPipeline::emulated`](crate::ErasedPipeline::emulated)), so that one emulation can hold
+//! switches of different pipelines. Each call drives the monomorphized switch; the dynamic
+//! call is per event, not per stage.
+
+use longhaul_dataplane::engine::{Pipeline, PortInfo, SwitchSnapshot};
+use longhaul_dataplane::packet::HeapPool;
+use longhaul_dataplane::replay::{Emitted, Harness};
+use longhaul_dataplane::time::Nanos;
+
+/// One switch of an emulation.
+pub trait EmulatedSwitch {
+    /// Its ports, index = port index.
+    fn ports(&self) -> &[PortInfo];
+    /// Frame `bytes` arrives on port index `port_idx` at `ts` (not before the current time).
+    fn put(&mut self, port_idx: usize, ts: Nanos, bytes: &[u8]);
+    /// Run everything due at or before `t`.
+    fn advance_to(&mut self, t: Nanos);
+    /// The next time something is due, `None` when idle.
+    fn next_event(&self) -> Option<Nanos>;
+    /// Every frame emitted since the last call (port index, start of transmission, bytes).
+    fn take(&mut self) -> Vec<Emitted>;
+    /// The switch's counters now.
+    fn snapshot(&self) -> SwitchSnapshot;
+}
+
+impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
+    fn ports(&self) -> &[PortInfo] {
+        self.sw.ports()
+    }
+    fn put(&mut self, port_idx: usize, ts: Nanos, bytes: &[u8]) {
+        Harness::put(self, port_idx, ts, bytes)
+    }
+    fn advance_to(&mut self, t: Nanos) {
+        Harness::advance_to(self, t)
+    }
+    fn next_event(&self) -> Option<Nanos> {
+        Harness::next_event(self)
+    }
+    fn take(&mut self) -> Vec<Emitted> {
+        Harness::take(self)
+    }
+    fn snapshot(&self) -> SwitchSnapshot {
+        let mut s = SwitchSnapshot::default();
+        self.sw.snapshot_into(self.now(), &mut s);
+        s
+    }
+}
