@@ -55,6 +55,8 @@ pub struct Outcome {
     /// Frames lost on lossy links.
     pub link_drops: u64,
     pub hosts: Vec<(String, HostStats)>,
+    /// Every `sample_ns` (when set): the time and each flow's acknowledged bytes.
+    pub samples: Vec<(Nanos, Vec<u64>)>,
     /// Each switch's name and counters at the end.
     pub switches: Vec<(String, SwitchSnapshot)>,
 }
@@ -73,13 +75,19 @@ pub struct Emulation {
     switch_names: Vec<String>,
     links: Vec<Link>,
     attach: HashMap<End, usize>,
-    heap: BinaryHeap<Reverse<(Nanos, u64)>>,
+    /// (time, tie-break, seq): events at the same instant are taken in a seeded random order,
+    /// so that no host is always first (or last) into a queue because of the order it was
+    /// declared in (a phase effect a real network does not have).
+    heap: BinaryHeap<Reverse<(Nanos, u64, u64)>>,
     events: HashMap<u64, Ev>,
     seq: u64,
     rng: u64,
     duration_ns: Nanos,
     flows: Vec<(usize, usize, u64, Nanos)>,
     stats: (u64, u64, u64),
+    sample_ns: Option<Nanos>,
+    next_sample: Nanos,
+    samples: Vec<(Nanos, Vec<u64>)>,
 }
 
 impl Emulation {
@@ -140,6 +148,9 @@ impl Emulation {
             duration_ns: s.params.duration_ns,
             flows,
             stats: (0, 0, 0),
+            sample_ns: None,
+            next_sample: 0,
+            samples: Vec::new(),
         };
         for h in 0..n {
             e.reschedule(h);
@@ -147,8 +158,37 @@ impl Emulation {
         Ok(e)
     }
 
+    /// Record every flow's acknowledged bytes every `ns` of virtual time (`Outcome::samples`).
+    pub fn sample_every(&mut self, ns: Nanos) {
+        self.sample_ns = Some(ns.max(1));
+        self.next_sample = 0;
+    }
+
+    fn acked_bytes(&self) -> Vec<u64> {
+        (0..self.flows.len())
+            .map(|id| {
+                let (src, _, size, _) = self.flows[id];
+                let q = &self.sender(src, id).qp;
+                (q.snd_una as u64 * self.mtu() as u64).min(size)
+            })
+            .collect()
+    }
+
+    fn mtu(&self) -> u32 {
+        self.hosts.first().map_or(1024, |h| h.mtu())
+    }
+
+    fn sender(&self, host: usize, flow: usize) -> &crate::host::Sender {
+        self.hosts[host]
+            .senders
+            .iter()
+            .find(|s| s.flow == flow)
+            .expect("every flow has a sender")
+    }
+
     fn push(&mut self, t: Nanos, ev: Ev) {
-        self.heap.push(Reverse((t, self.seq)));
+        let tie = self.next_random();
+        self.heap.push(Reverse((t, tie, self.seq)));
         self.events.insert(self.seq, ev);
         self.seq += 1;
     }
@@ -163,14 +203,19 @@ impl Emulation {
         }
     }
 
-    /// xorshift64*: the links' loss draws.
-    fn random(&mut self) -> f64 {
+    /// xorshift64*: loss draws and tie-breaks.
+    fn next_random(&mut self) -> u64 {
         let mut x = self.rng;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
         self.rng = x;
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A uniform draw in [0, 1).
+    fn random(&mut self) -> f64 {
+        (self.next_random() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// `frame` starts leaving `from` at `t`.
@@ -199,7 +244,7 @@ impl Emulation {
         let mut now = 0;
         let mut woken: Vec<usize> = Vec::new();
         loop {
-            let t_heap = self.heap.peek().map(|Reverse((t, _))| *t);
+            let t_heap = self.heap.peek().map(|Reverse((t, _, _))| *t);
             let t_sw = self.switches.iter().filter_map(|s| s.next_event()).min();
             let t = match (t_heap, t_sw) {
                 (Some(a), Some(b)) => a.min(b),
@@ -211,9 +256,16 @@ impl Emulation {
             if t > self.duration_ns {
                 break;
             }
+            if let Some(every) = self.sample_ns {
+                while self.next_sample <= t {
+                    let v = self.acked_bytes();
+                    self.samples.push((self.next_sample, v));
+                    self.next_sample += every;
+                }
+            }
             now = t;
             woken.clear();
-            while let Some(&Reverse((te, seq))) = self.heap.peek() {
+            while let Some(&Reverse((te, _, seq))) = self.heap.peek() {
                 if te > t {
                     break;
                 }
@@ -256,18 +308,21 @@ impl Emulation {
                 self.reschedule(h);
             }
         }
+        // Nothing changes between the last event and the end: sample up to the duration.
+        if let Some(every) = self.sample_ns {
+            while self.next_sample <= self.duration_ns {
+                let v = self.acked_bytes();
+                self.samples.push((self.next_sample, v));
+                self.next_sample += every;
+            }
+        }
         self.outcome(now)
     }
 
     fn outcome(self, end_ns: Nanos) -> Outcome {
         let mut flows = Vec::new();
         for (id, &(src, dst, size, start)) in self.flows.iter().enumerate() {
-            let q = &self.hosts[src]
-                .senders
-                .iter()
-                .find(|s| s.flow == id)
-                .expect("every flow has a sender")
-                .qp;
+            let q = &self.sender(src, id).qp;
             flows.push(FlowResult {
                 id,
                 src: self.hosts[src].spec.name.clone(),
@@ -287,6 +342,7 @@ impl Emulation {
             events: self.stats.0,
             hops: self.stats.1,
             link_drops: self.stats.2,
+            samples: self.samples,
             hosts: self
                 .hosts
                 .iter()

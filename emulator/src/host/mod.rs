@@ -106,6 +106,11 @@ impl Host {
         }
     }
 
+    /// RDMA payload bytes per packet.
+    pub fn mtu(&self) -> u32 {
+        self.p.mtu
+    }
+
     /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
     pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
         let cc = self.p.dcqcn.map(|d| Dcqcn::new(d, self.spec.rate_bps));

@@ -1,0 +1,282 @@
+//! Validation of the emulator itself (issue 14): an isolated flow's FCT against the hand formula,
+//! DCQCN flows sharing a bottleneck fairly, no loss with PFC, go-back-N over a lossy link,
+//! determinism, and the scenario errors a user gets. The switch is the real baseline pipeline
+//! (scenarios/switches/tor4.toml) built through the registry.
+
+use longhaul_emulator::host::wire_time;
+use longhaul_emulator::scenario::Scenario;
+use longhaul_emulator::sim::Emulation;
+use longhaul_emulator::{emulate, output, Overrides};
+use std::path::{Path, PathBuf};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
+}
+
+/// Four hosts on the ToR (100 Gb/s, 1 us links), then `extra` (`[emulation]` keys, flows).
+fn scenario(emulation: &str, flows: &str, link0: &str) -> String {
+    let mut s = format!("[emulation]\n{emulation}\n");
+    for k in 0..4 {
+        s.push_str(&format!(
+            "[[hosts]]\nname = \"h{k}\"\nip = \"10.0.0.{}\"\nmac = \"02:00:00:00:10:{:02x}\"\nrate_gbps = 100\n",
+            k + 1,
+            k + 1
+        ));
+    }
+    s.push_str("[[switches]]\nname = \"tor\"\nconfig = \"switches/tor4.toml\"\n");
+    for k in 0..4 {
+        let extra = if k == 0 { link0 } else { "" };
+        s.push_str(&format!(
+            "[[links]]\na = \"h{k}\"\nb = \"tor:h{k}\"\nrate_gbps = 100\ndelay_ns = 1000\n{extra}\n"
+        ));
+    }
+    s.push_str(flows);
+    s
+}
+
+fn flow(src: usize, dst: usize, size: u64, start_us: f64) -> String {
+    format!("[[flows]]\nsrc = \"h{src}\"\ndst = \"h{dst}\"\nsize_bytes = {size}\nstart_us = {start_us}\n")
+}
+
+fn load(text: &str) -> Scenario {
+    let reg = longhaul_pipelines::registry();
+    Scenario::parse(text, &dir().join("test.toml"), reg.as_ref()).unwrap_or_else(|e| {
+        panic!(
+            "{}",
+            e.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })
+}
+
+fn errors(text: &str) -> Vec<String> {
+    let reg = longhaul_pipelines::registry();
+    match Scenario::parse(text, &dir().join("bad.toml"), reg.as_ref()) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// One flow alone: FCT = every packet through the sender's NIC + the last one's second hop
+/// (store and forward at the switch) + two propagation delays, then the ACK's two hops back.
+#[test]
+fn isolated_flow_fct_matches_the_formula() {
+    let size = 100_000u64;
+    let s = load(&scenario("", &flow(0, 1, size, 0.0), ""));
+    let out = Emulation::new(&s, &longhaul_pipelines::registry())
+        .unwrap()
+        .run();
+    let fct = out.flows[0].fct_ns().expect("done");
+    let (mtu, rate, d) = (1024u64, 100_000_000_000u64, 1000u64);
+    // RoCEv2 WRITE frames: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 (+ RETH 16 on the first) +
+    // payload + ICRC 4; ACKs are 62 bytes.
+    let n = size.div_ceil(mtu);
+    let frame = |i: u64| {
+        let payload = if i + 1 == n {
+            size - (n - 1) * mtu
+        } else {
+            mtu
+        };
+        (58 + payload + if i == 0 { 16 } else { 0 }) as usize
+    };
+    let sent: u64 = (0..n).map(|i| wire_time(frame(i), rate)).sum();
+    let last = wire_time(frame(n - 1), rate);
+    let ack = wire_time(62, rate);
+    let expected = sent + d + last + d + 2 * (ack + d);
+    let one_packet = wire_time(frame(0), rate);
+    assert!(
+        fct.abs_diff(expected) <= one_packet,
+        "FCT {fct} ns, formula {expected} ns"
+    );
+    assert_eq!(out.flows[0].retransmitted, 0);
+}
+
+fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    s * s / (x.len() as f64 * q)
+}
+
+/// Three DCQCN flows into one 100 Gb/s port, the first starting 200 us before the others:
+/// once all run, each gets its share (Jain's index over the bytes each delivered in the last
+/// window >= 0.95), and the port stays busy.
+#[test]
+fn dcqcn_flows_converge_to_fair_share() {
+    let flows = [
+        flow(0, 3, 40_000_000, 0.0),
+        flow(1, 3, 40_000_000, 200.0),
+        flow(2, 3, 40_000_000, 200.0),
+    ]
+    .concat();
+    // The DCQCN paper's faster increase timer (55 us) so that convergence fits a short run.
+    let s = load(&scenario(
+        "duration_us = 6000\n[emulation.dcqcn]\nrp_timer_us = 55\nrate_ai_mbps = 40\nrate_hai_mbps = 200\n",
+        &flows,
+        "",
+    ));
+    let mut e = Emulation::new(&s, &longhaul_pipelines::registry()).unwrap();
+    e.sample_every(100_000);
+    let out = e.run();
+    let at = |t: u64| {
+        &out.samples
+            .iter()
+            .find(|(ts, _)| *ts == t)
+            .expect("sample")
+            .1
+    };
+    let (a, b) = (at(4_000_000), at(6_000_000));
+    let got: Vec<f64> = (0..3).map(|i| (b[i] - a[i]) as f64).collect();
+    let j = jain(&got);
+    eprintln!("Jain {j:.4} over {got:?}");
+    assert!(j >= 0.95, "Jain {j:.3} over {got:?}");
+    let total: f64 = got.iter().sum();
+    // Goodput over 1 ms: at least 80% of the 100 Gb/s port (12.5 MB), after headers.
+    assert!(
+        total >= 0.8 * 12.5e6 * 1024.0 / 1086.0,
+        "{total} bytes in 1 ms"
+    );
+    assert!(
+        out.flows.iter().all(|f| f.cnps > 0),
+        "every sender saw CNPs"
+    );
+}
+
+/// Without congestion control, an incast fills the ToR's buffer: PFC pauses the senders and
+/// nothing is dropped; every flow completes without a retransmission.
+#[test]
+fn pfc_makes_the_incast_lossless() {
+    let flows = [
+        flow(0, 3, 2_000_000, 0.0),
+        flow(1, 3, 2_000_000, 0.0),
+        flow(2, 3, 2_000_000, 0.0),
+    ]
+    .concat();
+    let s = load(&scenario(
+        "[emulation.dcqcn]\nenabled = false\n",
+        &flows,
+        "",
+    ));
+    let out = Emulation::new(&s, &longhaul_pipelines::registry())
+        .unwrap()
+        .run();
+    let (_, sw) = &out.switches[0];
+    let drops: u64 = sw.stats.drops.iter().map(|(_, v)| v).sum();
+    assert_eq!(drops, 0);
+    let pauses: u64 = out.hosts.iter().map(|(_, h)| h.pfc_rx).sum();
+    assert!(pauses > 0, "the senders were paused");
+    for f in &out.flows {
+        assert!(f.finish_ns.is_some(), "{f:?}");
+        assert_eq!(f.retransmitted, 0);
+    }
+}
+
+/// 1% of the frames on h0's link are lost: go-back-N (NAKs, and the timeout when the last
+/// packets are lost) still delivers the whole flow.
+#[test]
+fn a_lossy_link_triggers_go_back_n_and_the_flow_completes() {
+    let s = load(&scenario(
+        "duration_us = 20000\nrto_us = 100\n",
+        &flow(0, 1, 2_000_000, 0.0),
+        "loss = 0.01",
+    ));
+    let out = Emulation::new(&s, &longhaul_pipelines::registry())
+        .unwrap()
+        .run();
+    let f = &out.flows[0];
+    assert!(out.link_drops > 0);
+    assert!(f.finish_ns.is_some(), "{f:?}");
+    assert!(f.naks > 0 && f.retransmitted > 0, "{f:?}");
+}
+
+/// The same scenario and seed give the same bytes; another seed changes the losses.
+#[test]
+fn runs_are_deterministic() {
+    let text = scenario(
+        "duration_us = 5000\nrto_us = 100\n",
+        &[flow(0, 3, 1_000_000, 0.0), flow(1, 3, 1_000_000, 10.0)].concat(),
+        "loss = 0.005",
+    );
+    let reg = longhaul_pipelines::registry();
+    let run = |seed: u64| {
+        let mut s = load(&text);
+        let r = emulate(
+            &mut s,
+            &reg,
+            Overrides {
+                seed: Some(seed),
+                duration_ns: None,
+            },
+        )
+        .unwrap();
+        output::flows_csv(&r) + &output::summary(&r)
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1), run(2));
+}
+
+#[test]
+fn the_shipped_incast_scenario_runs() {
+    let reg = longhaul_pipelines::registry();
+    let mut s = Scenario::load(&dir().join("incast.toml"), reg.as_ref()).unwrap();
+    let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
+    assert!(r.outcome.flows.iter().all(|f| f.finish_ns.is_some()));
+    let csv = output::flows_csv(&r);
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    // Three flows into one port: each is slower than alone.
+    for (f, ideal) in r.outcome.flows.iter().zip(&r.ideal_fct_ns) {
+        assert!(f.fct_ns().unwrap() > ideal.unwrap());
+    }
+}
+
+#[test]
+fn bad_scenarios_name_the_file_and_key() {
+    let ok_flow = flow(0, 1, 1000, 0.0);
+    let e = errors(&scenario(
+        "",
+        &flow(0, 9, 1000, 0.0).replace("h9", "nobody"),
+        "",
+    ));
+    assert!(
+        e[0].contains("bad.toml: flows[0].dst: no host 'nobody' (hosts: h0, h1, h2, h3)"),
+        "{e:?}"
+    );
+    let e = errors(
+        &scenario("", &ok_flow, "").replace("rate_gbps = 100\ndelay_ns", "rate_gbps = 0\ndelay_ns"),
+    );
+    assert!(
+        e[0].contains("links[0].rate_gbps: 0 is out of range"),
+        "{e:?}"
+    );
+    let e = errors(&scenario("", &ok_flow, "").replace("b = \"tor:h3\"", "b = \"tor:h9\""));
+    assert!(
+        e.iter().any(
+            |m| m.contains("links[3].b: switch 'tor' has no port 'h9' (ports: h0, h1, h2, h3)")
+        ),
+        "{e:?}"
+    );
+    let text = scenario("", &ok_flow, "");
+    let unlinked = text.replace(
+        "[[links]]\na = \"h3\"\nb = \"tor:h3\"\nrate_gbps = 100\ndelay_ns = 1000\n",
+        "",
+    );
+    assert_ne!(text, unlinked);
+    let e = errors(&unlinked);
+    assert!(
+        e.iter()
+            .any(|m| m.contains("bad.toml: hosts: host 'h3' is not connected")),
+        "{e:?}"
+    );
+    let e = errors(&scenario("", &ok_flow, "").replace("switches/tor4.toml", "switches/none.toml"));
+    assert!(
+        e[0].contains("switches[0].config: cannot read the file"),
+        "{e:?}"
+    );
+    let e = errors(&scenario("bogus = 1", &ok_flow, ""));
+    assert!(
+        e[0].contains("emulation.bogus: unknown field `bogus`"),
+        "{e:?}"
+    );
+    assert!(e[0].contains("(line 2, column 1)"), "{e:?}");
+}
