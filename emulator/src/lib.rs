@@ -30,6 +30,8 @@ pub struct Overrides {
 pub struct Report {
     pub outcome: Outcome,
     pub ideal_fct_ns: Vec<Option<Nanos>>,
+    /// Frame hops of the runs alone (for the emulator's speed: main + these per wall second).
+    pub ideal_hops: u64,
 }
 
 /// Runs scenario `s` and, for the slowdowns, every distinct (source, destination, size) alone.
@@ -41,20 +43,22 @@ pub fn emulate(s: &mut Scenario, registry: &Registry, o: Overrides) -> Result<Re
         s.params.duration_ns = d;
     }
     let outcome = Emulation::new(s, registry)?.run();
-    let ideal_fct_ns = ideal_fcts(s, registry)?;
+    let (ideal_fct_ns, ideal_hops) = ideal_fcts(s, registry)?;
     Ok(Report {
         outcome,
         ideal_fct_ns,
+        ideal_hops,
     })
 }
 
 /// Each flow's FCT when it runs alone (starting at 0) on the same network: the "ideal FCT" the
 /// slowdown divides by. Emulated rather than computed, so it is exact for any topology and
 /// pipeline (store-and-forward per hop, header bytes, ACK path); flows with the same source,
-/// destination and size share one run.
-pub fn ideal_fcts(s: &Scenario, registry: &Registry) -> Result<Vec<Option<Nanos>>, String> {
+/// destination and size share one run. Also returns the frame hops those runs took.
+pub fn ideal_fcts(s: &Scenario, registry: &Registry) -> Result<(Vec<Option<Nanos>>, u64), String> {
     let mut memo: HashMap<(usize, usize, u64), Option<Nanos>> = HashMap::new();
     let mut out = Vec::with_capacity(s.flows.len());
+    let mut hops = 0;
     for f in &s.flows {
         let key = (f.src, f.dst, f.size_bytes);
         if let Some(v) = memo.get(&key) {
@@ -80,9 +84,11 @@ pub fn ideal_fcts(s: &Scenario, registry: &Registry) -> Result<Vec<Option<Nanos>
                 ..f.clone()
             }],
         };
-        let fct = Emulation::new(&alone, registry)?.run().flows[0].fct_ns();
+        let o = Emulation::new(&alone, registry)?.run();
+        hops += o.hops;
+        let fct = o.flows[0].fct_ns();
         memo.insert(key, fct);
         out.push(fct);
     }
-    Ok(out)
+    Ok((out, hops))
 }
