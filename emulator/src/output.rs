@@ -81,11 +81,28 @@ pub fn summary(r: &Report) -> String {
             .flat_map(|p| p.classes.iter())
             .map(|c| c.ecn_marks)
             .sum();
+        let reasons: Vec<String> = snap
+            .stats
+            .drops
+            .iter()
+            .filter(|(_, v)| *v != 0)
+            .map(|(r, v)| format!("{r} {v}"))
+            .collect();
         let _ = writeln!(
             s,
-            "switch {name}: drops {drops}, pfc frames sent {pfc}, ecn marks {marks}, buffer peak {} bytes",
+            "switch {name}: drops {drops}{}, pfc frames sent {pfc}, ecn marks {marks}, buffer peak {} bytes",
+            if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(", ")) },
             snap.stats.buffer_max_bytes
         );
+        let counters: Vec<String> = snap
+            .pipeline
+            .iter()
+            .filter(|(_, v)| *v != 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if !counters.is_empty() {
+            let _ = writeln!(s, "switch {name} pipeline: {}", counters.join(", "));
+        }
     }
     s
 }

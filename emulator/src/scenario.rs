@@ -26,8 +26,9 @@
 //! ```
 
 use crate::host::dcqcn::DcqcnParams;
-use longhaul_control::config::{span, Config, ConfigError, Schema, Validator, S};
+use longhaul_control::config::{span, Config, ConfigError, Validator, S};
 use longhaul_dataplane::time::Nanos;
+use longhaul_runtime::{MechanismSet, Registry};
 use serde::Deserialize;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -67,6 +68,8 @@ pub struct Params {
     pub data_priority: u8,
     /// DCQCN at the senders (`None`: line rate, no reaction to CNPs).
     pub dcqcn: Option<DcqcnParams>,
+    /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs).
+    pub host_agents: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -133,6 +136,7 @@ struct RawEmulation {
     data_dscp: Option<S<i64>>,
     control_dscp: Option<S<i64>>,
     data_priority: Option<S<i64>>,
+    host_agents: Option<S<Vec<S<String>>>>,
     dcqcn: Option<RawDcqcn>,
 }
 
@@ -189,9 +193,10 @@ struct RawFlow {
 const MAX_US: f64 = 60_000_000.0;
 
 impl Scenario {
-    /// Reads and validates the scenario at `path`; switch configs are parsed with `schema` (the
-    /// registry). Returns every error found (a syntax or type error alone).
-    pub fn load(path: &Path, schema: &dyn Schema) -> Result<Scenario, Vec<ConfigError>> {
+    /// Reads and validates the scenario at `path`; switch configs are parsed with the registry's
+    /// sections, host agents looked up in it. Returns every error found (a syntax or type error
+    /// alone).
+    pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, Vec<ConfigError>> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             vec![ConfigError {
                 file: path.to_path_buf(),
@@ -199,7 +204,7 @@ impl Scenario {
                 msg: format!("cannot read the file: {e}"),
             }]
         })?;
-        Self::parse(&text, path, schema)
+        Self::parse(&text, path, registry)
     }
 
     /// Like [`Scenario::load`], from text (`path` names the file and is where relative switch
@@ -207,11 +212,40 @@ impl Scenario {
     pub fn parse(
         text: &str,
         path: &Path,
-        schema: &dyn Schema,
+        registry: &Registry,
     ) -> Result<Scenario, Vec<ConfigError>> {
         let mut v = Validator::new(path, text);
         let raw: RawScenario = v.document().map_err(|e| vec![e])?;
-        let params = params(&mut v, raw.emulation.unwrap_or_default());
+        let emulation = raw.emulation.unwrap_or_default();
+        let mut host_agents = Vec::new();
+        for (i, a) in emulation
+            .host_agents
+            .iter()
+            .flat_map(|l| l.get_ref())
+            .enumerate()
+        {
+            let name = a.get_ref();
+            if registry.get(name).and_then(|m| m.host_agent()).is_some() {
+                host_agents.push(name.clone());
+            } else {
+                let have: Vec<&str> = registry
+                    .mechanisms()
+                    .iter()
+                    .filter(|m| m.host_agent().is_some())
+                    .map(|m| m.name())
+                    .collect();
+                v.err(
+                    format!("emulation.host_agents[{i}]"),
+                    span(a),
+                    format!(
+                        "no mechanism '{name}' with a host-side agent (these have one: {})",
+                        have.join(", ")
+                    ),
+                );
+            }
+        }
+        let mut params = params(&mut v, emulation);
+        params.host_agents = host_agents;
         let mut hosts: Vec<HostSpec> = Vec::new();
         for (i, h) in raw.hosts.iter().flatten().enumerate() {
             let t = span(h);
@@ -277,7 +311,7 @@ impl Scenario {
                 continue;
             };
             let cpath = dir.join(c.get_ref());
-            match Config::load_all_with(&cpath, schema) {
+            match Config::load_all_with(&cpath, registry) {
                 Ok(config) => {
                     if let Some(name) = name {
                         switches.push(SwitchSpec {
@@ -575,7 +609,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         seed: v.int_or(&k("seed"), &e.seed, 1, 0, i64::MAX) as u64,
         mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
         ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
-        rto_ns: us(v, &k("rto_us"), &e.rto_us, 1000.0).max(1),
+        rto_ns: us(v, &k("rto_us"), &e.rto_us, 8000.0).max(1),
         nak_interval_ns: us(v, &k("nak_interval_us"), &e.nak_interval_us, 500.0),
         cnp_interval_ns: us(v, &k("cnp_interval_us"), &e.cnp_interval_us, 50.0),
         data_dscp: v.int_or(&k("data_dscp"), &e.data_dscp, 26, 0, 63) as u8,
@@ -586,6 +620,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             .as_ref()
             .is_none_or(|e| *e.get_ref())
             .then_some(dc),
+        host_agents: Vec::new(),
     }
 }
 

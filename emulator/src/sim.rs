@@ -124,13 +124,21 @@ impl Emulation {
             } else {
                 l.ends[0]
             };
-            hosts.push(Host::new(h.clone(), mac_of(other), s.params.clone()));
+            let mut host = Host::new(h.clone(), mac_of(other), s.params.clone());
+            for name in &s.params.host_agents {
+                let agent = registry
+                    .get(name)
+                    .and_then(|m| m.host_agent())
+                    .ok_or_else(|| format!("no host agent '{name}' in this build"))?;
+                host.add_agent(agent);
+            }
+            hosts.push(host);
         }
         let mut flows = Vec::new();
         for (id, f) in s.flows.iter().enumerate() {
             let (src_ip, dst_ip) = (s.hosts[f.src].ip, s.hosts[f.dst].ip);
             hosts[f.src].add_sender(id, dst_ip, f.size_bytes, f.start_ns);
-            hosts[f.dst].add_receiver(id, src_ip);
+            hosts[f.dst].add_receiver(id, src_ip, f.start_ns);
             flows.push((f.src, f.dst, f.size_bytes, f.start_ns));
         }
         let n = hosts.len();

@@ -26,7 +26,7 @@ pub mod run;
 pub mod typed;
 
 pub use emulated::EmulatedSwitch;
-pub use mechanism::{Mechanism, MechanismSet, PipelineMechanism};
+pub use mechanism::{HostAddr, HostAgent, Mechanism, MechanismSet, PipelineMechanism, QpInfo};
 pub use registry::{replay, run, ErasedPipeline, Registry};
 pub use replay::{snapshot_counters, ReplayInput, ReplayResult};
 pub use run::{RunOptions, RunReport};

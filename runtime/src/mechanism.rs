@@ -51,6 +51,38 @@ pub trait Mechanism: Send + Sync + 'static {
     fn metric_names(&self) -> &'static [&'static str] {
         &[]
     }
+
+    /// Its host-side half on the emulator's modeled hosts (a daemon reporting QPs, a congestion
+    /// control hook), for a scenario that names it in `[emulation] host_agents`.
+    fn host_agent(&self) -> Option<Box<dyn HostAgent>> {
+        None
+    }
+}
+
+/// A modeled host's addresses, as a host agent sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostAddr {
+    pub ip: std::net::Ipv4Addr,
+    pub mac: [u8; 6],
+    /// The MAC of the port at the other end of its link (where its frames go).
+    pub gw_mac: [u8; 6],
+}
+
+/// A QP on a modeled host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpInfo {
+    pub peer_ip: std::net::Ipv4Addr,
+    pub local_qpn: u32,
+    pub peer_qpn: u32,
+    /// The requester (data sender) end, or the responder.
+    pub requester: bool,
+}
+
+/// A mechanism's host-side half in the emulator: what a real host runs next to its RNIC for
+/// the mechanism (e.g. THEMIS's daemon). One per host.
+pub trait HostAgent: Send {
+    /// A QP was created on `host`: frames the host sends at once (e.g. a report to its switch).
+    fn on_qp_created(&mut self, host: &HostAddr, qp: &QpInfo, out: &mut Vec<Vec<u8>>);
 }
 
 /// A mechanism that is a pipeline (`switch.pipeline = name`): the ingress/egress stages that

@@ -20,6 +20,7 @@ use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_cnp_v4, build_roce_v4, opcode, write_reth, AckSpec, Aeth, Bth, BthRepr,
     RoceAddrs, PKEY_DEFAULT, RETH_LEN,
 };
+use longhaul_runtime::{HostAddr, HostAgent, QpInfo};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -78,6 +79,10 @@ pub struct Host {
     nic_free: Nanos,
     paused_until: Nanos,
     rr: usize,
+    /// The mechanisms' host-side halves (`[emulation] host_agents`).
+    agents: Vec<Box<dyn HostAgent>>,
+    /// Frames the agents made, each sent (as control) from its time on, in time order.
+    scheduled: VecDeque<(Nanos, Vec<u8>)>,
     pub stats: HostStats,
 }
 
@@ -102,7 +107,31 @@ impl Host {
             nic_free: 0,
             paused_until: 0,
             rr: 0,
+            agents: Vec::new(),
+            scheduled: VecDeque::new(),
             stats: HostStats::default(),
+        }
+    }
+
+    /// Run `agent` (a mechanism's host-side half) on this host.
+    pub fn add_agent(&mut self, agent: Box<dyn HostAgent>) {
+        self.agents.push(agent);
+    }
+
+    /// A QP is created at `at`: every agent may send something about it then.
+    fn announce(&mut self, at: Nanos, qp: QpInfo) {
+        let host = HostAddr {
+            ip: self.spec.ip,
+            mac: self.spec.mac,
+            gw_mac: self.gw_mac,
+        };
+        let mut out = Vec::new();
+        for a in &mut self.agents {
+            a.on_qp_created(&host, &qp, &mut out);
+        }
+        for f in out {
+            let pos = self.scheduled.partition_point(|(t, _)| *t <= at);
+            self.scheduled.insert(pos, (at, f));
         }
     }
 
@@ -114,6 +143,15 @@ impl Host {
     /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
     pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
         let cc = self.p.dcqcn.map(|d| Dcqcn::new(d, self.spec.rate_bps));
+        self.announce(
+            start,
+            QpInfo {
+                peer_ip: peer,
+                local_qpn: REQ_QPN_BASE + flow as u32,
+                peer_qpn: RESP_QPN_BASE + flow as u32,
+                requester: true,
+            },
+        );
         self.by_qpn
             .insert(REQ_QPN_BASE + flow as u32, self.senders.len());
         self.senders.push(Sender {
@@ -125,8 +163,17 @@ impl Host {
         });
     }
 
-    /// Flow `flow` from `peer` to this host.
-    pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr) {
+    /// Flow `flow` from `peer` to this host, whose QP is created at `start`.
+    pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos) {
+        self.announce(
+            start,
+            QpInfo {
+                peer_ip: peer,
+                local_qpn: RESP_QPN_BASE + flow as u32,
+                peer_qpn: REQ_QPN_BASE + flow as u32,
+                requester: false,
+            },
+        );
         self.receivers.insert(
             RESP_QPN_BASE + flow as u32,
             Receiver {
@@ -286,6 +333,11 @@ impl Host {
         if self.nic_free > now {
             return None;
         }
+        while self.scheduled.front().is_some_and(|(t, _)| *t <= now) {
+            if let Some((_, f)) = self.scheduled.pop_front() {
+                self.ctrl.push_back(f);
+            }
+        }
         let frame = match self.ctrl.pop_front() {
             Some(f) => f,
             None => self.next_data(now)?,
@@ -350,6 +402,9 @@ impl Host {
         if !self.ctrl.is_empty() {
             take(self.nic_free);
         }
+        if let Some((at, _)) = self.scheduled.front() {
+            take((*at).max(self.nic_free));
+        }
         for s in &self.senders {
             let q = &s.qp;
             if q.has_data() {
@@ -402,7 +457,7 @@ mod tests {
         let mut a = host("a", [10, 0, 0, 1], 1);
         let mut b = host("b", [10, 0, 0, 2], 2);
         a.add_sender(0, b.spec.ip, 1500, 0);
-        b.add_receiver(0, a.spec.ip);
+        b.add_receiver(0, a.spec.ip, 0);
         let f0 = a.transmit(0).expect("first packet");
         assert_eq!(icrc::verify(&f0, 14), Ok(true));
         assert!(a.transmit(0).is_none(), "the NIC is busy serializing");

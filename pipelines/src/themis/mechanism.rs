@@ -4,10 +4,11 @@
 use super::config::{ThemisConfig, NAME, SECTION};
 use super::control::ThemisControl;
 use super::esw::{use_random_cookie_secret, ThemisCommand, ThemisEsw};
+use super::host::ThemisDaemon;
 use longhaul_control::config::{Config, Section};
 use longhaul_dataplane::asic::recirc::RecircConfig;
 use longhaul_dataplane::engine::SwitchSpec;
-use longhaul_runtime::{Mechanism, PipelineMechanism};
+use longhaul_runtime::{HostAgent, Mechanism, PipelineMechanism};
 
 /// THEMIS at the external switch (paper 000).
 pub struct ThemisMechanism;
@@ -34,6 +35,10 @@ impl Mechanism for ThemisMechanism {
             capacity_pkts: t.recirc_capacity_pkts,
             capacity_bytes: t.recirc_capacity_pkts as u64 * cfg.switch.buffer_data_room as u64,
         });
+    }
+    /// The host daemon that reports QPs to the ESW, on the emulator's hosts.
+    fn host_agent(&self) -> Option<Box<dyn HostAgent>> {
+        Some(Box::new(ThemisDaemon))
     }
     /// A live run draws a random SYN-cookie secret (replay keeps `[switch] seed`).
     fn before_live_run(&self, cfg: &Config) {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod esw;
+pub mod host;
 pub mod mechanism;
 pub mod pnp;
 pub mod syncookie;
