@@ -193,7 +193,12 @@ fn cmd_emulate(
     if let Some(dir) = out_dir {
         longhaul_emulator::output::write(dir, &report)
             .with_context(|| format!("writing {}", dir.display()))?;
-        println!("wrote {}/flows.csv and summary.txt", dir.display());
+        let ts = if report.outcome.samples.is_empty() {
+            ""
+        } else {
+            ", timeseries.csv"
+        };
+        println!("wrote {}/flows.csv{ts} and summary.txt", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -262,6 +262,10 @@ impl PacketBuf for HeapBuf {
 pub struct HeapPool {
     free: Vec<HeapBuf>,
     capacity: usize,
+    /// Buffers made so far (all of them for [`HeapPool::new`]; on demand for
+    /// [`HeapPool::lazy`]).
+    made: usize,
+    data_room: usize,
 }
 
 impl HeapPool {
@@ -274,6 +278,20 @@ impl HeapPool {
         HeapPool {
             free,
             capacity: count,
+            made: count,
+            data_room,
+        }
+    }
+
+    /// The same pool (same capacity, same refusals when it runs out), but each buffer is made
+    /// the first time it is needed: for the emulator, which builds many switches whose pools
+    /// are mostly never used. Not for a live path (it allocates while it grows).
+    pub fn lazy(count: usize, data_room: usize) -> Self {
+        HeapPool {
+            free: Vec::new(),
+            capacity: count,
+            made: 0,
+            data_room,
         }
     }
 
@@ -287,9 +305,17 @@ impl BufPool for HeapPool {
     type Buf = HeapBuf;
     #[inline]
     fn alloc(&mut self) -> Option<HeapBuf> {
-        let mut b = self.free.pop()?;
-        b.reset();
-        Some(b)
+        match self.free.pop() {
+            Some(mut b) => {
+                b.reset();
+                Some(b)
+            }
+            None if self.made < self.capacity => {
+                self.made += 1;
+                Some(HeapBuf::with_capacity(self.data_room))
+            }
+            None => None,
+        }
     }
     #[inline]
     fn free(&mut self, buf: HeapBuf) {
@@ -300,7 +326,7 @@ impl BufPool for HeapPool {
     }
     #[inline]
     fn available(&self) -> usize {
-        self.free.len()
+        self.free.len() + (self.capacity - self.made)
     }
 }
 
@@ -340,5 +366,19 @@ mod tests {
         let r = p.alloc().unwrap();
         assert!(r.is_empty());
         assert_eq!(*r.meta(), Meta::default());
+    }
+
+    #[test]
+    fn lazy_pool_has_the_same_limits() {
+        let mut p = HeapPool::lazy(2, 128);
+        assert_eq!((p.capacity(), p.available()), (2, 2));
+        let a = p.alloc_from(&[1, 2, 3]).unwrap();
+        let b = p.alloc().unwrap();
+        assert!(p.alloc().is_none());
+        assert_eq!(p.available(), 0);
+        p.free(a);
+        p.free(b);
+        assert_eq!(p.available(), 2);
+        assert!(p.alloc_from(&[0u8; 1000]).is_none(), "data room as asked");
     }
 }

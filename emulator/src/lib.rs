@@ -11,6 +11,7 @@ pub mod host;
 pub mod output;
 pub mod scenario;
 pub mod sim;
+pub mod traffic;
 
 use longhaul_dataplane::time::Nanos;
 use longhaul_runtime::Registry;
@@ -51,44 +52,36 @@ pub fn emulate(s: &mut Scenario, registry: &Registry, o: Overrides) -> Result<Re
     })
 }
 
-/// Each flow's FCT when it runs alone (starting at 0) on the same network: the "ideal FCT" the
-/// slowdown divides by. Emulated rather than computed, so it is exact for any topology and
-/// pipeline (store-and-forward per hop, header bytes, ACK path); flows with the same source,
-/// destination and size share one run. Also returns the frame hops those runs took.
+/// Each flow's FCT when it runs alone on the same network: the "ideal FCT" the slowdown
+/// divides by. Emulated rather than computed, so it is exact for any topology and pipeline
+/// (store-and-forward per hop, header bytes, the ACK path): every distinct (source,
+/// destination, size) runs alone, one after the other in one run (a flow that does not
+/// finish alone within the scenario's duration has none). Also returns that run's frame hops.
 pub fn ideal_fcts(s: &Scenario, registry: &Registry) -> Result<(Vec<Option<Nanos>>, u64), String> {
-    let mut memo: HashMap<(usize, usize, u64), Option<Nanos>> = HashMap::new();
-    let mut out = Vec::with_capacity(s.flows.len());
-    let mut hops = 0;
-    for f in &s.flows {
+    let flows = s.all_flows();
+    let mut keys: Vec<(usize, usize, u64)> = Vec::new();
+    let mut index: HashMap<(usize, usize, u64), usize> = HashMap::new();
+    for f in &flows {
         let key = (f.src, f.dst, f.size_bytes);
-        if let Some(v) = memo.get(&key) {
-            out.push(*v);
-            continue;
-        }
-        let alone = Scenario {
-            file: s.file.clone(),
-            params: s.params.clone(),
-            hosts: s.hosts.clone(),
-            switches: s
-                .switches
-                .iter()
-                .map(|w| scenario::SwitchSpec {
-                    name: w.name.clone(),
-                    config_path: w.config_path.clone(),
-                    config: w.config.clone(),
-                })
-                .collect(),
-            links: s.links.clone(),
-            flows: vec![scenario::FlowSpec {
-                start_ns: 0,
-                ..f.clone()
-            }],
-        };
-        let o = Emulation::new(&alone, registry)?.run();
-        hops += o.hops;
-        let fct = o.flows[0].fct_ns();
-        memo.insert(key, fct);
-        out.push(fct);
+        index.entry(key).or_insert_with(|| {
+            keys.push(key);
+            keys.len() - 1
+        });
     }
-    Ok((out, hops))
+    let alone: Vec<scenario::FlowSpec> = keys
+        .iter()
+        .map(|&(src, dst, size_bytes)| scenario::FlowSpec {
+            src,
+            dst,
+            size_bytes,
+            start_ns: 0,
+        })
+        .collect();
+    let o = Emulation::one_at_a_time(s, registry, alone)?.run();
+    let fcts: Vec<Option<Nanos>> = o.flows.iter().map(|f| f.fct_ns()).collect();
+    let out = flows
+        .iter()
+        .map(|f| fcts[index[&(f.src, f.dst, f.size_bytes)]])
+        .collect();
+    Ok((out, o.hops))
 }

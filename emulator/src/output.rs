@@ -8,7 +8,7 @@ use std::path::Path;
 /// (FCT / ideal), and what the transport did. Unfinished flows have empty time columns.
 pub fn flows_csv(r: &Report) -> String {
     let mut s = String::from(
-        "flow,src,dst,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmitted,naks,timeouts,cnps\n",
+        "flow,src,dst,scope,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmitted,naks,timeouts,cnps\n",
     );
     for (f, ideal) in r.outcome.flows.iter().zip(&r.ideal_fct_ns) {
         let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
@@ -18,10 +18,15 @@ pub fn flows_csv(r: &Report) -> String {
         };
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.id,
             f.src,
             f.dst,
+            match f.inter_dc {
+                Some(true) => "inter",
+                Some(false) => "intra",
+                None => "",
+            },
             f.size_bytes,
             f.start_ns,
             opt(f.finish_ns),
@@ -49,6 +54,23 @@ pub fn summary(r: &Report) -> String {
         .collect();
     let mut s = String::new();
     let _ = writeln!(s, "flows: {done} of {} done", o.flows.len());
+    for (scope, inter) in [("intra-DC", false), ("inter-DC", true)] {
+        let v: Vec<f64> = o
+            .flows
+            .iter()
+            .zip(&r.ideal_fct_ns)
+            .filter(|(f, _)| f.inter_dc == Some(inter))
+            .filter_map(|(f, i)| Some(f.fct_ns()? as f64 / (*i)?.max(1) as f64))
+            .collect();
+        if !v.is_empty() {
+            let avg = v.iter().sum::<f64>() / v.len() as f64;
+            let _ = writeln!(
+                s,
+                "{scope} fct slowdown: avg {avg:.3} over {} flows",
+                v.len()
+            );
+        }
+    }
     if !slow.is_empty() {
         let mut v = slow.clone();
         v.sort_by(f64::total_cmp);
@@ -107,9 +129,48 @@ pub fn summary(r: &Report) -> String {
     s
 }
 
-/// Writes `flows.csv` and `summary.txt` into `dir` (created).
+/// The time series (`[emulation] sample_us`), long format `time_ns,series,value`: per flow its
+/// goodput over the last interval (`flow.ID.rate_bps`), per switch port its queued bytes and
+/// PFC frames sent so far (`switch.NAME.PORT.queue_bytes`, `.pfc_tx`), per switch its drops
+/// so far (`switch.NAME.drops`). `None` when the scenario does not sample.
+pub fn timeseries_csv(r: &Report) -> Option<String> {
+    let o = &r.outcome;
+    if o.samples.is_empty() {
+        return None;
+    }
+    let mut s = String::from("time_ns,series,value\n");
+    let mut prev: Option<&(u64, Vec<u64>)> = None;
+    for (k, sample) in o.samples.iter().enumerate() {
+        let (t, acked) = sample;
+        if let Some((t0, a0)) = prev {
+            let dt = (t - t0).max(1) as f64;
+            for (id, (a, b)) in a0.iter().zip(acked).enumerate() {
+                let bps = (b - a) as f64 * 8.0 * 1e9 / dt;
+                let _ = writeln!(s, "{t},flow.{id}.rate_bps,{bps:.0}");
+            }
+        }
+        prev = Some(sample);
+        for ((name, _), (ports, sw)) in o
+            .switches
+            .iter()
+            .zip(o.port_names.iter().zip(&o.switch_samples[k]))
+        {
+            for (port, (q, pfc)) in ports.iter().zip(&sw.ports) {
+                let _ = writeln!(s, "{t},switch.{name}.{port}.queue_bytes,{q}");
+                let _ = writeln!(s, "{t},switch.{name}.{port}.pfc_tx,{pfc}");
+            }
+            let _ = writeln!(s, "{t},switch.{name}.drops,{}", sw.drops);
+        }
+    }
+    Some(s)
+}
+
+/// Writes `flows.csv`, `summary.txt` and (when sampled) `timeseries.csv` into `dir` (created).
 pub fn write(dir: &Path, r: &Report) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("flows.csv"), flows_csv(r))?;
+    if let Some(ts) = timeseries_csv(r) {
+        std::fs::write(dir.join("timeseries.csv"), ts)?;
+    }
     std::fs::write(dir.join("summary.txt"), summary(r))
 }

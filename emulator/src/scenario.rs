@@ -26,6 +26,7 @@
 //! ```
 
 use crate::host::dcqcn::DcqcnParams;
+use crate::traffic::{generate, Cdf, Rng};
 use longhaul_control::config::{span, Config, ConfigError, Validator, S};
 use longhaul_dataplane::time::Nanos;
 use longhaul_runtime::{MechanismSet, Registry};
@@ -41,7 +42,51 @@ pub struct Scenario {
     pub hosts: Vec<HostSpec>,
     pub switches: Vec<SwitchSpec>,
     pub links: Vec<LinkSpec>,
+    /// Explicit flows (`[[flows]]`).
     pub flows: Vec<FlowSpec>,
+    /// Generated traffic (`[[traffic]]`), expanded with the seed by [`Scenario::all_flows`].
+    pub traffic: Vec<TrafficSpec>,
+}
+
+/// `[[traffic]]`: Poisson arrivals at a load, sizes from a CDF (see [`crate::traffic`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrafficSpec {
+    pub sources: Vec<usize>,
+    pub destinations: Vec<usize>,
+    /// Offered load, as a fraction of each source's NIC rate.
+    pub load: f64,
+    pub cdf: Cdf,
+    pub start_ns: Nanos,
+    pub stop_ns: Nanos,
+}
+
+impl Scenario {
+    /// Every flow: the explicit ones, then the generated ones (drawn from the seed), in start
+    /// order within each group.
+    pub fn all_flows(&self) -> Vec<FlowSpec> {
+        let mut out = self.flows.clone();
+        let mut rng = Rng::new(self.params.seed ^ 0x0074_7261_6666_6963);
+        for t in &self.traffic {
+            let rates: Vec<u64> = t.sources.iter().map(|&h| self.hosts[h].rate_bps).collect();
+            for (src, dst, size, start) in generate(
+                &t.sources,
+                &rates,
+                &t.destinations,
+                t.load,
+                &t.cdf,
+                (t.start_ns, t.stop_ns),
+                &mut rng,
+            ) {
+                out.push(FlowSpec {
+                    src,
+                    dst,
+                    size_bytes: size,
+                    start_ns: start,
+                });
+            }
+        }
+        out
+    }
 }
 
 /// `[emulation]`: the run and the host models' parameters.
@@ -70,6 +115,8 @@ pub struct Params {
     pub dcqcn: Option<DcqcnParams>,
     /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs).
     pub host_agents: Vec<String>,
+    /// The time series (`timeseries.csv`) are sampled this often; `None`: not recorded.
+    pub sample_ns: Option<Nanos>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +125,8 @@ pub struct HostSpec {
     pub ip: Ipv4Addr,
     pub mac: [u8; 6],
     pub rate_bps: u64,
+    /// The datacenter it is in (`dc`), to tell intra- from inter-DC flows in the outputs.
+    pub dc: Option<String>,
 }
 
 #[derive(Debug)]
@@ -121,6 +170,18 @@ struct RawScenario {
     switches: Option<Vec<S<RawSwitch>>>,
     links: Option<Vec<S<RawLink>>>,
     flows: Option<Vec<S<RawFlow>>>,
+    traffic: Option<Vec<S<RawTraffic>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTraffic {
+    sources: Option<S<Vec<S<String>>>>,
+    destinations: Option<S<Vec<S<String>>>>,
+    load: Option<S<f64>>,
+    cdf: Option<S<String>>,
+    start_us: Option<S<f64>>,
+    stop_us: Option<S<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -137,6 +198,7 @@ struct RawEmulation {
     control_dscp: Option<S<i64>>,
     data_priority: Option<S<i64>>,
     host_agents: Option<S<Vec<S<String>>>>,
+    sample_us: Option<S<f64>>,
     dcqcn: Option<RawDcqcn>,
 }
 
@@ -162,6 +224,7 @@ struct RawHost {
     ip: Option<S<String>>,
     mac: Option<S<String>>,
     rate_gbps: Option<S<f64>>,
+    dc: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -285,6 +348,7 @@ impl Scenario {
                     ip,
                     mac,
                     rate_bps: rate,
+                    dc: h.dc.as_ref().map(|d| d.get_ref().clone()),
                 });
             }
         }
@@ -436,6 +500,93 @@ impl Scenario {
                 });
             }
         }
+        let mut traffic = Vec::new();
+        for (i, t) in raw.traffic.iter().flatten().enumerate() {
+            let table = span(t);
+            let t = t.get_ref();
+            let k = |x: &str| format!("traffic[{i}].{x}");
+            let names = |v: &mut Validator, key: String, l: &Option<S<Vec<S<String>>>>| {
+                let mut out = Vec::new();
+                let Some(l) = v.required(&key, l, &table) else {
+                    return out;
+                };
+                if l.get_ref().is_empty() {
+                    v.err(&key, span(l), "must name at least one host");
+                }
+                for (j, h) in l.get_ref().iter().enumerate() {
+                    match hosts.iter().position(|x| &x.name == h.get_ref()) {
+                        Some(x) if !out.contains(&x) => out.push(x),
+                        Some(_) => v.err(format!("{key}[{j}]"), span(h), "host listed twice"),
+                        None => v.err(
+                            format!("{key}[{j}]"),
+                            span(h),
+                            format!("no host '{}'", h.get_ref()),
+                        ),
+                    }
+                }
+                out
+            };
+            let sources = names(&mut v, k("sources"), &t.sources);
+            let destinations = names(&mut v, k("destinations"), &t.destinations);
+            let load = match v.required(&k("load"), &t.load, &table) {
+                Some(l) if *l.get_ref() > 0.0 && *l.get_ref() <= 1.0 => *l.get_ref(),
+                Some(l) => {
+                    v.err(
+                        k("load"),
+                        span(l),
+                        format!("{} is out of range: more than 0, at most 1", l.get_ref()),
+                    );
+                    0.5
+                }
+                None => 0.5,
+            };
+            let cdf = v.required(&k("cdf"), &t.cdf, &table).and_then(|c| {
+                let name = c.get_ref();
+                let r = match Cdf::builtin(name) {
+                    Some(cdf) => Ok(cdf),
+                    None => std::fs::read_to_string(dir.join(name))
+                        .map_err(|e| format!("'{name}' is neither a shipped CDF (websearch, hadoop) nor a readable file: {e}"))
+                        .and_then(|text| Cdf::parse(&text).map_err(|e| format!("{name}: {e}"))),
+                };
+                r.map_err(|m| v.err(k("cdf"), span(c), m)).ok()
+            });
+            let start_ns = us(&mut v, &k("start_us"), &t.start_us, 0.0);
+            let stop_ns = match &t.stop_us {
+                None => params.duration_ns,
+                Some(_) => us(&mut v, &k("stop_us"), &t.stop_us, 0.0),
+            };
+            if stop_ns <= start_ns {
+                v.err(
+                    k("stop_us"),
+                    t.stop_us.as_ref().and_then(span),
+                    "must be after start_us",
+                );
+            }
+            if sources.len() == 1 && destinations == sources {
+                v.err(
+                    k("destinations"),
+                    None,
+                    "a source needs another host to send to",
+                );
+            }
+            if let Some(cdf) = cdf {
+                if cdf.sample(1.0) > (params.mtu as f64) * (1u64 << 22) as f64 {
+                    v.err(
+                        k("cdf"),
+                        None,
+                        "its largest flow is too large for 24-bit PSNs at this mtu",
+                    );
+                }
+                traffic.push(TrafficSpec {
+                    sources,
+                    destinations,
+                    load,
+                    cdf,
+                    start_ns,
+                    stop_ns,
+                });
+            }
+        }
         let mut errors = v.into_errors();
         errors.extend(sub_errors);
         if !errors.is_empty() {
@@ -448,6 +599,7 @@ impl Scenario {
             switches,
             links,
             flows,
+            traffic,
         })
     }
 }
@@ -621,6 +773,10 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             .is_none_or(|e| *e.get_ref())
             .then_some(dc),
         host_agents: Vec::new(),
+        sample_ns: e
+            .sample_us
+            .is_some()
+            .then(|| us(v, &k("sample_us"), &e.sample_us, 10.0).max(100)),
     }
 }
 

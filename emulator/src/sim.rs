@@ -8,6 +8,7 @@
 //! after its transmission starts (last bit in), and may lose it (seeded). Nothing reads the wall
 //! clock, and ties are broken by insertion order, so a scenario and a seed give the same run.
 
+use crate::host::rnic::NOT_STARTED;
 use crate::host::{wire_time, Host, HostStats};
 use crate::scenario::{End, Scenario};
 use longhaul_dataplane::engine::SwitchSnapshot;
@@ -21,12 +22,22 @@ enum Ev {
     Wake(usize),
 }
 
+/// A switch at one sampling instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchSample {
+    /// Per port: bytes queued (all classes), PFC frames sent so far.
+    pub ports: Vec<(u64, u64)>,
+    pub drops: u64,
+}
+
 /// One flow's result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowResult {
     pub id: usize,
     pub src: String,
     pub dst: String,
+    /// Whether it crosses datacenters (both hosts have a `dc`), `None` when unknown.
+    pub inter_dc: Option<bool>,
     pub size_bytes: u64,
     pub start_ns: Nanos,
     /// When the ACK of its last packet reached the sender; `None`: not done by the end.
@@ -57,6 +68,11 @@ pub struct Outcome {
     pub hosts: Vec<(String, HostStats)>,
     /// Every `sample_ns` (when set): the time and each flow's acknowledged bytes.
     pub samples: Vec<(Nanos, Vec<u64>)>,
+    /// At the same times: per switch, per port (queued bytes, PFC frames sent so far), and the
+    /// switch's drops so far.
+    pub switch_samples: Vec<Vec<SwitchSample>>,
+    /// Port names per switch (for the series' names).
+    pub port_names: Vec<Vec<String>>,
     /// Each switch's name and counters at the end.
     pub switches: Vec<(String, SwitchSnapshot)>,
 }
@@ -88,11 +104,37 @@ pub struct Emulation {
     sample_ns: Option<Nanos>,
     next_sample: Nanos,
     samples: Vec<(Nanos, Vec<u64>)>,
+    switch_samples: Vec<Vec<SwitchSample>>,
+    /// One flow at a time (the runs alone): the flow running, and when it is given up.
+    sequential: Option<(usize, Nanos)>,
 }
+
+/// Gap between two flows run one after the other.
+const SEQUENTIAL_GAP_NS: Nanos = 1_000;
 
 impl Emulation {
     /// Builds the network of `s`: every switch from its config through the registry.
     pub fn new(s: &Scenario, registry: &Registry) -> Result<Self, String> {
+        Self::build(s, registry, s.all_flows(), false)
+    }
+
+    /// The same network running `flows` one at a time, each started (whatever its start time)
+    /// when the one before completed, or gave up after the scenario's duration: every flow
+    /// alone on the empty network, in one run.
+    pub fn one_at_a_time(
+        s: &Scenario,
+        registry: &Registry,
+        flows: Vec<crate::scenario::FlowSpec>,
+    ) -> Result<Self, String> {
+        Self::build(s, registry, flows, true)
+    }
+
+    fn build(
+        s: &Scenario,
+        registry: &Registry,
+        all: Vec<crate::scenario::FlowSpec>,
+        sequential: bool,
+    ) -> Result<Self, String> {
         let mut switches: Vec<Box<dyn EmulatedSwitch>> = Vec::new();
         for sw in &s.switches {
             let p = registry
@@ -135,11 +177,16 @@ impl Emulation {
             hosts.push(host);
         }
         let mut flows = Vec::new();
-        for (id, f) in s.flows.iter().enumerate() {
+        for (id, f) in all.iter().enumerate() {
             let (src_ip, dst_ip) = (s.hosts[f.src].ip, s.hosts[f.dst].ip);
-            hosts[f.src].add_sender(id, dst_ip, f.size_bytes, f.start_ns);
-            hosts[f.dst].add_receiver(id, src_ip, f.start_ns);
-            flows.push((f.src, f.dst, f.size_bytes, f.start_ns));
+            let start = match (sequential, id) {
+                (false, _) => f.start_ns,
+                (true, 0) => 0,
+                (true, _) => NOT_STARTED,
+            };
+            hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start);
+            hosts[f.dst].add_receiver(id, src_ip, start);
+            flows.push((f.src, f.dst, f.size_bytes, start));
         }
         let n = hosts.len();
         let mut e = Emulation {
@@ -159,7 +206,12 @@ impl Emulation {
             sample_ns: None,
             next_sample: 0,
             samples: Vec::new(),
+            switch_samples: Vec::new(),
+            sequential: (sequential && !all.is_empty()).then_some((0, s.params.duration_ns)),
         };
+        if let Some(ns) = s.params.sample_ns {
+            e.sample_every(ns);
+        }
         for h in 0..n {
             e.reschedule(h);
         }
@@ -170,6 +222,31 @@ impl Emulation {
     pub fn sample_every(&mut self, ns: Nanos) {
         self.sample_ns = Some(ns.max(1));
         self.next_sample = 0;
+    }
+
+    fn sample(&mut self) {
+        let v = self.acked_bytes();
+        self.samples.push((self.next_sample, v));
+        let sw: Vec<SwitchSample> = self
+            .switches
+            .iter()
+            .map(|s| {
+                let snap = s.snapshot();
+                SwitchSample {
+                    ports: snap
+                        .ports
+                        .iter()
+                        .map(|p| {
+                            let q: u64 = p.classes.iter().map(|c| c.depth_bytes).sum();
+                            (q, p.stats.pfc_tx)
+                        })
+                        .collect(),
+                    drops: snap.stats.drops.iter().map(|(_, v)| v).sum(),
+                }
+            })
+            .collect();
+        self.switch_samples.push(sw);
+        self.next_sample += self.sample_ns.unwrap_or(Nanos::MAX);
     }
 
     fn acked_bytes(&self) -> Vec<u64> {
@@ -261,15 +338,11 @@ impl Emulation {
                     None => break,
                 },
             };
-            if t > self.duration_ns {
+            if t > self.duration_ns && self.sequential.is_none() {
                 break;
             }
-            if let Some(every) = self.sample_ns {
-                while self.next_sample <= t {
-                    let v = self.acked_bytes();
-                    self.samples.push((self.next_sample, v));
-                    self.next_sample += every;
-                }
+            while self.sample_ns.is_some() && self.next_sample <= t {
+                self.sample();
             }
             now = t;
             woken.clear();
@@ -315,16 +388,35 @@ impl Emulation {
                 }
                 self.reschedule(h);
             }
+            self.next_in_sequence(t);
         }
         // Nothing changes between the last event and the end: sample up to the duration.
-        if let Some(every) = self.sample_ns {
-            while self.next_sample <= self.duration_ns {
-                let v = self.acked_bytes();
-                self.samples.push((self.next_sample, v));
-                self.next_sample += every;
-            }
+        while self.sample_ns.is_some() && self.next_sample <= self.duration_ns {
+            self.sample();
         }
         self.outcome(now)
+    }
+
+    /// One at a time: when the running flow is done (or its time is up), start the next.
+    fn next_in_sequence(&mut self, t: Nanos) {
+        let Some((k, deadline)) = self.sequential else {
+            return;
+        };
+        let (src, ..) = self.flows[k];
+        if self.sender(src, k).qp.done.is_none() && t < deadline {
+            return;
+        }
+        if k + 1 == self.flows.len() {
+            self.sequential = None;
+            self.duration_ns = t; // the last one is done: stop
+            return;
+        }
+        let start = t + SEQUENTIAL_GAP_NS;
+        let (next_src, ..) = self.flows[k + 1];
+        self.flows[k + 1].3 = start;
+        self.hosts[next_src].start_flow(k + 1, start);
+        self.reschedule(next_src);
+        self.sequential = Some((k + 1, start + self.duration_ns));
     }
 
     fn outcome(self, end_ns: Nanos) -> Outcome {
@@ -335,6 +427,10 @@ impl Emulation {
                 id,
                 src: self.hosts[src].spec.name.clone(),
                 dst: self.hosts[dst].spec.name.clone(),
+                inter_dc: match (&self.hosts[src].spec.dc, &self.hosts[dst].spec.dc) {
+                    (Some(a), Some(b)) => Some(a != b),
+                    _ => None,
+                },
                 size_bytes: size,
                 start_ns: start,
                 finish_ns: q.done,
@@ -351,6 +447,12 @@ impl Emulation {
             hops: self.stats.1,
             link_drops: self.stats.2,
             samples: self.samples,
+            switch_samples: self.switch_samples,
+            port_names: self
+                .switches
+                .iter()
+                .map(|s| s.ports().iter().map(|p| p.name.clone()).collect())
+                .collect(),
             hosts: self
                 .hosts
                 .iter()

@@ -280,3 +280,73 @@ fn bad_scenarios_name_the_file_and_key() {
     );
     assert!(e[0].contains("(line 2, column 1)"), "{e:?}");
 }
+
+/// Generated traffic: Poisson arrivals with WebSearch sizes, drawn from the seed; the time
+/// series are written when sampling is on.
+#[test]
+fn websearch_traffic_and_time_series() {
+    let reg = longhaul_pipelines::registry();
+    let mut s = Scenario::load(&dir().join("websearch.toml"), reg.as_ref()).unwrap();
+    let flows = s.all_flows();
+    assert!(flows.len() >= 10, "{} flows", flows.len());
+    assert!(flows
+        .iter()
+        .all(|f| f.src != f.dst && f.start_ns < 2_000_000));
+    assert_eq!(flows, s.all_flows(), "drawn from the seed");
+    let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
+    let ts = output::timeseries_csv(&r).expect("sampled");
+    assert!(ts.starts_with("time_ns,series,value\n"));
+    assert!(ts.contains(",switch.tor.h3.queue_bytes,"));
+    assert!(ts.contains(",flow.0.rate_bps,"));
+    // 4 ms sampled every 20 us: 201 instants, each with 4 ports x 2 series + drops.
+    let q = ts.lines().filter(|l| l.contains(".h0.queue_bytes")).count();
+    assert_eq!(q, 201);
+    let done = r
+        .outcome
+        .flows
+        .iter()
+        .filter(|f| f.finish_ns.is_some())
+        .count();
+    assert!(
+        done * 10 >= flows.len() * 9,
+        "{done} of {} done",
+        flows.len()
+    );
+    let mut other = Scenario::load(&dir().join("websearch.toml"), reg.as_ref()).unwrap();
+    other.params.seed = 2;
+    assert_ne!(other.all_flows(), flows, "another seed, other flows");
+}
+
+#[test]
+fn bad_traffic_is_named() {
+    let t =
+        "[[traffic]]\nsources = [\"h0\"]\ndestinations = [\"h5\"]\nload = 1.5\ncdf = \"nope\"\n";
+    let e = errors(&scenario("", t, "")).join("\n");
+    for part in [
+        "traffic[0].destinations[0]: no host 'h5'",
+        "traffic[0].load: 1.5 is out of range",
+        "traffic[0].cdf: 'nope' is neither a shipped CDF (websearch, hadoop) nor a readable file",
+    ] {
+        assert!(e.contains(part), "{part} not in\n{e}");
+    }
+}
+
+/// The ideal FCTs (every distinct flow alone, one after the other in one run) are each flow's
+/// FCT when the scenario holds only that flow.
+#[test]
+fn ideal_fcts_equal_each_flow_alone() {
+    let flows = [
+        flow(0, 3, 300_000, 5.0),
+        flow(1, 2, 2_000, 0.0),
+        flow(2, 3, 50_000, 1.0),
+    ]
+    .concat();
+    let s = load(&scenario("", &flows, ""));
+    let reg = longhaul_pipelines::registry();
+    let (ideal, _) = longhaul_emulator::ideal_fcts(&s, &reg).unwrap();
+    for (i, f) in s.flows.iter().enumerate() {
+        let alone = load(&scenario("", &flow(f.src, f.dst, f.size_bytes, 0.0), ""));
+        let fct = Emulation::new(&alone, &reg).unwrap().run().flows[0].fct_ns();
+        assert_eq!(ideal[i], fct, "flow {i}");
+    }
+}

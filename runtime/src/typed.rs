@@ -5,13 +5,13 @@
 use crate::build::switch_spec;
 use crate::emulated::EmulatedSwitch;
 use crate::mechanism::{MechanismSet, PipelineMechanism};
-use crate::platform::heap_pool;
 use crate::registry::{ErasedPipeline, Registry};
 use crate::replay::{replay_with, ReplayInput, ReplayResult};
 use crate::run::{run_on_platform, RunOptions, RunReport};
 use longhaul_control::config::Config;
 use longhaul_control::plane::Inline;
 use longhaul_dataplane::engine::Switch;
+use longhaul_dataplane::packet::HeapPool;
 use longhaul_dataplane::replay::Harness;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,11 +43,10 @@ impl<M: PipelineMechanism> ErasedPipeline for Typed<M> {
 
     fn emulated(&self, mechanisms: &dyn MechanismSet, cfg: &Config) -> Box<dyn EmulatedSwitch> {
         let m = &self.0;
-        let mut sw = Switch::new(
-            switch_spec(cfg, mechanisms),
-            heap_pool(cfg),
-            m.pipeline(cfg),
-        );
+        // The same pool as replay's, its buffers made on first use (an emulation builds many
+        // switches, for the runs alone too, and most buffers are never touched).
+        let pool = HeapPool::lazy(cfg.switch.pool_buffers, cfg.switch.buffer_data_room);
+        let mut sw = Switch::new(switch_spec(cfg, mechanisms), pool, m.pipeline(cfg));
         sw.set_inline_control(
             Box::new(Inline(m.control(cfg))),
             cfg.control.control_latency_ns,

@@ -140,11 +140,18 @@ impl Host {
         self.p.mtu
     }
 
+    /// Start flow `flow`'s message (created not started) at `t`.
+    pub fn start_flow(&mut self, flow: usize, t: Nanos) {
+        if let Some(s) = self.senders.iter_mut().find(|s| s.flow == flow) {
+            s.qp.start_at(t);
+        }
+    }
+
     /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
     pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
         let cc = self.p.dcqcn.map(|d| Dcqcn::new(d, self.spec.rate_bps));
         self.announce(
-            start,
+            if start == rnic::NOT_STARTED { 0 } else { start },
             QpInfo {
                 peer_ip: peer,
                 local_qpn: REQ_QPN_BASE + flow as u32,
@@ -166,7 +173,7 @@ impl Host {
     /// Flow `flow` from `peer` to this host, whose QP is created at `start`.
     pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos) {
         self.announce(
-            start,
+            if start == rnic::NOT_STARTED { 0 } else { start },
             QpInfo {
                 peer_ip: peer,
                 local_qpn: RESP_QPN_BASE + flow as u32,
@@ -444,6 +451,7 @@ mod tests {
                 ip: Ipv4Addr::from(ip),
                 mac: [2, 0, 0, 0, 0, mac],
                 rate_bps: 100_000_000_000,
+                dc: None,
             },
             [2, 0, 0, 0, 0, 0xee],
             params(),

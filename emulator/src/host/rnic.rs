@@ -11,6 +11,9 @@
 use super::dcqcn::Dcqcn;
 use longhaul_dataplane::time::Nanos;
 
+/// The start time of a QP whose message waits to be started ([`SendQp::start_at`]).
+pub const NOT_STARTED: Nanos = Nanos::MAX;
+
 /// What the responder answers to a data packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -70,9 +73,17 @@ impl SendQp {
         }
     }
 
-    /// Whether it has a packet to send (ignoring the rate limiter).
+    /// Whether it has a packet to send (ignoring the rate limiter); a QP not started yet
+    /// ([`NOT_STARTED`]) has none.
     pub fn has_data(&self) -> bool {
-        self.done.is_none() && self.snd_nxt < self.total
+        self.done.is_none() && self.snd_nxt < self.total && self.start != NOT_STARTED
+    }
+
+    /// Start the message at `t` (for a QP created with [`NOT_STARTED`]).
+    pub fn start_at(&mut self, t: Nanos) {
+        self.start = t;
+        self.next_tx = t;
+        self.last_progress = t;
     }
 
     /// Payload bytes of packet `psn`.
@@ -127,7 +138,10 @@ impl SendQp {
 
     /// No progress for `rto` while packets are outstanding: go back to the oldest one.
     pub fn check_timeout(&mut self, now: Nanos, rto: Nanos) {
-        if self.done.is_none() && self.snd_una < self.snd_nxt && now >= self.last_progress + rto {
+        if self.done.is_none()
+            && self.snd_una < self.snd_nxt
+            && now >= self.last_progress.saturating_add(rto)
+        {
             self.timeouts += 1;
             self.last_progress = now;
             self.go_back(self.snd_una);
@@ -140,7 +154,8 @@ impl SendQp {
 
     /// When the retransmission timer fires, if packets are outstanding.
     pub fn timeout_at(&self, rto: Nanos) -> Option<Nanos> {
-        (self.done.is_none() && self.snd_una < self.snd_nxt).then_some(self.last_progress + rto)
+        (self.done.is_none() && self.snd_una < self.snd_nxt)
+            .then(|| self.last_progress.saturating_add(rto))
     }
 }
 
