@@ -100,6 +100,11 @@ pub struct Params {
     pub mtu: u32,
     /// The receiver acknowledges every `ack_interval` in-order packets (and the last one).
     pub ack_interval: u32,
+    /// The RNIC's TX window: packets a QP may have unacknowledged (0: no limit).
+    pub window: u32,
+    /// The responder keeps out-of-order packets (`responder = "selective"`, RNIC-SR) instead
+    /// of discarding them (`"go-back-n"`, the default).
+    pub keep_ooo: bool,
     /// Sender retransmission timeout (go back to the oldest unacknowledged PSN).
     pub rto_ns: Nanos,
     /// Receiver: a NAK for the same expected PSN is repeated at most this often.
@@ -191,6 +196,8 @@ struct RawEmulation {
     seed: Option<S<i64>>,
     mtu: Option<S<i64>>,
     ack_interval: Option<S<i64>>,
+    window: Option<S<i64>>,
+    responder: Option<S<String>>,
     rto_us: Option<S<f64>>,
     nak_interval_us: Option<S<f64>>,
     cnp_interval_us: Option<S<f64>>,
@@ -761,6 +768,20 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         seed: v.int_or(&k("seed"), &e.seed, 1, 0, i64::MAX) as u64,
         mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
         ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
+        window: v.int_or(&k("window"), &e.window, 0, 0, 1 << 22) as u32,
+        keep_ooo: match &e.responder {
+            None => false,
+            Some(r) if r.get_ref() == "go-back-n" => false,
+            Some(r) if r.get_ref() == "selective" => true,
+            Some(r) => {
+                v.err(
+                    k("responder"),
+                    span(r),
+                    format!("'{}': expected \"go-back-n\" or \"selective\"", r.get_ref()),
+                );
+                false
+            }
+        },
         rto_ns: us(v, &k("rto_us"), &e.rto_us, 8000.0).max(1),
         nak_interval_ns: us(v, &k("nak_interval_us"), &e.nak_interval_us, 500.0),
         cnp_interval_ns: us(v, &k("cnp_interval_us"), &e.cnp_interval_us, 50.0),

@@ -184,7 +184,7 @@ impl Host {
         self.receivers.insert(
             RESP_QPN_BASE + flow as u32,
             Receiver {
-                qp: RecvQp::default(),
+                qp: RecvQp::new(self.p.keep_ooo),
                 peer_ip: peer,
                 peer_qpn: REQ_QPN_BASE + flow as u32,
                 sport: sport(flow),
@@ -361,7 +361,7 @@ impl Host {
         let n = self.senders.len();
         let i = (0..n).map(|k| (self.rr + k) % n).find(|&i| {
             let q = &self.senders[i].qp;
-            q.has_data() && q.start <= now && q.next_tx <= now
+            q.has_data() && q.start <= now && q.next_tx <= now && q.window_open(self.p.window)
         })?;
         self.rr = (i + 1) % n;
         let mtu = self.p.mtu;
@@ -414,7 +414,7 @@ impl Host {
         }
         for s in &self.senders {
             let q = &s.qp;
-            if q.has_data() {
+            if q.has_data() && q.window_open(self.p.window) {
                 take(
                     q.start
                         .max(q.next_tx)

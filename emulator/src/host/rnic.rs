@@ -79,6 +79,11 @@ impl SendQp {
         self.done.is_none() && self.snd_nxt < self.total && self.start != NOT_STARTED
     }
 
+    /// Whether the TX window (`window` packets unacknowledged, 0 = none) lets another go.
+    pub fn window_open(&self, window: u32) -> bool {
+        window == 0 || self.snd_nxt - self.snd_una < window
+    }
+
     /// Start the message at `t` (for a QP created with [`NOT_STARTED`]).
     pub fn start_at(&mut self, t: Nanos) {
         self.start = t;
@@ -164,6 +169,12 @@ impl SendQp {
 pub struct RecvQp {
     /// The next PSN expected.
     pub epsn: u32,
+    /// Out-of-order packets kept (a selective-receive responder, [`RecvQp::keep_ooo`]): placed
+    /// at once, counted when the gap before them fills.
+    ooo: std::collections::BTreeSet<u32>,
+    /// Keep out-of-order packets (RNIC-SR: ConnectX out-of-order placement) instead of
+    /// discarding them (classic go-back-N responder). The NAK is the same either way.
+    pub keep_ooo: bool,
     /// In-order packets since the last ACK.
     since_ack: u32,
     /// The expected PSN the last NAK was for, and when it was sent.
@@ -174,6 +185,14 @@ pub struct RecvQp {
 }
 
 impl RecvQp {
+    /// A responder that keeps out-of-order packets (`keep_ooo`) or discards them.
+    pub fn new(keep_ooo: bool) -> Self {
+        RecvQp {
+            keep_ooo,
+            ..RecvQp::default()
+        }
+    }
+
     /// Data packet `psn` (AckReq `ack_req`) arrived at `now`.
     pub fn on_data(
         &mut self,
@@ -186,13 +205,22 @@ impl RecvQp {
         if psn == self.epsn {
             self.epsn += 1;
             self.since_ack += 1;
-            if ack_req || self.since_ack >= ack_interval {
+            let mut last = ack_req;
+            while self.ooo.remove(&self.epsn) {
+                self.epsn += 1;
+                self.since_ack += 1;
+                last = true;
+            }
+            if last || self.since_ack >= ack_interval {
                 self.since_ack = 0;
-                return Reply::Ack(psn);
+                return Reply::Ack(self.epsn - 1);
             }
             Reply::None
         } else if psn > self.epsn {
             self.out_of_order += 1;
+            if self.keep_ooo {
+                self.ooo.insert(psn);
+            }
             match self.nak {
                 Some((e, at)) if e == self.epsn && now < at + nak_interval => Reply::None,
                 _ => {
@@ -263,6 +291,30 @@ mod tests {
         }
         assert_eq!(s.done, Some(50));
         assert_eq!(s.retransmitted, 3, "2 (lost), 3 and 4 were sent again");
+    }
+
+    /// A selective-receive responder keeps 2 and 3 while 1 is late, NAKs once, and ACKs all
+    /// of them when 1 arrives; a go-back-N one discards them.
+    #[test]
+    fn selective_receive_keeps_out_of_order_packets() {
+        let mut r = RecvQp {
+            keep_ooo: true,
+            ..RecvQp::default()
+        };
+        let got: Vec<Reply> = [0, 2, 3, 1]
+            .iter()
+            .map(|&p| r.on_data(0, p, false, 1, 500_000))
+            .collect();
+        assert_eq!(
+            got,
+            [Reply::Ack(0), Reply::Nak(1), Reply::None, Reply::Ack(3)]
+        );
+        assert_eq!(r.epsn, 4);
+        let mut g = RecvQp::default();
+        for p in [0, 2, 3, 1] {
+            g.on_data(0, p, false, 1, 500_000);
+        }
+        assert_eq!(g.epsn, 2, "2 and 3 were discarded");
     }
 
     #[test]
