@@ -191,14 +191,9 @@ fn cmd_emulate(
     );
     print!("{}", longhaul_emulator::output::summary(&report));
     if let Some(dir) = out_dir {
-        longhaul_emulator::output::write(dir, &report)
+        let names = longhaul_emulator::output::write(dir, &report)
             .with_context(|| format!("writing {}", dir.display()))?;
-        let ts = if report.outcome.samples.is_empty() {
-            ""
-        } else {
-            ", timeseries.csv"
-        };
-        println!("wrote {}/flows.csv{ts} and summary.txt", dir.display());
+        println!("wrote into {}: {}", dir.display(), names.join(", "));
     }
     Ok(ExitCode::SUCCESS)
 }

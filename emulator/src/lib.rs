@@ -9,6 +9,7 @@
 
 pub mod host;
 pub mod output;
+pub mod plot;
 pub mod scenario;
 pub mod sim;
 pub mod traffic;

@@ -165,12 +165,21 @@ pub fn timeseries_csv(r: &Report) -> Option<String> {
     Some(s)
 }
 
-/// Writes `flows.csv`, `summary.txt` and (when sampled) `timeseries.csv` into `dir` (created).
-pub fn write(dir: &Path, r: &Report) -> std::io::Result<()> {
+/// Writes `flows.csv`, `summary.txt`, (when sampled) `timeseries.csv`, and the plots
+/// ([`crate::plot`]) into `dir` (created); returns the names of the files written.
+pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<String>> {
     std::fs::create_dir_all(dir)?;
+    let mut names = vec!["flows.csv".to_string()];
     std::fs::write(dir.join("flows.csv"), flows_csv(r))?;
     if let Some(ts) = timeseries_csv(r) {
         std::fs::write(dir.join("timeseries.csv"), ts)?;
+        names.push("timeseries.csv".into());
     }
-    std::fs::write(dir.join("summary.txt"), summary(r))
+    std::fs::write(dir.join("summary.txt"), summary(r))?;
+    names.push("summary.txt".into());
+    for p in crate::plot::write(dir, r)? {
+        names.push(format!("{p}.png"));
+        names.push(format!("{p}.svg"));
+    }
+    Ok(names)
 }

@@ -350,3 +350,38 @@ fn ideal_fcts_equal_each_flow_alone() {
         assert_eq!(ideal[i], fct, "flow {i}");
     }
 }
+
+/// `--out-dir` gets the CSVs, the summary and the plots (PNG and SVG), the same bytes on every
+/// run.
+#[test]
+fn out_dir_has_the_plots() {
+    let reg = longhaul_pipelines::registry();
+    let run = |dir: &Path| {
+        let mut s = Scenario::load(&dir().join("websearch.toml"), reg.as_ref()).unwrap();
+        let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
+        output::write(dir, &r).unwrap()
+    };
+    let base = std::env::temp_dir().join(format!("longhaul-emu-{}", std::process::id()));
+    let (a, b) = (base.join("a"), base.join("b"));
+    let names = run(&a);
+    run(&b);
+    for plot in ["fct_slowdown", "queues", "rates"] {
+        let png = std::fs::read(a.join(format!("{plot}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{plot}.png");
+        let svg = std::fs::read_to_string(a.join(format!("{plot}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{plot}.svg");
+        assert!(
+            svg.contains("time (us)") || svg.contains("flow size"),
+            "{plot}.svg has its axes"
+        );
+    }
+    for n in &names {
+        assert_eq!(
+            std::fs::read(a.join(n)).unwrap(),
+            std::fs::read(b.join(n)).unwrap(),
+            "{n} differs between two runs"
+        );
+    }
+    assert_eq!(names.len(), 9, "{names:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}
