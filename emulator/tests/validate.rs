@@ -356,10 +356,10 @@ fn ideal_fcts_equal_each_flow_alone() {
 #[test]
 fn out_dir_has_the_plots() {
     let reg = longhaul_pipelines::registry();
-    let run = |dir: &Path| {
+    let run = |out: &Path| {
         let mut s = Scenario::load(&dir().join("websearch.toml"), reg.as_ref()).unwrap();
         let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
-        output::write(dir, &r).unwrap()
+        output::write(out, &r).unwrap()
     };
     let base = std::env::temp_dir().join(format!("longhaul-emu-{}", std::process::id()));
     let (a, b) = (base.join("a"), base.join("b"));
