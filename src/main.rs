@@ -182,7 +182,27 @@ fn cmd_emulate(
         duration_ns: duration_us.map(|d| (d * 1000.0).round() as u64),
     };
     let wall = std::time::Instant::now();
-    let report = longhaul_emulator::emulate(&mut s, &registry, o).map_err(|e| anyhow!(e))?;
+    // A progress line on a terminal, once the run has taken a couple of seconds.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last = std::time::Instant::now();
+    let mut shown = false;
+    let mut progress = |now: u64, duration: u64| {
+        if tty && wall.elapsed().as_secs() >= 2 && last.elapsed().as_millis() >= 500 {
+            last = std::time::Instant::now();
+            shown = true;
+            eprint!(
+                "\rlonghaul: emulating: {:.3} of {:.3} ms virtual ({:.0}%)   ",
+                now as f64 / 1e6,
+                duration as f64 / 1e6,
+                100.0 * now as f64 / duration.max(1) as f64
+            );
+        }
+    };
+    let report = longhaul_emulator::emulate_with_progress(&mut s, &registry, o, &mut progress)
+        .map_err(|e| anyhow!(e))?;
+    if shown {
+        eprintln!();
+    }
     let secs = wall.elapsed().as_secs_f64();
     let hops = report.outcome.hops + report.ideal_hops;
     eprintln!(

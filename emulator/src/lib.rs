@@ -38,13 +38,23 @@ pub struct Report {
 
 /// Runs scenario `s` and, for the slowdowns, every distinct (source, destination, size) alone.
 pub fn emulate(s: &mut Scenario, registry: &Registry, o: Overrides) -> Result<Report, String> {
+    emulate_with_progress(s, registry, o, &mut |_, _| {})
+}
+
+/// [`emulate`], calling `progress(virtual now, duration)` now and then during the main run.
+pub fn emulate_with_progress(
+    s: &mut Scenario,
+    registry: &Registry,
+    o: Overrides,
+    progress: &mut dyn FnMut(Nanos, Nanos),
+) -> Result<Report, String> {
     if let Some(seed) = o.seed {
         s.params.seed = seed;
     }
     if let Some(d) = o.duration_ns {
         s.params.duration_ns = d;
     }
-    let outcome = Emulation::new(s, registry)?.run();
+    let outcome = Emulation::new(s, registry)?.run_with_progress(progress);
     let (ideal_fct_ns, ideal_hops) = ideal_fcts(s, registry)?;
     Ok(Report {
         outcome,

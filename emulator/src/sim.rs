@@ -325,10 +325,19 @@ impl Emulation {
     }
 
     /// Runs to the end (`duration`, or earlier when nothing is left to do).
-    pub fn run(mut self) -> Outcome {
+    pub fn run(self) -> Outcome {
+        self.run_with_progress(&mut |_, _| {})
+    }
+
+    /// Like [`Emulation::run`], calling `progress(virtual now, duration)` every 65536 events
+    /// (for a progress line: it must not touch the emulation, which stays deterministic).
+    pub fn run_with_progress(mut self, progress: &mut dyn FnMut(Nanos, Nanos)) -> Outcome {
         let mut now = 0;
         let mut woken: Vec<usize> = Vec::new();
         loop {
+            if self.stats.0 & 0xffff == 0 {
+                progress(now, self.duration_ns);
+            }
             let t_heap = self.heap.peek().map(|Reverse((t, _, _))| *t);
             let t_sw = self.switches.iter().filter_map(|s| s.next_event()).min();
             let t = match (t_heap, t_sw) {
