@@ -26,6 +26,7 @@
 //! ```
 
 use crate::host::dcqcn::DcqcnParams;
+use crate::host::timely::TimelyParams;
 use crate::traffic::{generate, Cdf, Rng};
 use longhaul_control::config::{span, Config, ConfigError, Validator, S};
 use longhaul_dataplane::time::Nanos;
@@ -116,8 +117,10 @@ pub struct Params {
     pub control_dscp: u8,
     /// The PFC priority of data packets: a pause frame for it stops the hosts' data.
     pub data_priority: u8,
-    /// DCQCN at the senders (`None`: line rate, no reaction to CNPs).
+    /// DCQCN at the senders (`cc = "dcqcn"`, the default).
     pub dcqcn: Option<DcqcnParams>,
+    /// TIMELY at the senders (`cc = "timely"`); neither: line rate, no reaction.
+    pub timely: Option<TimelyParams>,
     /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs).
     pub host_agents: Vec<String>,
     /// The time series (`timeseries.csv`) are sampled this often; `None`: not recorded.
@@ -206,7 +209,21 @@ struct RawEmulation {
     data_priority: Option<S<i64>>,
     host_agents: Option<S<Vec<S<String>>>>,
     sample_us: Option<S<f64>>,
+    cc: Option<S<String>>,
     dcqcn: Option<RawDcqcn>,
+    timely: Option<RawTimely>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTimely {
+    alpha: Option<S<f64>>,
+    beta: Option<S<f64>>,
+    t_low_us: Option<S<f64>>,
+    t_high_us: Option<S<f64>>,
+    min_rtt_us: Option<S<f64>>,
+    delta_mbps: Option<S<f64>>,
+    min_rate_mbps: Option<S<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -680,6 +697,63 @@ fn us(v: &mut Validator, key: &str, x: &Option<S<f64>>, default: f64) -> Nanos {
 fn params(v: &mut Validator, e: RawEmulation) -> Params {
     let k = |s: &str| format!("emulation.{s}");
     let dcqcn = e.dcqcn.unwrap_or_default();
+    let cc = match &e.cc {
+        None => "dcqcn".to_string(),
+        Some(c) if ["dcqcn", "timely", "none"].contains(&c.get_ref().as_str()) => {
+            c.get_ref().clone()
+        }
+        Some(c) => {
+            v.err(
+                k("cc"),
+                span(c),
+                format!(
+                    "'{}': expected \"dcqcn\", \"timely\" or \"none\"",
+                    c.get_ref()
+                ),
+            );
+            "dcqcn".to_string()
+        }
+    };
+    let t = e.timely.unwrap_or_default();
+    let td = TimelyParams::default();
+    let frac = |v: &mut Validator, key: &str, x: &Option<S<f64>>, default: f64| match x {
+        None => default,
+        Some(f) if *f.get_ref() > 0.0 && *f.get_ref() <= 1.0 => *f.get_ref(),
+        Some(f) => {
+            v.err(
+                key,
+                span(f),
+                format!("{} is out of range: more than 0, at most 1", f.get_ref()),
+            );
+            default
+        }
+    };
+    let tp = TimelyParams {
+        alpha: frac(v, &k("timely.alpha"), &t.alpha, td.alpha),
+        beta: frac(v, &k("timely.beta"), &t.beta, td.beta),
+        t_low_ns: us(
+            v,
+            &k("timely.t_low_us"),
+            &t.t_low_us,
+            td.t_low_ns as f64 / 1e3,
+        ),
+        t_high_ns: us(
+            v,
+            &k("timely.t_high_us"),
+            &t.t_high_us,
+            td.t_high_ns as f64 / 1e3,
+        )
+        .max(1),
+        min_rtt_ns: us(
+            v,
+            &k("timely.min_rtt_us"),
+            &t.min_rtt_us,
+            td.min_rtt_ns as f64 / 1e3,
+        )
+        .max(1),
+        delta_bps: 0,
+        min_rate_bps: 0,
+    };
     let d = DcqcnParams::default();
     let mbps = |v: &mut Validator, key: &str, x: &Option<S<f64>>, default: u64| match x {
         None => default,
@@ -763,6 +837,16 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             None => d.rate_on_first_cnp,
         },
     };
+    let tp = TimelyParams {
+        delta_bps: mbps(v, &k("timely.delta_mbps"), &t.delta_mbps, td.delta_bps),
+        min_rate_bps: mbps(
+            v,
+            &k("timely.min_rate_mbps"),
+            &t.min_rate_mbps,
+            td.min_rate_bps,
+        ),
+        ..tp
+    };
     Params {
         duration_ns: us(v, &k("duration_us"), &e.duration_us, 10_000.0),
         seed: v.int_or(&k("seed"), &e.seed, 1, 0, i64::MAX) as u64,
@@ -788,11 +872,8 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         data_dscp: v.int_or(&k("data_dscp"), &e.data_dscp, 26, 0, 63) as u8,
         control_dscp: v.int_or(&k("control_dscp"), &e.control_dscp, 48, 0, 63) as u8,
         data_priority: v.int_or(&k("data_priority"), &e.data_priority, 3, 0, 7) as u8,
-        dcqcn: dcqcn
-            .enabled
-            .as_ref()
-            .is_none_or(|e| *e.get_ref())
-            .then_some(dc),
+        dcqcn: (cc == "dcqcn" && dcqcn.enabled.as_ref().is_none_or(|e| *e.get_ref())).then_some(dc),
+        timely: (cc == "timely").then_some(tp),
         host_agents: Vec::new(),
         sample_ns: e
             .sample_us

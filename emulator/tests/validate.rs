@@ -385,3 +385,45 @@ fn out_dir_has_the_plots() {
     assert_eq!(names.len(), 9, "{names:?}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// TIMELY senders (thresholds and step scaled to 100 Gb/s: T_low 5 us, T_high 50 us, delta
+/// 100 Mb/s) in a three-to-one incast: the queue stays below the PFC threshold (no pause), the
+/// flows share the port evenly and all complete.
+#[test]
+fn timely_keeps_the_incast_queue_below_pfc() {
+    let flows = [
+        flow(0, 3, 4_000_000, 0.0),
+        flow(1, 3, 4_000_000, 0.0),
+        flow(2, 3, 4_000_000, 0.0),
+    ]
+    .concat();
+    let s = load(&scenario(
+        "cc = \"timely\"\n[emulation.timely]\nt_low_us = 5\nt_high_us = 50\nmin_rtt_us = 4\ndelta_mbps = 100\n",
+        &flows,
+        "",
+    ));
+    assert!(s.params.timely.is_some() && s.params.dcqcn.is_none());
+    let out = Emulation::new(&s, &longhaul_pipelines::registry())
+        .unwrap()
+        .run();
+    let (_, sw) = &out.switches[0];
+    let pfc: u64 = sw.ports.iter().map(|p| p.stats.pfc_tx).sum();
+    assert_eq!(pfc, 0);
+    assert!(
+        sw.stats.buffer_max_bytes < 524_288,
+        "{}",
+        sw.stats.buffer_max_bytes
+    );
+    let fcts: Vec<u64> = out
+        .flows
+        .iter()
+        .map(|f| f.fct_ns().expect("done"))
+        .collect();
+    let (lo, hi) = (*fcts.iter().min().unwrap(), *fcts.iter().max().unwrap());
+    assert!(hi * 100 <= lo * 105, "uneven: {fcts:?}");
+    let e = errors(&scenario("cc = \"bbr\"", &flow(0, 1, 1000, 0.0), ""));
+    assert!(
+        e[0].contains("emulation.cc: 'bbr': expected \"dcqcn\", \"timely\" or \"none\""),
+        "{e:?}"
+    );
+}

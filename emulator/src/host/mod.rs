@@ -6,10 +6,13 @@
 //! The NIC sends control frames (ACK, NAK, CNP) before data, and serves its sending QPs round
 //! robin, each held back by its rate limiter (DCQCN's Rc, or line rate).
 
+pub mod cc;
 pub mod dcqcn;
 pub mod rnic;
+pub mod timely;
 
 use crate::scenario::{HostSpec, Params};
+use cc::Cc;
 use dcqcn::Dcqcn;
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
@@ -24,6 +27,7 @@ use longhaul_runtime::{HostAddr, HostAgent, QpInfo};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
+use timely::Timely;
 
 /// Bytes per frame on the wire beyond the frame itself: preamble + SFD, IFG, FCS.
 pub const WIRE_OVERHEAD: u64 = 24;
@@ -149,7 +153,12 @@ impl Host {
 
     /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
     pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
-        let cc = self.p.dcqcn.map(|d| Dcqcn::new(d, self.spec.rate_bps));
+        let line = self.spec.rate_bps;
+        let cc = match (self.p.dcqcn, self.p.timely) {
+            (Some(d), _) => Some(Cc::Dcqcn(Dcqcn::new(d, line))),
+            (None, Some(t)) => Some(Cc::Timely(Timely::new(t, line))),
+            (None, None) => None,
+        };
         self.announce(
             if start == rnic::NOT_STARTED { 0 } else { start },
             QpInfo {

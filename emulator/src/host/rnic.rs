@@ -8,7 +8,7 @@
 //! The responder is also DCQCN's notification point: a CE-marked packet makes a CNP to the
 //! requester's QP, at most one per `cnp_interval` per QP (DCQCN section 3.1, NP).
 
-use super::dcqcn::Dcqcn;
+use super::cc::Cc;
 use longhaul_dataplane::time::Nanos;
 
 /// The start time of a QP whose message waits to be started ([`SendQp::start_at`]).
@@ -43,7 +43,9 @@ pub struct SendQp {
     pub next_tx: Nanos,
     /// Last time the oldest unacknowledged PSN moved (or the QP was (re)started).
     pub last_progress: Nanos,
-    pub cc: Option<Dcqcn>,
+    pub cc: Option<Cc>,
+    /// When each PSN was last sent (for the RTT an ACK measures).
+    sent_at: Vec<Nanos>,
     /// Packets sent again (go-back-N after a NAK or a timeout), NAKs and timeouts seen.
     pub retransmitted: u64,
     pub naks: u64,
@@ -52,7 +54,7 @@ pub struct SendQp {
 }
 
 impl SendQp {
-    pub fn new(size_bytes: u64, mtu: u32, start: Nanos, cc: Option<Dcqcn>) -> Self {
+    pub fn new(size_bytes: u64, mtu: u32, start: Nanos, cc: Option<Cc>) -> Self {
         let total = size_bytes.div_ceil(mtu as u64).max(1) as u32;
         let last_payload = (size_bytes - (total as u64 - 1) * mtu as u64) as u32;
         SendQp {
@@ -65,6 +67,7 @@ impl SendQp {
             done: None,
             next_tx: start,
             last_progress: start,
+            sent_at: vec![0; total as usize],
             cc,
             retransmitted: 0,
             naks: 0,
@@ -109,6 +112,9 @@ impl SendQp {
             self.retransmitted += 1;
         }
         self.high = self.high.max(self.snd_nxt);
+        if let Some(t) = self.sent_at.get_mut(psn as usize) {
+            *t = now;
+        }
         let rate = self.cc.as_ref().map_or(line_bps as f64, |c| c.rate_bps());
         let gap = (wire_bytes * 8) as f64 * 1e9 / rate;
         self.next_tx = now + gap.ceil() as Nanos;
@@ -122,6 +128,11 @@ impl SendQp {
         }
         self.snd_una = psn + 1;
         self.last_progress = now;
+        let rtt = now.saturating_sub(self.sent_at.get(psn as usize).copied().unwrap_or(now));
+        let snd_nxt = self.snd_nxt;
+        if let Some(cc) = self.cc.as_mut() {
+            cc.on_rtt(psn, rtt, snd_nxt);
+        }
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
