@@ -122,8 +122,17 @@ impl Host {
         self.agents.push(agent);
     }
 
-    /// A QP is created at `at`: every agent may send something about it then.
-    fn announce(&mut self, at: Nanos, qp: QpInfo) {
+    /// Flow `flow`'s QP (the requester's or the responder's end) is created at `start` (a QP
+    /// started later by the run is reported at 0): every agent may send something about it.
+    fn announce(&mut self, start: Nanos, flow: usize, peer: Ipv4Addr, requester: bool) {
+        let (req, resp) = (REQ_QPN_BASE + flow as u32, RESP_QPN_BASE + flow as u32);
+        let qp = QpInfo {
+            peer_ip: peer,
+            local_qpn: if requester { req } else { resp },
+            peer_qpn: if requester { resp } else { req },
+            requester,
+        };
+        let at = if start == rnic::NOT_STARTED { 0 } else { start };
         let host = HostAddr {
             ip: self.spec.ip,
             mac: self.spec.mac,
@@ -159,15 +168,7 @@ impl Host {
             (None, Some(t)) => Some(Cc::Timely(Timely::new(t, line))),
             (None, None) => None,
         };
-        self.announce(
-            if start == rnic::NOT_STARTED { 0 } else { start },
-            QpInfo {
-                peer_ip: peer,
-                local_qpn: REQ_QPN_BASE + flow as u32,
-                peer_qpn: RESP_QPN_BASE + flow as u32,
-                requester: true,
-            },
-        );
+        self.announce(start, flow, peer, true);
         self.by_qpn
             .insert(REQ_QPN_BASE + flow as u32, self.senders.len());
         self.senders.push(Sender {
@@ -181,15 +182,7 @@ impl Host {
 
     /// Flow `flow` from `peer` to this host, whose QP is created at `start`.
     pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos) {
-        self.announce(
-            if start == rnic::NOT_STARTED { 0 } else { start },
-            QpInfo {
-                peer_ip: peer,
-                local_qpn: RESP_QPN_BASE + flow as u32,
-                peer_qpn: REQ_QPN_BASE + flow as u32,
-                requester: false,
-            },
-        );
+        self.announce(start, flow, peer, false);
         self.receivers.insert(
             RESP_QPN_BASE + flow as u32,
             Receiver {
