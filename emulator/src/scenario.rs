@@ -26,6 +26,7 @@
 //! ```
 
 use crate::host::dcqcn::DcqcnParams;
+use crate::host::swift::SwiftParams;
 use crate::host::timely::TimelyParams;
 use crate::traffic::{generate, Cdf, Rng};
 use longhaul_control::config::{span, Config, ConfigError, Validator, S};
@@ -119,8 +120,10 @@ pub struct Params {
     pub data_priority: u8,
     /// DCQCN at the senders (`cc = "dcqcn"`, the default).
     pub dcqcn: Option<DcqcnParams>,
-    /// TIMELY at the senders (`cc = "timely"`); neither: line rate, no reaction.
+    /// TIMELY at the senders (`cc = "timely"`).
     pub timely: Option<TimelyParams>,
+    /// Swift at the senders (`cc = "swift"`); none of the three: line rate, no reaction.
+    pub swift: Option<SwiftParams>,
     /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs).
     pub host_agents: Vec<String>,
     /// The time series (`timeseries.csv`) are sampled this often; `None`: not recorded.
@@ -212,6 +215,18 @@ struct RawEmulation {
     cc: Option<S<String>>,
     dcqcn: Option<RawDcqcn>,
     timely: Option<RawTimely>,
+    swift: Option<RawSwift>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSwift {
+    ai: Option<S<f64>>,
+    beta: Option<S<f64>>,
+    max_mdf: Option<S<f64>>,
+    base_target_us: Option<S<f64>>,
+    fs_range_us: Option<S<f64>>,
+    max_cwnd: Option<S<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -699,7 +714,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
     let dcqcn = e.dcqcn.unwrap_or_default();
     let cc = match &e.cc {
         None => "dcqcn".to_string(),
-        Some(c) if ["dcqcn", "timely", "none"].contains(&c.get_ref().as_str()) => {
+        Some(c) if ["dcqcn", "timely", "swift", "none"].contains(&c.get_ref().as_str()) => {
             c.get_ref().clone()
         }
         Some(c) => {
@@ -707,7 +722,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
                 k("cc"),
                 span(c),
                 format!(
-                    "'{}': expected \"dcqcn\", \"timely\" or \"none\"",
+                    "'{}': expected \"dcqcn\", \"timely\", \"swift\" or \"none\"",
                     c.get_ref()
                 ),
             );
@@ -837,6 +852,40 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             None => d.rate_on_first_cnp,
         },
     };
+    let w = e.swift.unwrap_or_default();
+    let wd = SwiftParams::default();
+    let positive = |v: &mut Validator, key: &str, x: &Option<S<f64>>, default: f64| match x {
+        None => default,
+        Some(f) if *f.get_ref() > 0.0 && *f.get_ref() <= 1e6 => *f.get_ref(),
+        Some(f) => {
+            v.err(
+                key,
+                span(f),
+                format!("{} is out of range: must be more than 0", f.get_ref()),
+            );
+            default
+        }
+    };
+    let sp = SwiftParams {
+        ai: positive(v, &k("swift.ai"), &w.ai, wd.ai),
+        beta: frac(v, &k("swift.beta"), &w.beta, wd.beta),
+        max_mdf: frac(v, &k("swift.max_mdf"), &w.max_mdf, wd.max_mdf),
+        base_target_ns: us(
+            v,
+            &k("swift.base_target_us"),
+            &w.base_target_us,
+            wd.base_target_ns as f64 / 1e3,
+        )
+        .max(1),
+        fs_range_ns: us(
+            v,
+            &k("swift.fs_range_us"),
+            &w.fs_range_us,
+            wd.fs_range_ns as f64 / 1e3,
+        ),
+        max_cwnd: positive(v, &k("swift.max_cwnd"), &w.max_cwnd, wd.max_cwnd).max(1.0),
+        ..wd
+    };
     let tp = TimelyParams {
         delta_bps: mbps(v, &k("timely.delta_mbps"), &t.delta_mbps, td.delta_bps),
         min_rate_bps: mbps(
@@ -874,6 +923,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         data_priority: v.int_or(&k("data_priority"), &e.data_priority, 3, 0, 7) as u8,
         dcqcn: (cc == "dcqcn" && dcqcn.enabled.as_ref().is_none_or(|e| *e.get_ref())).then_some(dc),
         timely: (cc == "timely").then_some(tp),
+        swift: (cc == "swift").then_some(sp),
         host_agents: Vec::new(),
         sample_ns: e
             .sample_us

@@ -423,7 +423,36 @@ fn timely_keeps_the_incast_queue_below_pfc() {
     assert!(hi * 100 <= lo * 105, "uneven: {fcts:?}");
     let e = errors(&scenario("cc = \"bbr\"", &flow(0, 1, 1000, 0.0), ""));
     assert!(
-        e[0].contains("emulation.cc: 'bbr': expected \"dcqcn\", \"timely\" or \"none\""),
+        e[0].contains("emulation.cc: 'bbr': expected \"dcqcn\", \"timely\", \"swift\" or \"none\""),
         "{e:?}"
     );
+}
+
+/// Swift senders (window-based, delay target) in a three-to-one incast keep the port busy
+/// (each flow within 5% of the 3x slowdown of a fair share), share it evenly and never let the
+/// queue reach the PFC threshold.
+#[test]
+fn swift_shares_the_incast_port_without_pfc() {
+    let flows = [
+        flow(0, 3, 4_000_000, 0.0),
+        flow(1, 3, 4_000_000, 0.0),
+        flow(2, 3, 4_000_000, 0.0),
+    ]
+    .concat();
+    let mut s = load(&scenario("cc = \"swift\"\n", &flows, ""));
+    assert!(s.params.swift.is_some() && s.params.dcqcn.is_none());
+    let reg = longhaul_pipelines::registry();
+    let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
+    let (_, sw) = &r.outcome.switches[0];
+    assert_eq!(sw.ports.iter().map(|p| p.stats.pfc_tx).sum::<u64>(), 0);
+    assert!(
+        sw.stats.buffer_max_bytes < 524_288,
+        "{}",
+        sw.stats.buffer_max_bytes
+    );
+    for (f, ideal) in r.outcome.flows.iter().zip(&r.ideal_fct_ns) {
+        let slowdown = f.fct_ns().expect("done") as f64 / ideal.unwrap() as f64;
+        assert!(slowdown < 3.15, "{f:?}: {slowdown}");
+        assert_eq!(f.retransmitted, 0);
+    }
 }

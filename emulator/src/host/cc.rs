@@ -1,7 +1,9 @@
-//! The sender's congestion control: one of the host models ([`Dcqcn`], [`Timely`]) behind one
-//! interface the NIC uses (its rate, and the feedback it gets: CNPs, ACK RTTs, timers).
+//! The sender's congestion control: one of the host models ([`Dcqcn`], [`Timely`], [`Swift`])
+//! behind one interface the NIC uses (its rate and window, and the feedback it gets: CNPs,
+//! ACKs with their RTT, NAKs, timeouts, timers).
 
 use super::dcqcn::Dcqcn;
+use super::swift::Swift;
 use super::timely::Timely;
 use longhaul_dataplane::time::Nanos;
 
@@ -9,26 +11,49 @@ use longhaul_dataplane::time::Nanos;
 pub enum Cc {
     Dcqcn(Dcqcn),
     Timely(Timely),
+    Swift(Swift),
 }
 
 impl Cc {
-    /// The rate the QP may send at, b/s.
-    pub fn rate_bps(&self) -> f64 {
+    /// The rate the QP may send at, b/s (`frame_bits`: the next frame, for Swift's pacing
+    /// below one packet; window-based Swift otherwise sends at line rate).
+    pub fn rate_bps(&self, line_bps: f64, frame_bits: f64) -> f64 {
         match self {
             Cc::Dcqcn(d) => d.rate_bps(),
             Cc::Timely(t) => t.rate_bps(),
+            Cc::Swift(s) => s.pacing_bps(frame_bits).unwrap_or(line_bps),
         }
     }
-    /// A CNP for the QP arrived (DCQCN reacts; TIMELY does not use ECN).
+    /// Packets the QP may have unacknowledged, if the congestion control sets it.
+    pub fn window(&self) -> Option<u32> {
+        match self {
+            Cc::Swift(s) => Some(s.window()),
+            _ => None,
+        }
+    }
+    /// A CNP for the QP arrived (DCQCN reacts; the delay-based ones do not use ECN).
     pub fn on_cnp(&mut self, now: Nanos) {
         if let Cc::Dcqcn(d) = self {
             d.on_cnp(now);
         }
     }
-    /// An ACK of `psn` measured `rtt`; `snd_nxt` is the next PSN to send.
-    pub fn on_rtt(&mut self, psn: u32, rtt: Nanos, snd_nxt: u32) {
-        if let Cc::Timely(t) = self {
-            t.on_rtt(psn, rtt, snd_nxt);
+    /// An ACK of `psn` at `now` measured `rtt` and newly acknowledged `acked` packets;
+    /// `snd_nxt` is the next PSN to send.
+    pub fn on_ack(&mut self, now: Nanos, psn: u32, rtt: Nanos, acked: u32, snd_nxt: u32) {
+        match self {
+            Cc::Dcqcn(_) => {}
+            Cc::Timely(t) => t.on_rtt(psn, rtt, snd_nxt),
+            Cc::Swift(s) => s.on_ack(now, rtt, acked),
+        }
+    }
+    pub fn on_nak(&mut self, now: Nanos) {
+        if let Cc::Swift(s) = self {
+            s.on_nak(now);
+        }
+    }
+    pub fn on_timeout(&mut self, now: Nanos) {
+        if let Cc::Swift(s) = self {
+            s.on_timeout(now);
         }
     }
     pub fn on_time(&mut self, now: Nanos) {
@@ -39,7 +64,7 @@ impl Cc {
     pub fn next_timer(&self) -> Option<Nanos> {
         match self {
             Cc::Dcqcn(d) => d.next_timer(),
-            Cc::Timely(_) => None,
+            _ => None,
         }
     }
 }

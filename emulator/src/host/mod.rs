@@ -9,6 +9,7 @@
 pub mod cc;
 pub mod dcqcn;
 pub mod rnic;
+pub mod swift;
 pub mod timely;
 
 use crate::scenario::{HostSpec, Params};
@@ -27,6 +28,7 @@ use longhaul_runtime::{HostAddr, HostAgent, QpInfo};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
+use swift::Swift;
 use timely::Timely;
 
 /// Bytes per frame on the wire beyond the frame itself: preamble + SFD, IFG, FCS.
@@ -163,10 +165,11 @@ impl Host {
     /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
     pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
         let line = self.spec.rate_bps;
-        let cc = match (self.p.dcqcn, self.p.timely) {
-            (Some(d), _) => Some(Cc::Dcqcn(Dcqcn::new(d, line))),
-            (None, Some(t)) => Some(Cc::Timely(Timely::new(t, line))),
-            (None, None) => None,
+        let cc = match (self.p.dcqcn, self.p.timely, self.p.swift) {
+            (Some(d), _, _) => Some(Cc::Dcqcn(Dcqcn::new(d, line))),
+            (None, Some(t), _) => Some(Cc::Timely(Timely::new(t, line))),
+            (None, None, Some(w)) => Some(Cc::Swift(Swift::new(w))),
+            (None, None, None) => None,
         };
         self.announce(start, flow, peer, true);
         self.by_qpn

@@ -82,9 +82,16 @@ impl SendQp {
         self.done.is_none() && self.snd_nxt < self.total && self.start != NOT_STARTED
     }
 
-    /// Whether the TX window (`window` packets unacknowledged, 0 = none) lets another go.
+    /// Whether the TX window (`window` packets unacknowledged, 0 = none) and the congestion
+    /// window (Swift) let another packet go.
     pub fn window_open(&self, window: u32) -> bool {
-        window == 0 || self.snd_nxt - self.snd_una < window
+        let out = self.snd_nxt - self.snd_una;
+        (window == 0 || out < window)
+            && self
+                .cc
+                .as_ref()
+                .and_then(|c| c.window())
+                .is_none_or(|w| out < w)
     }
 
     /// Start the message at `t` (for a QP created with [`NOT_STARTED`]).
@@ -115,7 +122,9 @@ impl SendQp {
         if let Some(t) = self.sent_at.get_mut(psn as usize) {
             *t = now;
         }
-        let rate = self.cc.as_ref().map_or(line_bps as f64, |c| c.rate_bps());
+        let rate = self.cc.as_ref().map_or(line_bps as f64, |c| {
+            c.rate_bps(line_bps as f64, (wire_bytes * 8) as f64)
+        });
         let gap = (wire_bytes * 8) as f64 * 1e9 / rate;
         self.next_tx = now + gap.ceil() as Nanos;
         psn
@@ -126,12 +135,13 @@ impl SendQp {
         if psn >= self.total || psn < self.snd_una {
             return;
         }
+        let acked = psn + 1 - self.snd_una;
         self.snd_una = psn + 1;
         self.last_progress = now;
         let rtt = now.saturating_sub(self.sent_at.get(psn as usize).copied().unwrap_or(now));
         let snd_nxt = self.snd_nxt;
         if let Some(cc) = self.cc.as_mut() {
-            cc.on_rtt(psn, rtt, snd_nxt);
+            cc.on_ack(now, psn, rtt, acked, snd_nxt);
         }
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
@@ -144,6 +154,9 @@ impl SendQp {
     /// A PSN-sequence-error NAK expecting `psn`: everything before it arrived; go back to it.
     pub fn on_nak(&mut self, now: Nanos, psn: u32) {
         self.naks += 1;
+        if let Some(cc) = self.cc.as_mut() {
+            cc.on_nak(now);
+        }
         if psn > 0 {
             self.on_ack(now, psn - 1);
         }
@@ -160,6 +173,9 @@ impl SendQp {
         {
             self.timeouts += 1;
             self.last_progress = now;
+            if let Some(cc) = self.cc.as_mut() {
+                cc.on_timeout(now);
+            }
             self.go_back(self.snd_una);
         }
     }
