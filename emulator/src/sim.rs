@@ -22,6 +22,37 @@ enum Ev {
     Wake(usize),
 }
 
+/// An event in the heap, ordered by (time, tie-break, sequence) only.
+struct Item {
+    t: Nanos,
+    tie: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Item {
+    fn key(&self) -> (Nanos, u64, u64) {
+        (self.t, self.tie, self.seq)
+    }
+}
+
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        self.key() == o.key()
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&o.key())
+    }
+}
+
 /// A switch at one sampling instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchSample {
@@ -94,8 +125,10 @@ pub struct Emulation {
     /// (time, tie-break, seq): events at the same instant are taken in a seeded random order,
     /// so that no host is always first (or last) into a queue because of the order it was
     /// declared in (a phase effect a real network does not have).
-    heap: BinaryHeap<Reverse<(Nanos, u64, u64)>>,
-    events: HashMap<u64, Ev>,
+    heap: BinaryHeap<Reverse<Item>>,
+    /// Each switch's next event, kept up to date after every put and advance (asking a switch
+    /// costs; most are idle most of the time).
+    sw_next: Vec<Option<Nanos>>,
     seq: u64,
     rng: u64,
     duration_ns: Nanos,
@@ -197,7 +230,7 @@ impl Emulation {
             links,
             attach,
             heap: BinaryHeap::new(),
-            events: HashMap::new(),
+            sw_next: Vec::new(),
             seq: 0,
             rng: s.params.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             duration_ns: s.params.duration_ns,
@@ -273,8 +306,12 @@ impl Emulation {
 
     fn push(&mut self, t: Nanos, ev: Ev) {
         let tie = self.next_random();
-        self.heap.push(Reverse((t, tie, self.seq)));
-        self.events.insert(self.seq, ev);
+        self.heap.push(Reverse(Item {
+            t,
+            tie,
+            seq: self.seq,
+            ev,
+        }));
         self.seq += 1;
     }
 
@@ -334,12 +371,13 @@ impl Emulation {
     pub fn run_with_progress(mut self, progress: &mut dyn FnMut(Nanos, Nanos)) -> Outcome {
         let mut now = 0;
         let mut woken: Vec<usize> = Vec::new();
+        self.sw_next = self.switches.iter().map(|s| s.next_event()).collect();
         loop {
             if self.stats.0 & 0xffff == 0 {
                 progress(now, self.duration_ns);
             }
-            let t_heap = self.heap.peek().map(|Reverse((t, _, _))| *t);
-            let t_sw = self.switches.iter().filter_map(|s| s.next_event()).min();
+            let t_heap = self.heap.peek().map(|Reverse(e)| e.t);
+            let t_sw = self.sw_next.iter().flatten().copied().min();
             let t = match (t_heap, t_sw) {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => match a.or(b) {
@@ -355,37 +393,40 @@ impl Emulation {
             }
             now = t;
             woken.clear();
-            while let Some(&Reverse((te, _, seq))) = self.heap.peek() {
-                if te > t {
+            while self.heap.peek().is_some_and(|Reverse(e)| e.t <= t) {
+                let Some(Reverse(Item { t: te, ev, .. })) = self.heap.pop() else {
                     break;
-                }
-                self.heap.pop();
+                };
                 self.stats.0 += 1;
-                match self.events.remove(&seq) {
-                    Some(Ev::Deliver {
+                match ev {
+                    Ev::Deliver {
                         to: End::Switch(i, p),
                         frame,
-                    }) => self.switches[i].put(p, t, &frame),
-                    Some(Ev::Deliver {
+                    } => {
+                        self.switches[i].put(p, t, &frame);
+                        self.sw_next[i] = Some(self.sw_next[i].map_or(t, |n| n.min(t)));
+                    }
+                    Ev::Deliver {
                         to: End::Host(h),
                         frame,
-                    }) => {
+                    } => {
                         self.hosts[h].receive(t, &frame);
                         woken.push(h);
                     }
-                    Some(Ev::Wake(h)) if self.host_wake[h] == Some(te) => {
+                    Ev::Wake(h) if self.host_wake[h] == Some(te) => {
                         self.host_wake[h] = None;
                         woken.push(h);
                     }
-                    _ => {}
+                    Ev::Wake(_) => {}
                 }
             }
             for i in 0..self.switches.len() {
-                if self.switches[i].next_event().is_some_and(|e| e <= t) {
+                if self.sw_next[i].is_some_and(|e| e <= t) {
                     self.switches[i].advance_to(t);
                     for e in self.switches[i].take() {
                         self.send(End::Switch(i, e.port_idx), e.ts, e.data);
                     }
+                    self.sw_next[i] = self.switches[i].next_event();
                 }
             }
             woken.sort_unstable();
