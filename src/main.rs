@@ -50,6 +50,9 @@ enum Cmd {
         #[arg(long)]
         nonzero: bool,
     },
+    /// List the mechanisms this build has: each one's name (its config section and, for a
+    /// pipeline, its `switch.pipeline` value), what it is, and where its documentation is.
+    Mechanisms,
     /// Validate a configuration file and exit (0: valid; 1: errors, each naming its key).
     CheckConfig {
         /// The file.
@@ -103,6 +106,24 @@ fn main() -> ExitCode {
             nonzero,
         } => cmd_replay(config, inputs, outputs, out_dir, nonzero),
         Cmd::CheckConfig { file } => cmd_check_config(&file),
+        Cmd::Mechanisms => {
+            let reg = longhaul_pipelines::registry();
+            let pipelines = longhaul_control::config::Schema::pipelines(reg.as_ref());
+            for m in longhaul_runtime::MechanismSet::mechanisms(reg.as_ref()) {
+                let mut what = Vec::new();
+                if pipelines.contains(&m.name()) {
+                    what.push(format!("switch.pipeline = \"{}\"", m.name()));
+                }
+                if m.section().is_some() {
+                    what.push(format!("[{}]", m.name()));
+                }
+                if m.host_agent().is_some() {
+                    what.push("host agent".into());
+                }
+                println!("{:<10} {:<48} {}", m.name(), what.join(", "), m.docs());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Run {
             config,
             until_idle,

@@ -232,3 +232,49 @@ fn sigint_stops_a_live_run_cleanly_and_ctl_talks_to_it() {
     assert!(stdout.contains("control.commands_applied 1"), "{stdout}");
     assert!(stdout.contains("port.dc0.rx_pkts"), "{stdout}");
 }
+
+#[test]
+fn mechanisms_lists_the_registry() {
+    let out = bin().arg("mechanisms").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names, ["baseline", "themis", "spray", "bifrost"], "{text}");
+    assert!(
+        text.contains("[bifrost]") && text.contains("docs/bifrost.md"),
+        "{text}"
+    );
+}
+
+/// `longhaul emulate` on a shipped scenario writes its outputs, and a bad scenario is named.
+#[test]
+fn emulate_writes_outputs_and_names_bad_scenarios() {
+    let dir = tmpdir("emulate");
+    let out = bin()
+        .arg("emulate")
+        .arg(root().join("scenarios/incast.toml"))
+        .arg("--out-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("flows: 3 of 3 done"), "{text}");
+    assert!(dir.join("flows.csv").exists() && dir.join("fct_slowdown.png").exists());
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[emulation]\nduration_us = -1\n").unwrap();
+    let out = bin().arg("emulate").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("bad.toml: emulation.duration_us: -1 is out of range"),
+        "{err}"
+    );
+}
