@@ -100,20 +100,10 @@ impl Config {
     ) -> Result<Config, Vec<ConfigError>> {
         let sections = schema.sections();
         let names: Vec<&'static str> = sections.iter().map(|s| s.name()).collect();
-        let mut track = serde_path_to_error::Track::new();
-        let de = toml::Deserializer::new(text);
-        let seed = raw::RawConfigSeed { sections: &names };
-        let raw = match serde::de::DeserializeSeed::deserialize(
-            seed,
-            serde_path_to_error::Deserializer::new(de, &mut track),
-        ) {
-            Ok(raw) => raw,
-            Err(e) => {
-                let e = serde_path_to_error::Error::new(track.path(), e);
-                return Err(vec![serde_error(text, file, e)]);
-            }
-        };
         let mut v = validate::Validator::new(file, text);
+        let raw = v
+            .deserialize(raw::RawConfigSeed { sections: &names })
+            .map_err(|e| vec![e])?;
         let mut config = v.config(raw, &schema.pipelines());
         for s in sections {
             match s.validate(&mut v, &config) {

@@ -11,6 +11,7 @@
 use crate::host::rnic::NOT_STARTED;
 use crate::host::{wire_time, Host, HostStats};
 use crate::scenario::{End, Scenario};
+use crate::traffic::Rng;
 use longhaul_dataplane::engine::SwitchSnapshot;
 use longhaul_dataplane::time::Nanos;
 use longhaul_runtime::{EmulatedSwitch, MechanismSet, Registry};
@@ -130,7 +131,7 @@ pub struct Emulation {
     /// costs; most are idle most of the time).
     sw_next: Vec<Option<Nanos>>,
     seq: u64,
-    rng: u64,
+    rng: Rng,
     duration_ns: Nanos,
     flows: Vec<(usize, usize, u64, Nanos)>,
     stats: (u64, u64, u64),
@@ -232,7 +233,7 @@ impl Emulation {
             heap: BinaryHeap::new(),
             sw_next: Vec::new(),
             seq: 0,
-            rng: s.params.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            rng: Rng::new(s.params.seed),
             duration_ns: s.params.duration_ns,
             flows,
             stats: (0, 0, 0),
@@ -305,7 +306,7 @@ impl Emulation {
     }
 
     fn push(&mut self, t: Nanos, ev: Ev) {
-        let tie = self.next_random();
+        let tie = self.rng.next_u64();
         self.heap.push(Reverse(Item {
             t,
             tie,
@@ -325,21 +326,6 @@ impl Emulation {
         }
     }
 
-    /// xorshift64*: loss draws and tie-breaks.
-    fn next_random(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A uniform draw in [0, 1).
-    fn random(&mut self) -> f64 {
-        (self.next_random() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
     /// `frame` starts leaving `from` at `t`.
     fn send(&mut self, from: End, t: Nanos, frame: Vec<u8>) {
         let Some(&li) = self.attach.get(&from) else {
@@ -354,7 +340,7 @@ impl Emulation {
         let arrive = t + wire_time(frame.len(), l.rate_bps) + l.delay_ns;
         let loss = l.loss;
         self.stats.1 += 1;
-        if loss > 0.0 && self.random() < loss {
+        if loss > 0.0 && self.rng.uniform() < loss {
             self.stats.2 += 1;
             return;
         }

@@ -112,13 +112,26 @@ impl<'a> Validator<'a> {
     /// no such table. A syntax, unknown-key or type error is returned as the error that stops
     /// parsing (`Section::validate` passes it on with `?`).
     pub fn raw<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, ConfigError> {
-        let mut track = serde_path_to_error::Track::new();
-        let de = toml::Deserializer::new(self.text);
-        let seed = Pick::<T> {
+        self.deserialize(Pick::<T> {
             name,
             _t: std::marker::PhantomData,
-        };
-        DeserializeSeed::deserialize(seed, serde_path_to_error::Deserializer::new(de, &mut track))
+        })
+    }
+
+    /// The whole document as `T` (a serde struct mirroring the file, spans kept): a syntax,
+    /// unknown-key or type error is the error that stops parsing.
+    pub fn document<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        self.deserialize(std::marker::PhantomData::<T>)
+    }
+
+    /// The text through `seed`, with the key path and place of a failure in the error.
+    pub(super) fn deserialize<D: DeserializeSeed<'a>>(
+        &self,
+        seed: D,
+    ) -> Result<D::Value, ConfigError> {
+        let mut track = serde_path_to_error::Track::new();
+        let de = toml::Deserializer::new(self.text);
+        seed.deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
             .map_err(|e| {
                 super::serde_error(
                     self.text,
@@ -126,20 +139,6 @@ impl<'a> Validator<'a> {
                     serde_path_to_error::Error::new(track.path(), e),
                 )
             })
-    }
-
-    /// The whole document as `T` (a serde struct mirroring the file, spans kept): a syntax,
-    /// unknown-key or type error is the error that stops parsing.
-    pub fn document<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
-        let mut track = serde_path_to_error::Track::new();
-        let de = toml::Deserializer::new(self.text);
-        T::deserialize(serde_path_to_error::Deserializer::new(de, &mut track)).map_err(|e| {
-            super::serde_error(
-                self.text,
-                self.file,
-                serde_path_to_error::Error::new(track.path(), e),
-            )
-        })
     }
 
     /// Every error recorded, in order (empty: the input is valid).
