@@ -209,6 +209,7 @@ pub struct Ctx<'a, P: BufPool> {
     emit_drops: &'a mut u64,
     punts: Option<&'a crossbeam_queue::ArrayQueue<Punt>>,
     ctl: &'a mut ControlStats,
+    tms: &'a mut [PortState<P::Buf>],
 }
 
 impl<'a, P: BufPool> Ctx<'a, P> {
@@ -253,6 +254,31 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     pub fn port(&self, id: u16) -> Option<&PortInfo> {
         let idx = *self.port_index.get(id as usize)?;
         self.ports.get(idx as usize)
+    }
+
+    #[inline]
+    fn tm_of(&mut self, port: u16) -> Option<&mut TrafficManager<P::Buf>> {
+        let idx = *self.port_index.get(port as usize)?;
+        self.tms.get_mut(idx as usize).map(|p| &mut p.tm)
+    }
+
+    /// Depth of egress queue `queue` of port `port` as (bytes, packets); `None` for no such
+    /// port. What the stage sees is the queue before the current packet is enqueued.
+    #[inline]
+    pub fn queue_depth(&mut self, port: u16, queue: u8) -> Option<(u64, usize)> {
+        let tm = self.tm_of(port)?;
+        Some((tm.depth_bytes(queue), tm.depth_pkts(queue)))
+    }
+
+    /// Hold egress queue `queue` of port `port` until `until` (the traffic manager's
+    /// data-plane queue pause, [`TrafficManager::hold`]). `false`: no such port or queue.
+    pub fn hold_queue(&mut self, port: u16, queue: u8, until: Nanos) -> bool {
+        self.tm_of(port).is_some_and(|tm| tm.hold(queue, until))
+    }
+
+    /// End a hold of egress queue `queue` of port `port` now. `false`: no such port or queue.
+    pub fn release_queue(&mut self, port: u16, queue: u8) -> bool {
+        self.tm_of(port).is_some_and(|tm| tm.release(queue))
     }
 }
 
@@ -380,6 +406,7 @@ macro_rules! ctx {
             emit_drops: &mut $sw.stats.emit_drops,
             punts: Some(&$sw.channel.punts),
             ctl: &mut $sw.ctl,
+            tms: &mut $sw.ports,
         }
     };
 }

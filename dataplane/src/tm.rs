@@ -88,7 +88,14 @@ pub struct TmConfig {
     pub control_queue_pkts: u32,
     /// Seed of the ECN markers' random streams (class `c` uses `seed + c`).
     pub seed: u64,
+    /// Per queue: the priority whose received PFC pause stops it (Tofino's queue-to-`pfc_cos`
+    /// map). Default: queue `q` is paused by priority `q`. A queue that holds packets of another
+    /// class than its own (Reflex NDT's Controlled queue) is paused with that class.
+    pub queue_priority: [u8; NUM_CLASSES],
 }
+
+/// The identity queue-to-priority map (queue `q` paused by priority `q`).
+pub const IDENTITY_PRIORITIES: [u8; NUM_CLASSES] = [0, 1, 2, 3, 4, 5, 6, 7];
 
 impl Default for TmConfig {
     fn default() -> Self {
@@ -100,6 +107,7 @@ impl Default for TmConfig {
             sched: TmSched::Strict,
             control_queue_pkts: 64,
             seed: 0,
+            queue_priority: IDENTITY_PRIORITIES,
         }
     }
 }
@@ -242,6 +250,14 @@ pub struct TrafficManager<B: PacketBuf> {
     /// The last frame length serialized and its time: frames of one size (the common case) skip
     /// the division in `serialization_ns`. Reset by `set_rate`.
     ser_memo: (u64, Nanos),
+    /// Per received-PFC priority, the queues it pauses (from `queue_priority`); `None` for the
+    /// identity map, where the priority mask is the queue mask.
+    prio_queues: Option<[u8; NUM_CLASSES]>,
+    queue_priority: [u8; NUM_CLASSES],
+    /// Bit q set = queue q is held by the data plane ([`TrafficManager::hold`]) until
+    /// `hold_until[q]`.
+    held: u8,
+    hold_until: [Nanos; NUM_CLASSES],
     stats: TmPortStats,
 }
 
@@ -276,11 +292,86 @@ impl<B: PacketBuf> TrafficManager<B> {
             slack_ns: 0,
             nonempty: 0,
             ser_memo: (u64::MAX, 0),
+            prio_queues: (cfg.queue_priority != IDENTITY_PRIORITIES).then(|| {
+                let mut m = [0u8; NUM_CLASSES];
+                for (q, &p) in cfg.queue_priority.iter().enumerate() {
+                    if let Some(x) = m.get_mut(p as usize) {
+                        *x |= 1 << q;
+                    }
+                }
+                m
+            }),
+            queue_priority: cfg.queue_priority,
+            held: 0,
+            hold_until: [0; NUM_CLASSES],
             stats: TmPortStats::default(),
         }
     }
 
-    /// Queue a data packet in its class (`meta().class`).
+    /// The queues that may not send at `now`: paused by received PFC (through the
+    /// queue-to-priority map) or held by the data plane.
+    #[inline(always)]
+    fn stopped_mask(&self, now: Nanos) -> u8 {
+        let prio = self.pause.paused_mask(now);
+        let mut m = match (&self.prio_queues, prio) {
+            (_, 0) => 0,
+            (None, p) => p,
+            (Some(map), p) => {
+                let mut m = 0u8;
+                for (i, &q) in map.iter().enumerate() {
+                    if p & (1 << i) != 0 {
+                        m |= q;
+                    }
+                }
+                m
+            }
+        };
+        if self.held != 0 {
+            m |= self.held_mask(now);
+        }
+        m
+    }
+
+    #[inline]
+    fn held_mask(&self, now: Nanos) -> u8 {
+        let mut m = 0u8;
+        for (q, &until) in self.hold_until.iter().enumerate() {
+            if self.held & (1 << q) != 0 && now < until {
+                m |= 1 << q;
+            }
+        }
+        m
+    }
+
+    /// Hold queue `queue` from the data plane until `until` (or [`release`](Self::release)): it
+    /// keeps its packets and accepts more but sends none, as a queue paused by PFC (Tofino2's
+    /// advanced flow control, which pauses a queue from the pipeline). A new hold replaces the
+    /// previous one. `false` for a queue out of range.
+    pub fn hold(&mut self, queue: u8, until: Nanos) -> bool {
+        let Some(u) = self.hold_until.get_mut(queue as usize) else {
+            return false;
+        };
+        *u = until;
+        self.held |= 1 << queue;
+        true
+    }
+
+    /// End a hold of `queue` now. `false` for a queue out of range.
+    pub fn release(&mut self, queue: u8) -> bool {
+        if queue as usize >= NUM_CLASSES {
+            return false;
+        }
+        self.held &= !(1 << queue);
+        true
+    }
+
+    /// Whether `queue` is held at `now`.
+    pub fn is_held(&self, queue: u8, now: Nanos) -> bool {
+        self.held_mask(now) & (1u8.checked_shl(queue as u32).unwrap_or(0)) != 0
+    }
+
+    /// Queue a data packet in its queue (`meta().egress_queue()`: its class's unless a stage
+    /// chose another; "class" below means that queue).
     ///
     /// - class >= 8: refused, `DropReason::Pipeline` (counted in `bad_class`).
     /// - The class queue would exceed `limit_pkts` or `limit_bytes`: refused,
@@ -291,7 +382,7 @@ impl<B: PacketBuf> TrafficManager<B> {
     ///   `FLAG_ECN_MARKED`; Not-ECT packets are left unchanged (never dropped by RED); nothing is
     ///   written when `l3_off == 0`. Then `meta().enq_ts = now` and the packet is queued.
     pub fn enqueue(&mut self, mut pkt: B, now: Nanos) -> Result<EnqInfo, (B, DropReason)> {
-        let class = pkt.meta().class;
+        let class = pkt.meta().egress_queue();
         let Some(cq) = self.classes.get_mut(class as usize) else {
             self.stats.bad_class += 1;
             self.stats.drops.inc(DropReason::Pipeline);
@@ -360,7 +451,7 @@ impl<B: PacketBuf> TrafficManager<B> {
             }
             let view = View {
                 classes: &self.classes,
-                eligible: self.nonempty & !self.pause.paused_mask(now),
+                eligible: self.nonempty & !self.stopped_mask(now),
             };
             let c = self.sched.pick(&view)?;
             let cq = self.classes.get_mut(c)?;
@@ -394,14 +485,17 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// idle: on a real link that frame is already being serialized).
     #[inline]
     pub fn bypass(&mut self, mut pkt: B, now: Nanos) -> Result<B, B> {
-        let class = pkt.meta().class;
+        let class = pkt.meta().egress_queue();
         if self.nonempty != 0 || now < self.busy_until || !self.control.is_empty() {
+            return Err(pkt);
+        }
+        if class as usize >= NUM_CLASSES || self.stopped_mask(now) & (1 << class) != 0 {
             return Err(pkt);
         }
         let Some(cq) = self.classes.get_mut(class as usize) else {
             return Err(pkt);
         };
-        if !cq.q.fits(pkt.len()) || self.pause.paused_mask(now) & (1 << class) != 0 {
+        if !cq.q.fits(pkt.len()) {
             return Err(pkt);
         }
         cq.mark(&mut pkt, 0);
@@ -456,7 +550,13 @@ impl<B: PacketBuf> TrafficManager<B> {
             if cq.q.is_empty() {
                 continue;
             }
-            let t = t0.max(self.pause.paused_until(c as u8));
+            let mut t = t0.max(self.pause.paused_until(self.queue_priority[c]));
+            if self.held & (1 << c) != 0 {
+                t = t.max(self.hold_until[c]);
+            }
+            if t == Nanos::MAX {
+                continue; // held for good: only a release (or new input) frees it
+            }
             if t == t0 {
                 return Some(t0);
             }
@@ -1031,5 +1131,78 @@ mod tests {
                 proptest::prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "class {} not FIFO: {:?}", class, order);
             }
         }
+    }
+
+    /// A stage's queue choice (`meta.queue`) overrides the class's queue; the packet keeps its
+    /// class (what PFC accounts it to).
+    #[test]
+    fn meta_queue_picks_the_queue() {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&cfg());
+        let mut p = pkt(100, 3);
+        p.meta_mut().queue = 2;
+        let info = tm.enqueue(p, 0).unwrap();
+        assert_eq!(info.class, 2);
+        assert_eq!((tm.depth_pkts(2), tm.depth_pkts(3)), (1, 0));
+        let out = tm.dequeue(0).unwrap();
+        assert_eq!((out.meta().class, out.meta().egress_queue()), (3, 2));
+    }
+
+    /// A held queue keeps its packets and sends none until the hold ends (by time or by
+    /// `release`); the others go on; `next_event` knows when it ends; the bypass respects it.
+    #[test]
+    fn hold_stops_one_queue_until_release_or_time() {
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            sched: TmSched::Wrr { weights: [1; 8] },
+            ..cfg()
+        });
+        assert!(tm.hold(2, 50_000));
+        assert!(!tm.hold(8, 1), "queue out of range");
+        let mut p = pkt(100, 3);
+        p.meta_mut().queue = 2;
+        let p = tm.bypass(p, 0).expect_err("a held queue is never bypassed");
+        tm.enqueue(p, 0).unwrap();
+        tm.enqueue(pkt(100, 3), 0).unwrap();
+        let a = tm.dequeue(0).unwrap();
+        assert_eq!(a.meta().egress_queue(), 3);
+        let t1 = tm.busy_until();
+        assert!(tm.dequeue(t1).is_none(), "queue 2 is held");
+        assert_eq!(tm.next_event(t1), Some(50_000));
+        assert!(tm.is_held(2, 49_999) && !tm.is_held(2, 50_000));
+        assert_eq!(tm.dequeue(50_000).unwrap().meta().egress_queue(), 2);
+        // A release ends a hold at once; a hold to the end of time has no next event.
+        let mut p = pkt(100, 3);
+        p.meta_mut().queue = 2;
+        tm.hold(2, Nanos::MAX);
+        tm.enqueue(p, 60_000).unwrap();
+        assert_eq!(tm.next_event(60_000), None);
+        assert!(tm.release(2));
+        assert_eq!(tm.next_event(60_000), Some(60_000));
+        assert!(tm.dequeue(60_000).is_some());
+    }
+
+    /// With queue 2 mapped to priority 3, a received PFC pause of priority 3 stops queues 2 and
+    /// 3, and a pause of priority 2 stops neither.
+    #[test]
+    fn queue_priority_map_applies_received_pfc() {
+        let mut prio = IDENTITY_PRIORITIES;
+        prio[2] = 3;
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&TmConfig {
+            queue_priority: prio,
+            sched: TmSched::Wrr { weights: [1; 8] },
+            ..cfg()
+        });
+        let mut p = pkt(100, 3);
+        p.meta_mut().queue = 2;
+        tm.enqueue(p, 0).unwrap();
+        tm.enqueue(pkt(100, 3), 0).unwrap();
+        tm.on_pfc_received(1 << 2, [0, 0, 1000, 0, 0, 0, 0, 0], 0);
+        assert!(tm.dequeue(0).is_some(), "priority 2 pauses no queue here");
+        let t = tm.busy_until();
+        let mut times = [0u16; 8];
+        times[3] = 1000;
+        tm.on_pfc_received(1 << 3, times, t);
+        assert!(tm.dequeue(t).is_none(), "priority 3 pauses queue 2 too");
+        // 1000 quanta x 512 bit at 10 Gb/s = 51.2 us.
+        assert_eq!(tm.next_event(t), Some(t + 51_200));
     }
 }

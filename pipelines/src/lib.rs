@@ -7,6 +7,7 @@
 //! The functions below are the registry's shortcuts for the CLI and the tests.
 pub mod baseline;
 pub mod bifrost;
+pub mod reflex;
 pub mod spray;
 pub mod themis;
 
@@ -23,6 +24,7 @@ fn build_registry() -> Registry {
         .pipeline(baseline::mechanism::BaselineMechanism)
         .pipeline(themis::mechanism::ThemisMechanism)
         .pipeline(spray::mechanism::SprayMechanism)
+        .pipeline(reflex::mechanism::ReflexMechanism)
         .mechanism(bifrost::mechanism::BifrostMechanism)
 }
 

@@ -42,9 +42,9 @@ fn assert_err_contains(text: &str, key: &str, part: &str) {
 #[test]
 fn unknown_pipeline_names_every_registered_one() {
     assert_err_contains(
-        &format!("[switch]\nname = \"t\"\npipeline = \"reflex\"\n{PORTS}"),
+        &format!("[switch]\nname = \"t\"\npipeline = \"mlcc\"\n{PORTS}"),
         "switch.pipeline",
-        "unknown variant `reflex`, expected one of `baseline`, `themis`, `spray` (line 3, column 12)",
+        "unknown variant `mlcc`, expected one of `baseline`, `themis`, `spray`, `reflex` (line 3, column 12)",
     );
 }
 
@@ -57,7 +57,7 @@ fn unknown_table_names_generic_tables_and_sections() {
     assert!(
         e.msg.starts_with(
             "unknown field `bogus`, expected one of `switch`, `ports`, `qos`, `pfc`, `parser`, \
-             `l2`, `routes`, `control`, `dpdk`, `themis`, `spray`, `bifrost`"
+             `l2`, `routes`, `control`, `dpdk`, `themis`, `spray`, `reflex`, `bifrost`"
         ),
         "{e}"
     );
@@ -139,4 +139,53 @@ fn a_valid_section_is_found_by_type() {
     assert_eq!(t.trp.as_ref().map(|t| t.alpha), Some(7));
     assert!(t.pnp.is_none());
     assert_eq!(c.sections.names().collect::<Vec<_>>(), ["themis"]);
+}
+
+/// `[reflex]`'s own checks, each on the shipped config with one edit, every error at once.
+#[test]
+fn reflex_section_errors() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/reflex-esw.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let errs = |edit: &[(&str, &str)]| -> Vec<String> {
+        let mut t = text.clone();
+        for (a, b) in edit {
+            assert!(t.contains(a), "{a}");
+            t = t.replacen(a, b, 1);
+        }
+        match longhaul_pipelines::parse_config_all(&t, Path::new("r.toml")) {
+            Ok(_) => Vec::new(),
+            Err(v) => v.iter().map(|e| e.to_string()).collect(),
+        }
+    };
+    let has = |v: &[String], part: &str| {
+        assert!(v.iter().any(|e| e.contains(part)), "no '{part}' in {v:#?}")
+    };
+    assert!(errs(&[]).is_empty());
+    let v = errs(&[("scheduler = \"wrr\"", "scheduler = \"drr\"")]);
+    has(&v, "r.toml: reflex.ndt.n_throttle: NDT serves its queues N_throttle:1 in packets: [qos] scheduler must be \"wrr\"");
+    let v = errs(&[("controlled_queue = 2 ", "controlled_queue = 3 ")]);
+    has(&v, "reflex.ndt.controlled_queue: must differ from the data class (3)");
+    let v = errs(&[("controlled_queue = 2 ", "controlled_queue = 0 ")]);
+    has(&v, "queue 0 is a class the QoS maps traffic to");
+    let v = errs(&[("controlled_queue = 2 ", "controlled_queue = 7 ")]);
+    has(&v, "queue 7 is in [qos] strict_classes");
+    let v = errs(&[("controlled_queue = 2 ", "")]);
+    has(&v, "reflex.ndt.controlled_queue: missing");
+    let v = errs(&[
+        ("alpha = 0.7", "alpha = 1.5"),
+        ("int_udp_port = 5000", "int_udp_port = 4791"),
+        ("n_cool = 5 ", "n_cool = -1 "),
+    ]);
+    has(&v, "reflex.ndt.alpha: 1.5 is out of range");
+    has(&v, "reflex.int_udp_port: 4791 is RoCEv2's own port");
+    has(&v, "reflex.nsf.n_cool");
+    assert_eq!(v.len(), 3, "every error at once: {v:#?}");
+    let v = errs(&[("pipeline = \"reflex\"", "pipeline = \"baseline\"")]);
+    has(&v, "reflex");
+    let nothing = text[..text.find("[reflex.nsf]").unwrap()].to_string();
+    let v = match longhaul_pipelines::parse_config_all(&nothing, Path::new("r.toml")) {
+        Ok(_) => Vec::new(),
+        Err(v) => v.iter().map(|e| e.to_string()).collect(),
+    };
+    has(&v, "enable NSF ([reflex.nsf]) and/or NDT ([reflex.ndt])");
 }

@@ -6,7 +6,7 @@ use longhaul_control::config::{Config, SchedulerKind};
 use longhaul_dataplane::asic::pfc::PfcParams;
 use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
 use longhaul_dataplane::packet::NUM_CLASSES;
-use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched};
+use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched, IDENTITY_PRIORITIES};
 
 /// Smallest frame a queue slot is sized for: a class of `limit_bytes` holds at most
 /// `limit_bytes / MIN_FRAME` packets (bounded further by the pool size).
@@ -58,6 +58,7 @@ pub fn tm_config(cfg: &Config, i: usize) -> TmConfig {
         control_queue_pkts: CONTROL_QUEUE_PKTS,
         // Each port's markers get their own stream, all derived from the one configured seed.
         seed: cfg.switch.seed.wrapping_add((port.id as u64) << 8),
+        queue_priority: IDENTITY_PRIORITIES,
     }
 }
 

@@ -307,13 +307,13 @@ pub struct IntConfig {
 
 /// Where the headers of a UDP packet are.
 #[derive(Clone, Copy, Debug)]
-struct UdpLayout {
-    v4: bool,
-    l3_off: usize,
-    udp_off: usize,
+pub(crate) struct UdpLayout {
+    pub(crate) v4: bool,
+    pub(crate) l3_off: usize,
+    pub(crate) udp_off: usize,
 }
 
-fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
+pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
     let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
     let (v4, udp_off, ip_end) = match l3.first().map(|b| b >> 4) {
         Some(4) => {
@@ -357,7 +357,11 @@ fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
 
 /// Add `delta` bytes to IP and UDP lengths (IPv4 checksum updated incrementally; a non-zero UDP
 /// checksum recomputed). Checks for overflow before changing anything.
-fn adjust_lengths(frame: &mut [u8], lay: &UdpLayout, delta: isize) -> Result<(), WireError> {
+pub(crate) fn adjust_lengths(
+    frame: &mut [u8],
+    lay: &UdpLayout,
+    delta: isize,
+) -> Result<(), WireError> {
     let ip_len_off = lay.l3_off + if lay.v4 { 2 } else { 4 };
     let old_ip = be16(frame, ip_len_off).ok_or(WireError::Truncated)?;
     let old_udp = be16(frame, lay.udp_off + 4).ok_or(WireError::Truncated)?;
@@ -375,7 +379,7 @@ fn adjust_lengths(frame: &mut [u8], lay: &UdpLayout, delta: isize) -> Result<(),
     Ok(())
 }
 
-fn refresh_udp_checksum(frame: &mut [u8], lay: &UdpLayout) {
+pub(crate) fn refresh_udp_checksum(frame: &mut [u8], lay: &UdpLayout) {
     if be16(frame, lay.udp_off + 6).unwrap_or(0) == 0 {
         return;
     }
@@ -409,7 +413,11 @@ fn refresh_udp_checksum(frame: &mut [u8], lay: &UdpLayout) {
 
 /// Grow the frame by `n` bytes at offset `at` (moving bytes `0..at` forward into the headroom);
 /// the new bytes at `at..at + n` are zeroed.
-fn open_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<(), WireError> {
+pub(crate) fn open_gap<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    at: usize,
+    n: usize,
+) -> Result<(), WireError> {
     if at > buf.len() {
         return Err(WireError::Truncated);
     }
@@ -520,8 +528,11 @@ fn locate_int_in(frame: &[u8], lay: &UdpLayout) -> Result<IntLayout, WireError> 
     if int_len < SHIM_LEN + MD_HEADER_LEN || int_len > avail.len() {
         return Err(WireError::BadLength);
     }
+    // HopML covers the standard metadata of the instruction bitmap and, after it, the INT
+    // domain's own metadata (DS Instruction, INT v2.1 section 5.7), whose meaning depends on
+    // the DS ID: it may only be longer than the standard part.
     let hop_len = md.hop_ml() as usize * 4;
-    if hop_words(md.instructions())? as usize * 4 != hop_len {
+    if hop_words(md.instructions())? as usize * 4 > hop_len {
         return Err(WireError::BadLength);
     }
     let stack_len = int_len - SHIM_LEN - MD_HEADER_LEN;

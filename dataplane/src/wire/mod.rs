@@ -18,6 +18,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod parse;
 pub mod pfc;
+pub mod reflex;
 pub mod roce;
 pub mod tcp;
 pub mod udp;

@@ -384,6 +384,26 @@ fn mac48(b: &[u8], off: usize) -> u64 {
     u64::from_be_bytes(m)
 }
 
+/// The IP source and destination of the IPv4 or IPv6 header at `l3_off` as `u128`s (IPv4 as
+/// IPv4-mapped IPv6, `::ffff:a.b.c.d`): one key type for flow tables of both families.
+pub fn ip_pair_u128(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {
+    match *frame.get(l3_off)? >> 4 {
+        4 => {
+            let b = frame.get(l3_off + 12..l3_off + 20)?;
+            let s = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let d = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+            Some((0xffff_0000_0000 | s as u128, 0xffff_0000_0000 | d as u128))
+        }
+        6 => {
+            let b = frame.get(l3_off + 8..l3_off + 40)?;
+            let s: [u8; 16] = b[..16].try_into().ok()?;
+            let d: [u8; 16] = b[16..].try_into().ok()?;
+            Some((u128::from_be_bytes(s), u128::from_be_bytes(d)))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

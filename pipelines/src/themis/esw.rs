@@ -239,24 +239,7 @@ impl ThemisEsw {
 
     /// Source and destination addresses as u128 (IPv4-mapped for IPv4).
     pub(crate) fn ip_pair(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {
-        let v = *frame.get(l3_off)? >> 4;
-        match v {
-            4 => {
-                let b = frame.get(l3_off + 12..l3_off + 20)?;
-                let s = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                let d = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-                Some((super::daemon::v4_mapped(s), super::daemon::v4_mapped(d)))
-            }
-            6 => {
-                let b = frame.get(l3_off + 8..l3_off + 40)?;
-                let mut s = [0u8; 16];
-                let mut d = [0u8; 16];
-                s.copy_from_slice(&b[..16]);
-                d.copy_from_slice(&b[16..]);
-                Some((u128::from_be_bytes(s), u128::from_be_bytes(d)))
-            }
-            _ => None,
-        }
+        longhaul_dataplane::wire::parse::ip_pair_u128(frame, l3_off)
     }
 
     /// (opcode, DestQP, PSN) of the BTH at `bth_off`.

@@ -1,0 +1,413 @@
+//! Reflex's timestamp, its echo, and the pseudo-ACK (paper 003, section III; our encoding,
+//! docs/wire-formats.md "Reflex: timestamps, their echo, and pseudo-ACKs", version 1).
+//!
+//! One INT v2.1 MD hop over UDP ([`super::int`]) in the Reflex INT domain:
+//!
+//! ```text
+//! shim:    type 1, NPT 1, length 7 words, original port 4791
+//! MD:      Ver 2, HopML 3, RemainingHopCount 0, instructions 0x0400 (egress timestamp),
+//!          DS ID 0x5246, DS Instruction 0x8000 (requester QPN), DS Flags (NSF 0x8000, ECHO 0x4000)
+//! hop:     egress timestamp (8, ns) | 0x00 | requester QPN (24 bits)
+//! ```
+//!
+//! The RoCE packet after the INT is unchanged, so its ICRC is the one computed without INT: it
+//! verifies once [`super::int::strip_int`] has removed the INT. Everything here checks lengths
+//! before reading and never allocates.
+
+use super::int::{
+    self, adjust_lengths, locate_udp, open_gap, refresh_udp_checksum, MD_HEADER_LEN, NPT_UDP_PORT,
+    SHIM_LEN, TYPE_INT_MD, VERSION,
+};
+use super::roce::{self, AckSpec, RoceAddrs, BTH_LEN};
+use super::{be16, be32, put16, udp, WireError};
+use crate::packet::PacketBuf;
+use crate::wire::ethernet::MacAddr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// INT Domain Specific ID of the Reflex domain ("RF").
+pub const DS_ID: u16 = 0x5246;
+/// DS Instruction bit 0: per hop, 4 bytes carrying the requester's QPN.
+pub const DS_INS_REQUESTER_QPN: u16 = 0x8000;
+/// DS Flags: a pseudo-ACK made by the source ESW's NSF.
+pub const FLAG_NSF: u16 = 0x8000;
+/// DS Flags: the hop is reflected (the packet is an ACK or a pseudo-ACK).
+pub const FLAG_ECHO: u16 = 0x4000;
+/// The hop: egress timestamp (8) + requester QPN (4).
+pub const HOP_LEN: usize = 12;
+/// Shim + INT-MD header + the hop.
+pub const INT_LEN: usize = SHIM_LEN + MD_HEADER_LEN + HOP_LEN;
+/// The INT UDP port longhaul's configs and modeled hosts use unless told otherwise.
+pub const DEFAULT_INT_PORT: u16 = 5000;
+/// AETH syndrome of a pseudo-ACK: ACK, credit count invalid.
+pub const SYNDROME_ACK: u8 = 0x1f;
+
+/// The hop's contents.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReflexHop {
+    /// Transmission timestamp, ns (the requester's, or the destination ESW's egress time).
+    pub ts: u64,
+    /// The requester's QPN (24 bits).
+    pub qpn: u32,
+}
+
+/// Where a Reflex packet's INT and RoCE headers are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReflexView {
+    pub udp_off: usize,
+    /// Offset of the 8-byte timestamp.
+    pub ts_off: usize,
+    /// Offset of the BTH (after the INT).
+    pub bth_off: usize,
+    /// DS Flags.
+    pub flags: u16,
+    pub hop: ReflexHop,
+}
+
+impl ReflexView {
+    /// A pseudo-ACK (NSF flag).
+    pub fn is_nsf(&self) -> bool {
+        self.flags & FLAG_NSF != 0
+    }
+    /// A reflected hop (an ACK or a pseudo-ACK).
+    pub fn is_echo(&self) -> bool {
+        self.flags & FLAG_ECHO != 0
+    }
+}
+
+/// Locate the Reflex hop of the IPv4/IPv6 UDP packet whose IP header is at `l3_off`:
+/// [`WireError::Unsupported`] when the UDP destination port is not `int_port` or the INT is
+/// not the Reflex encoding above (another domain, other instructions, more than one hop, an
+/// original port other than 4791); [`WireError::Truncated`] / [`WireError::BadLength`] for
+/// lengths that do not hold a BTH after the INT.
+pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, WireError> {
+    let lay = locate_udp(frame, l3_off)?;
+    if be16(frame, lay.udp_off + 2) != Some(int_port) {
+        return Err(WireError::Unsupported);
+    }
+    let il = int::locate_int(frame, l3_off)?;
+    let shim = il.shim_off;
+    let md = shim + SHIM_LEN;
+    if be16(frame, shim + 2) != Some(roce::ROCE_V2_PORT)
+        || il.int_len != INT_LEN
+        || il.hop_len != HOP_LEN
+        || il.instructions != int::INS_EGRESS_TS
+        || be16(frame, md + 6) != Some(DS_ID)
+        || be16(frame, md + 8) != Some(DS_INS_REQUESTER_QPN)
+    {
+        return Err(WireError::Unsupported);
+    }
+    let flags = be16(frame, md + 10).ok_or(WireError::Truncated)?;
+    let ts_off = il.stack_off;
+    let hi = be32(frame, ts_off).ok_or(WireError::Truncated)? as u64;
+    let lo = be32(frame, ts_off + 4).ok_or(WireError::Truncated)? as u64;
+    let qpn = be32(frame, ts_off + 8).ok_or(WireError::Truncated)? & roce::QPN_MASK;
+    let bth_off = shim + INT_LEN;
+    let ulen = be16(frame, lay.udp_off + 4).unwrap_or(0) as usize;
+    if lay.udp_off + ulen < bth_off + BTH_LEN || frame.len() < bth_off + BTH_LEN {
+        return Err(WireError::Truncated);
+    }
+    Ok(ReflexView {
+        udp_off: lay.udp_off,
+        ts_off,
+        bth_off,
+        flags,
+        hop: ReflexHop {
+            ts: (hi << 32) | lo,
+            qpn,
+        },
+    })
+}
+
+/// Overwrite the hop's timestamp (NDT's egress time). The ICRC does not cover it.
+pub fn set_ts(frame: &mut [u8], v: &ReflexView, ts: u64) -> Result<(), WireError> {
+    let b = frame
+        .get_mut(v.ts_off..v.ts_off + 8)
+        .ok_or(WireError::Truncated)?;
+    b.copy_from_slice(&ts.to_be_bytes());
+    Ok(())
+}
+
+/// The 28 INT bytes for `hop` with `flags`, original port 4791.
+pub fn int_bytes(hop: ReflexHop, flags: u16) -> [u8; INT_LEN] {
+    let mut b = [0u8; INT_LEN];
+    b[0] = (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2);
+    b[1] = (INT_LEN / 4) as u8;
+    b[2..4].copy_from_slice(&roce::ROCE_V2_PORT.to_be_bytes());
+    let w0 = ((VERSION as u32) << 28) | (((HOP_LEN / 4) as u32) << 8);
+    b[4..8].copy_from_slice(&w0.to_be_bytes());
+    b[8..10].copy_from_slice(&int::INS_EGRESS_TS.to_be_bytes());
+    b[10..12].copy_from_slice(&DS_ID.to_be_bytes());
+    b[12..14].copy_from_slice(&DS_INS_REQUESTER_QPN.to_be_bytes());
+    b[14..16].copy_from_slice(&flags.to_be_bytes());
+    b[16..24].copy_from_slice(&hop.ts.to_be_bytes());
+    b[24..28].copy_from_slice(&(hop.qpn & roce::QPN_MASK).to_be_bytes());
+    b
+}
+
+/// Fix the UDP port (to `int_port`), IP and UDP lengths (+ [`INT_LEN`]) and checksums of a frame
+/// whose INT bytes were just placed after its UDP header (`lay`: its headers, located before).
+fn finish_insert(frame: &mut [u8], lay: &int::UdpLayout, int_port: u16) -> Result<(), WireError> {
+    put16(frame, lay.udp_off + 2, int_port);
+    adjust_lengths(frame, lay, INT_LEN as isize)?;
+    refresh_udp_checksum(frame, lay);
+    Ok(())
+}
+
+/// Insert the Reflex INT (the source's hop) into the RoCEv2 packet in `buf` whose IP header is
+/// at `l3_off`: after the UDP header, UDP destination port `int_port`, lengths and checksums
+/// updated. Needs [`INT_LEN`] bytes of headroom. Errors leave the frame unchanged.
+pub fn insert<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    int_port: u16,
+    hop: ReflexHop,
+    flags: u16,
+) -> Result<(), WireError> {
+    let lay = locate_udp(buf.data(), l3_off)?;
+    if be16(buf.data(), lay.udp_off + 2) != Some(roce::ROCE_V2_PORT) {
+        return Err(WireError::Unsupported);
+    }
+    check_room(buf.data(), &lay)?;
+    if buf.headroom() < INT_LEN {
+        return Err(WireError::NoRoom);
+    }
+    let at = lay.udp_off + udp::HEADER_LEN;
+    open_gap(buf, at, INT_LEN)?;
+    let d = buf.data_mut();
+    d[at..at + INT_LEN].copy_from_slice(&int_bytes(hop, flags));
+    finish_insert(d, &lay, int_port)
+}
+
+fn check_room(frame: &[u8], lay: &int::UdpLayout) -> Result<(), WireError> {
+    let ipl = be16(frame, lay.l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
+    let ul = be16(frame, lay.udp_off + 4).unwrap_or(u16::MAX);
+    if ipl as usize + INT_LEN > u16::MAX as usize || ul as usize + INT_LEN > u16::MAX as usize {
+        return Err(WireError::BadLength);
+    }
+    Ok(())
+}
+
+/// Copy the RoCEv2 `frame` (IP header at `l3_off`) into `out` with the Reflex INT inserted;
+/// returns the new length (`frame.len() + INT_LEN`).
+pub fn insert_copy(
+    frame: &[u8],
+    l3_off: usize,
+    int_port: u16,
+    hop: ReflexHop,
+    flags: u16,
+    out: &mut [u8],
+) -> Result<usize, WireError> {
+    let lay = locate_udp(frame, l3_off)?;
+    if be16(frame, lay.udp_off + 2) != Some(roce::ROCE_V2_PORT) {
+        return Err(WireError::Unsupported);
+    }
+    check_room(frame, &lay)?;
+    let n = frame.len() + INT_LEN;
+    let out = out.get_mut(..n).ok_or(WireError::NoRoom)?;
+    let at = lay.udp_off + udp::HEADER_LEN;
+    out[..at].copy_from_slice(&frame[..at]);
+    out[at..at + INT_LEN].copy_from_slice(&int_bytes(hop, flags));
+    out[at + INT_LEN..].copy_from_slice(&frame[at..]);
+    finish_insert(out, &lay, int_port)?;
+    Ok(n)
+}
+
+/// The pseudo-ACK NSF answers the Reflex data packet `data` (IP header at `l3_off`, located as
+/// `v`) with (section III-C, docs/wire-formats.md): an RC ACK to the requester's QP (the hop's
+/// QPN), the data packet's PSN, P_Key and UDP source port, IP addresses swapped, DSCP `dscp`,
+/// Not-ECT, the hop reflected with DS Flags NSF | ECHO, a valid ICRC. Ethernet addresses are the
+/// caller's (`src_mac`, `dst_mac`: it routes the packet). Returns the length written to `out`.
+pub fn build_pseudo_ack(
+    data: &[u8],
+    l3_off: usize,
+    v: &ReflexView,
+    dscp: u8,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    out: &mut [u8],
+) -> Result<usize, WireError> {
+    let bth = roce::Bth::new_checked(data.get(v.bth_off..).ok_or(WireError::Truncated)?)?;
+    let sport = be16(data, v.udp_off).ok_or(WireError::Truncated)?;
+    let spec = AckSpec {
+        dest_qp: v.hop.qpn,
+        psn: bth.psn(),
+        syndrome: SYNDROME_ACK,
+        msn: 0,
+        pkey: bth.pkey(),
+    };
+    let mut ack = [0u8; 128];
+    let l3 = data.get(l3_off..).ok_or(WireError::Truncated)?;
+    let n = match l3.first().map(|b| b >> 4) {
+        Some(4) => {
+            let ip = super::ipv4::Ipv4Packet::new_checked(l3)?;
+            let a = RoceAddrs::<Ipv4Addr> {
+                src_mac: MacAddr(src_mac),
+                dst_mac: MacAddr(dst_mac),
+                src_ip: ip.dst_addr(),
+                dst_ip: ip.src_addr(),
+                udp_sport: sport,
+                dscp,
+                ecn: 0,
+            };
+            roce::build_ack_v4(&mut ack, &a, &spec)?
+        }
+        Some(6) => {
+            let ip = super::ipv6::Ipv6Packet::new_checked(l3)?;
+            let a = RoceAddrs::<Ipv6Addr> {
+                src_mac: MacAddr(src_mac),
+                dst_mac: MacAddr(dst_mac),
+                src_ip: ip.dst_addr(),
+                dst_ip: ip.src_addr(),
+                udp_sport: sport,
+                dscp,
+                ecn: 0,
+            };
+            roce::build_ack_v6(&mut ack, &a, &spec)?
+        }
+        _ => return Err(WireError::BadIpHeader),
+    };
+    // The ACK's IP header is at 14 (build_ack_* writes an untagged frame).
+    insert_copy(
+        &ack[..n],
+        super::ethernet::HEADER_LEN,
+        be16(data, v.udp_off + 2).ok_or(WireError::Truncated)?,
+        v.hop,
+        FLAG_NSF | FLAG_ECHO,
+        out,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::HeapBuf;
+    use crate::wire::icrc;
+    use crate::wire::roce::{build_roce_v4, build_roce_v6, opcode, BthRepr, PKEY_DEFAULT};
+
+    fn data_v4() -> Vec<u8> {
+        let a = RoceAddrs {
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: Ipv4Addr::new(10, 0, 0, 5),
+            dst_ip: Ipv4Addr::new(10, 1, 0, 7),
+            udp_sport: 49200,
+            dscp: 26,
+            ecn: 2,
+        };
+        let bth = BthRepr {
+            opcode: opcode::RC_RDMA_WRITE_MIDDLE,
+            pkey: PKEY_DEFAULT,
+            dest_qp: 0x80_0456,
+            psn: 77,
+            ..BthRepr::default()
+        };
+        let mut buf = vec![0u8; 2048];
+        let n = build_roce_v4(&mut buf, &a, &bth, &[0xab; 1024]).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    const HOP: ReflexHop = ReflexHop {
+        ts: 0x0102_0304_0506_0708,
+        qpn: 0x123,
+    };
+
+    #[test]
+    fn insert_locate_set_ts_strip_round_trip() {
+        let orig = data_v4();
+        let mut b = HeapBuf::from_bytes(&orig);
+        insert(&mut b, 14, 5000, HOP, 0).unwrap();
+        assert_eq!(b.len(), orig.len() + INT_LEN);
+        let v = locate(b.data(), 14, 5000).unwrap();
+        assert_eq!((v.hop, v.flags, v.bth_off), (HOP, 0, 14 + 20 + 8 + 28));
+        assert_eq!(locate(b.data(), 14, 5001), Err(WireError::Unsupported));
+        // The IPv4 header checksum is still valid.
+        let ip = crate::wire::ipv4::Ipv4Packet::new_checked(&b.data()[14..]).unwrap();
+        assert!(ip.verify_checksum());
+        set_ts(b.data_mut(), &v, 42).unwrap();
+        assert_eq!(locate(b.data(), 14, 5000).unwrap().hop.ts, 42);
+        // insert_copy gives the same bytes as insert.
+        let mut out = vec![0u8; 4096];
+        let n = insert_copy(&orig, 14, 5000, ReflexHop { ts: 42, ..HOP }, 0, &mut out).unwrap();
+        assert_eq!(&out[..n], b.data());
+        int::strip_int(&mut b, 14).unwrap();
+        assert_eq!(
+            b.data(),
+            &orig[..],
+            "stripping restores the original bit for bit"
+        );
+        assert_eq!(icrc::verify(b.data(), 14), Ok(true));
+    }
+
+    #[test]
+    fn pseudo_ack_v4_and_v6() {
+        let mut b = HeapBuf::from_bytes(&data_v4());
+        insert(&mut b, 14, 5000, HOP, 0).unwrap();
+        let v = locate(b.data(), 14, 5000).unwrap();
+        let mut out = [0u8; 256];
+        let n = build_pseudo_ack(b.data(), 14, &v, 48, [2; 6], [3; 6], &mut out).unwrap();
+        assert_eq!(n, 62 + INT_LEN);
+        let f = &out[..n];
+        let pv = locate(f, 14, 5000).unwrap();
+        assert_eq!((pv.hop, pv.flags), (HOP, FLAG_NSF | FLAG_ECHO));
+        let bth = roce::Bth::new_checked(&f[pv.bth_off..]).unwrap();
+        assert_eq!((bth.opcode(), bth.dest_qp(), bth.psn()), (0x11, 0x123, 77));
+        let ip = crate::wire::ipv4::Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!(ip.src_addr(), Ipv4Addr::new(10, 1, 0, 7));
+        assert_eq!(ip.dst_addr(), Ipv4Addr::new(10, 0, 0, 5));
+        assert_eq!(be16(f, 34), Some(49200), "the data's UDP source port");
+        let mut s = HeapBuf::from_bytes(f);
+        int::strip_int(&mut s, 14).unwrap();
+        assert_eq!(icrc::verify(s.data(), 14), Ok(true));
+
+        // IPv6.
+        let a = RoceAddrs {
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: "2001:db8::5".parse::<Ipv6Addr>().unwrap(),
+            dst_ip: "2001:db8:1::7".parse::<Ipv6Addr>().unwrap(),
+            udp_sport: 49201,
+            dscp: 26,
+            ecn: 2,
+        };
+        let bth = BthRepr {
+            opcode: opcode::RC_RDMA_WRITE_MIDDLE,
+            pkey: PKEY_DEFAULT,
+            dest_qp: 9,
+            psn: 5,
+            ..BthRepr::default()
+        };
+        let mut buf = vec![0u8; 512];
+        let n6 = build_roce_v6(&mut buf, &a, &bth, &[1; 64]).unwrap();
+        let mut b6 = HeapBuf::from_bytes(&buf[..n6]);
+        insert(&mut b6, 14, 5000, HOP, 0).unwrap();
+        let v6 = locate(b6.data(), 14, 5000).unwrap();
+        let n = build_pseudo_ack(b6.data(), 14, &v6, 48, [2; 6], [3; 6], &mut out).unwrap();
+        let mut s = HeapBuf::from_bytes(&out[..n]);
+        assert_eq!(locate(s.data(), 14, 5000).unwrap().hop, HOP);
+        int::strip_int(&mut s, 14).unwrap();
+        assert_eq!(icrc::verify(s.data(), 14), Ok(true));
+    }
+
+    /// Every prefix of a Reflex frame, and frames with a changed INT byte, are refused or
+    /// located without panicking.
+    #[test]
+    fn malformed_never_panics() {
+        let mut b = HeapBuf::from_bytes(&data_v4());
+        insert(&mut b, 14, 5000, HOP, 0).unwrap();
+        let f = b.data().to_vec();
+        for n in 0..f.len() {
+            let _ = locate(&f[..n], 14, 5000);
+        }
+        for i in 42..42 + INT_LEN {
+            for x in [0u8, 0xff, f[i] ^ 1] {
+                let mut g = f.clone();
+                g[i] = x;
+                let _ = locate(&g, 14, 5000);
+            }
+        }
+        let mut g = f.clone();
+        g[42 + 10] = 0; // another DS ID
+        assert_eq!(locate(&g, 14, 5000), Err(WireError::Unsupported));
+    }
+}

@@ -1,0 +1,428 @@
+//! The Reflex external switch (ESW): the baseline's forwarding with NSF and NDT (paper 003,
+//! Fig. 4: NSF at the egress toward the WAN, NDT at the egress toward the DC).
+//!
+//! Per packet, ingress:
+//! 1. Parse, classify and look up as the baseline does.
+//! 2. WAN -> DC data of NDT's class carrying a Reflex hop: NDT picks its queue (Normal = its
+//!    class, or the Controlled queue with a ticket in `meta.user`).
+//! 3. DC -> WAN ACK carrying a reflected hop (not a pseudo-ACK): NDT's `RTT_dst = now - ts`
+//!    refreshes the flow's state.
+//! 4. The frame rewrite (TTL, MACs) and forward.
+//!
+//! Egress (`now` = the start of transmission):
+//! - toward a WAN port, DC -> WAN data with a Reflex hop: NSF's `T_src = now - ts`, the state
+//!   machine, and a pseudo-ACK when due, routed back to the sender;
+//! - toward a DC port, WAN -> DC data with a Reflex hop: its timestamp becomes `now`; a packet
+//!   leaving the Controlled queue advances its port's tickets.
+//!
+//! Inter-DC traffic without a Reflex hop passes as the baseline forwards it (counted in
+//! `reflex.no_int`).
+
+use super::config::ReflexConfig;
+use super::ndt::{Ndt, NdtParams};
+use super::nsf::{Nsf, NsfParams};
+use super::FlowKey;
+use crate::baseline::{BaselineCommand, Forwarding};
+use longhaul_control::config::Config;
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
+use longhaul_dataplane::packet::{BufPool, PacketBuf, QUEUE_OF_CLASS};
+use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::parse::{ip_pair_u128, Parsed};
+use longhaul_dataplane::wire::reflex::{self, ReflexView};
+use longhaul_dataplane::wire::roce::{opcode, Bth};
+use longhaul_dataplane::wire::WireError;
+
+/// The ESW pipeline's own counters (the modules have theirs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReflexStats {
+    /// Inter-DC RoCE data or ACKs without a Reflex hop (forwarded unchanged).
+    pub no_int: u64,
+    /// Frames to the INT port whose INT is malformed or not Reflex's (forwarded unchanged).
+    pub bad_int: u64,
+}
+
+/// Reflex at the external switch.
+pub struct ReflexEsw {
+    pub fwd: Forwarding,
+    /// Port id -> role.
+    dc: Vec<bool>,
+    wan: Vec<bool>,
+    int_port: u16,
+    nsf: Option<Nsf>,
+    ndt: Option<Ndt>,
+    /// NDT's class (its Normal queue).
+    data_class: u8,
+    ack_dscp: u8,
+    ack_class: u8,
+    scratch: [u8; 256],
+    pub stats: ReflexStats,
+}
+
+fn role_map(ids: &[u16], max: u16) -> Vec<bool> {
+    let mut v = vec![false; max as usize + 1];
+    for &i in ids {
+        if let Some(x) = v.get_mut(i as usize) {
+            *x = true;
+        }
+    }
+    v
+}
+
+impl ReflexEsw {
+    pub fn new(cfg: &Config) -> Self {
+        let r = cfg
+            .section::<ReflexConfig>()
+            .cloned()
+            .unwrap_or(ReflexConfig {
+                dc_ports: Vec::new(),
+                wan_ports: Vec::new(),
+                int_udp_port: reflex::DEFAULT_INT_PORT,
+                nsf: None,
+                ndt: None,
+            });
+        let max_port = cfg.ports.iter().map(|p| p.id).max().unwrap_or(0);
+        let fwd = Forwarding::new(cfg);
+        let ack_dscp = r.nsf.as_ref().map_or(48, |n| n.ack_dscp);
+        ReflexEsw {
+            dc: role_map(&r.dc_ports, max_port),
+            wan: role_map(&r.wan_ports, max_port),
+            int_port: r.int_udp_port,
+            nsf: r.nsf.as_ref().map(|n| {
+                Nsf::new(NsfParams {
+                    t_src_thresh_ns: n.t_src_thresh_ns,
+                    t_interval_ns: n.t_interval_ns,
+                    n_cool: n.n_cool,
+                    flow_capacity: n.flow_capacity,
+                    flow_idle_timeout_ns: n.flow_idle_timeout_ns,
+                })
+            }),
+            ndt: r.ndt.as_ref().map(|n| {
+                Ndt::new(
+                    NdtParams {
+                        t_dst_thresh_ns: n.t_dst_thresh_ns,
+                        alpha: n.alpha,
+                        t_maxpause_ns: n.t_maxpause_ns,
+                        controlled_queue: n.controlled_queue,
+                        flow_capacity: n.flow_capacity,
+                        active_timeout_ns: n.active_timeout_ns,
+                    },
+                    max_port,
+                )
+            }),
+            data_class: r.ndt.as_ref().map_or(u8::MAX, |n| n.data_class),
+            ack_class: fwd.class_of_dscp(ack_dscp),
+            ack_dscp,
+            fwd,
+            scratch: [0; 256],
+            stats: ReflexStats::default(),
+        }
+    }
+
+    #[inline]
+    fn is_dc(&self, port: u16) -> bool {
+        self.dc.get(port as usize).copied().unwrap_or(false)
+    }
+
+    #[inline]
+    fn is_wan(&self, port: u16) -> bool {
+        self.wan.get(port as usize).copied().unwrap_or(false)
+    }
+
+    /// NSF, when enabled.
+    pub fn nsf(&self) -> Option<&Nsf> {
+        self.nsf.as_ref()
+    }
+
+    /// NDT, when enabled.
+    pub fn ndt(&self) -> Option<&Ndt> {
+        self.ndt.as_ref()
+    }
+
+    /// The Reflex hop of a UDP packet to the INT port (`None` for anything else; a malformed
+    /// or foreign INT on the INT port is counted).
+    fn reflex_view(&mut self, frame: &[u8], l3_off: usize, p_dst_port: u16) -> Option<ReflexView> {
+        if p_dst_port != self.int_port {
+            return None;
+        }
+        match reflex::locate(frame, l3_off, self.int_port) {
+            Ok(v) => Some(v),
+            Err(WireError::Unsupported) | Err(_) => {
+                self.stats.bad_int += 1;
+                None
+            }
+        }
+    }
+
+    /// BTH opcode at `off`.
+    fn opcode_at(frame: &[u8], off: usize) -> Option<(u8, u32)> {
+        let b = Bth::new_checked(frame.get(off..)?).ok()?;
+        Some((b.opcode(), b.dest_qp()))
+    }
+
+    fn is_data_op(op: u8) -> bool {
+        op != opcode::RC_ACKNOWLEDGE && op != opcode::CNP
+    }
+
+    fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        let now = ctx.now;
+        let (p, routable) = match self.fwd.parse_stage(pkt) {
+            Ok(x) => x,
+            Err(r) => return Action::Drop(r),
+        };
+        let class = self.fwd.classify(&p);
+        let m = pkt.meta_mut();
+        m.class = class;
+        m.queue = QUEUE_OF_CLASS;
+        let in_port = m.ingress_port;
+        let egress = match self.fwd.lookup_stage(now, pkt, &p, routable) {
+            Ok(e) => e,
+            Err(r) => return Action::Drop(r),
+        };
+        let out_port = egress.port();
+        if self.ndt.is_some() {
+            if self.is_wan(in_port) && self.is_dc(out_port) && class == self.data_class {
+                self.ndt_data(ctx, pkt, &p, out_port, now);
+            } else if self.is_dc(in_port) && self.is_wan(out_port) {
+                self.ndt_ack(ctx, pkt, &p, now);
+            }
+        }
+        if let Err(r) = self.fwd.apply_stage(pkt, &p, egress) {
+            return Action::Drop(r);
+        }
+        Action::Forward
+    }
+
+    /// WAN -> DC data: NDT's queue manager.
+    fn ndt_data<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        out_port: u16,
+        now: Nanos,
+    ) {
+        let frame = pkt.data();
+        let l3 = p.l3_off as usize;
+        let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
+            self.stats.no_int += p.is_roce() as u64;
+            return;
+        };
+        let Some((op, _)) = Self::opcode_at(frame, v.bth_off) else {
+            return;
+        };
+        if v.is_echo() || !Self::is_data_op(op) {
+            return;
+        }
+        let Some((src, dst)) = ip_pair_u128(frame, l3) else {
+            return;
+        };
+        let key = FlowKey {
+            src,
+            dst,
+            qpn: v.hop.qpn,
+        };
+        let Some(ndt) = self.ndt.as_mut() else {
+            return;
+        };
+        if let Some(ticket) = ndt.on_data(ctx, key, out_port, now) {
+            let m = pkt.meta_mut();
+            m.queue = ndt.params().controlled_queue;
+            m.user = ticket;
+        }
+    }
+
+    /// DC -> WAN ACK with a reflected hop: NDT's `RTT_dst`.
+    fn ndt_ack<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, p: &Parsed, now: Nanos) {
+        let frame = pkt.data();
+        let l3 = p.l3_off as usize;
+        let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
+            self.stats.no_int += p.is_roce() as u64;
+            return;
+        };
+        if !v.is_echo() || v.is_nsf() {
+            return;
+        }
+        let Some((op, qpn)) = Self::opcode_at(frame, v.bth_off) else {
+            return;
+        };
+        if op != opcode::RC_ACKNOWLEDGE {
+            return;
+        }
+        let Some((src, dst)) = ip_pair_u128(frame, l3) else {
+            return;
+        };
+        // The ACK goes responder -> requester: its data went dst -> src.
+        let key = FlowKey {
+            src: dst,
+            dst: src,
+            qpn,
+        };
+        if let Some(ndt) = self.ndt.as_mut() {
+            ndt.on_ack(ctx, key, now.saturating_sub(v.hop.ts), now);
+        }
+    }
+
+    fn egress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        let m = *pkt.meta();
+        let (in_port, out_port) = (m.ingress_port, m.egress_port);
+        if m.l3_off == 0 || m.l4_off == 0 {
+            return Action::Forward;
+        }
+        if self.nsf.is_some() && self.is_wan(out_port) && self.is_dc(in_port) {
+            self.nsf_egress(ctx, pkt);
+        } else if self.is_dc(out_port) && self.is_wan(in_port) {
+            if let Some(ndt) = self.ndt.as_mut() {
+                ndt.on_egress(out_port, m.egress_queue(), m.user);
+                let l3 = m.l3_off as usize;
+                let dport = pkt
+                    .data()
+                    .get(m.l4_off as usize + 2..m.l4_off as usize + 4)
+                    .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+                if let Some(v) = self.reflex_view(pkt.data(), l3, dport) {
+                    let data = Self::opcode_at(pkt.data(), v.bth_off)
+                        .is_some_and(|(op, _)| Self::is_data_op(op));
+                    if data && !v.is_echo() && reflex::set_ts(pkt.data_mut(), &v, ctx.now).is_ok() {
+                        if let Some(ndt) = self.ndt.as_mut() {
+                            ndt.stats.ts_rewritten += 1;
+                        }
+                    }
+                }
+            }
+        }
+        Action::Forward
+    }
+
+    /// DC -> WAN data at the WAN port's egress: NSF.
+    fn nsf_egress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf) {
+        let m = *pkt.meta();
+        let frame = pkt.data();
+        let l3 = m.l3_off as usize;
+        let l4 = m.l4_off as usize;
+        let dport = frame
+            .get(l4 + 2..l4 + 4)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+        let Some(v) = self.reflex_view(frame, l3, dport) else {
+            self.stats.no_int += (m.bth_off != 0) as u64;
+            return;
+        };
+        let Some((op, _)) = Self::opcode_at(frame, v.bth_off) else {
+            return;
+        };
+        if v.is_echo() || !Self::is_data_op(op) {
+            return;
+        }
+        let Some((src, dst)) = ip_pair_u128(frame, l3) else {
+            return;
+        };
+        let key = FlowKey {
+            src,
+            dst,
+            qpn: v.hop.qpn,
+        };
+        let now = ctx.now;
+        let Some(nsf) = self.nsf.as_mut() else {
+            return;
+        };
+        if !nsf.on_data(key, v.hop.ts, now) {
+            return;
+        }
+        // Built as if it arrived on the data's ingress port (addressed to that port's MAC), then
+        // routed to the sender like any packet.
+        let Some(port_mac) = ctx.port(m.ingress_port).map(|p| p.mac) else {
+            return;
+        };
+        let Ok(n) = reflex::build_pseudo_ack(
+            frame,
+            l3,
+            &v,
+            self.ack_dscp,
+            port_mac,
+            port_mac,
+            &mut self.scratch,
+        ) else {
+            return;
+        };
+        self.emit_routed(ctx, n, m.ingress_port, now);
+    }
+
+    /// Route the generated frame in `scratch[..n]` as if received on `in_port`, and emit it.
+    fn emit_routed<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        n: usize,
+        in_port: u16,
+        now: Nanos,
+    ) {
+        let Some(nsf) = self.nsf.as_mut() else {
+            return;
+        };
+        let Some(mut g) = ctx.pool.alloc_from(&self.scratch[..n]) else {
+            nsf.stats.emit_nobuf += 1;
+            return;
+        };
+        g.meta_mut().ingress_port = in_port;
+        let routed = self.fwd.parse_stage(&mut g).ok().and_then(|(p, routable)| {
+            let e = self.fwd.lookup_stage(now, &g, &p, routable).ok()?;
+            self.fwd.apply_stage(&mut g, &p, e).ok()
+        });
+        if routed.is_none() {
+            nsf.stats.pseudo_ack_no_route += 1;
+            ctx.pool.free(g);
+            return;
+        }
+        g.meta_mut().class = self.ack_class;
+        nsf.stats.pseudo_acks += 1;
+        ctx.emit(g);
+    }
+}
+
+impl<P: BufPool> Pipeline<P> for ReflexEsw {
+    type Command = BaselineCommand;
+
+    #[inline]
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        self.ingress_impl(ctx, pkt)
+    }
+
+    #[inline]
+    fn egress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        self.egress_impl(ctx, pkt)
+    }
+
+    fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: BaselineCommand) -> Result<(), &'static str> {
+        self.fwd.command(ctx.now, cmd)
+    }
+
+    fn on_time(&mut self, ctx: &mut Ctx<'_, P>) {
+        let now = ctx.now;
+        if let Some(ndt) = self.ndt.as_mut() {
+            ndt.on_time(ctx, now);
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Nanos> {
+        self.ndt.as_ref().and_then(|n| n.next_deadline())
+    }
+
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.fwd.counters(out);
+        out("reflex.no_int", self.stats.no_int);
+        out("reflex.bad_int", self.stats.bad_int);
+        if let Some(n) = &self.nsf {
+            n.counters(out);
+        }
+        if let Some(n) = &self.ndt {
+            n.counters(out);
+        }
+    }
+
+    fn tables(&self, out: &mut dyn FnMut(&'static str, TableCounters)) {
+        self.fwd.tables(out);
+        if let Some(n) = &self.nsf {
+            out("reflex_nsf_flows", n.table());
+        }
+        if let Some(n) = &self.ndt {
+            out("reflex_fst", n.table());
+        }
+    }
+}

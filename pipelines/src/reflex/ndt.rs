@@ -1,0 +1,350 @@
+//! NDT: Near-Destination Throttling at the destination ESW (paper 003, section III-D).
+//!
+//! - **Flow state controller**: the egress stage overwrites the timestamp of inter-DC data with
+//!   its egress time ([`Ndt::on_egress`] is told; the ESW writes it); returning ACKs carry it
+//!   back, so `RTT_dst = now - ts` measures the destination DC alone; the Flow State Table marks
+//!   a flow Congested when `RTT_dst > T_dst_thresh`, Normal otherwise, on every ACK
+//!   ([`Ndt::on_ack`]).
+//! - **Queue manager** ([`Ndt::on_data`]): a Congested flow's packets go to the port's Controlled
+//!   queue, a Normal flow's to its class queue (Normal); the traffic manager serves the two with
+//!   WRR `N_throttle:1` (weights set by the mechanism on the DC ports), work-conserving.
+//! - **Out-of-order prevention**: tickets (docs/reflex.md): a Normal flow whose last ticket has
+//!   not left the Controlled queue yet stays there.
+//! - **Pause** ([`Ndt::evaluate_pause`]): per DC port, when `congested / active > alpha` the
+//!   Controlled queue is held until the share falls back (relief seen in ACKs) or `T_maxpause`.
+//!   After a timeout it re-arms only once the share has fallen to alpha or below.
+//!
+//! State is bounded: the Flow State Table has a capacity (a new flow when it is full goes
+//! Normal, counted) and an idle timeout that defines the active flows.
+
+use super::FlowKey;
+use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
+use longhaul_dataplane::engine::{Ctx, TableCounters};
+use longhaul_dataplane::packet::BufPool;
+use longhaul_dataplane::time::Nanos;
+
+/// NDT's parameters (`[reflex.ndt]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NdtParams {
+    pub t_dst_thresh_ns: Nanos,
+    pub alpha: f64,
+    pub t_maxpause_ns: Nanos,
+    pub controlled_queue: u8,
+    pub flow_capacity: usize,
+    pub active_timeout_ns: Nanos,
+}
+
+/// A flow's state in the Flow State Table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    Normal,
+    Congested,
+}
+
+/// One Flow State Table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FstEntry {
+    pub state: FlowState,
+    /// The DC port its data leaves on (where it counts for alpha).
+    pub port: u16,
+    /// The ticket of its last packet sent to the Controlled queue, if any.
+    pub last_ticket: Option<u32>,
+}
+
+/// Per DC port: the alpha counts, the Controlled queue's tickets, the pause.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortNdt {
+    active: u32,
+    congested: u32,
+    /// The last ticket handed out, and the ticket of the last packet that left the queue.
+    enq_ticket: u32,
+    deq_ticket: u32,
+    paused_until: Option<Nanos>,
+    /// A pause may start (false after a T_maxpause timeout until the share falls back).
+    disarmed: bool,
+}
+
+/// NDT's counters (`reflex.ndt.*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NdtStats {
+    pub data: u64,
+    /// Packets sent to the Controlled queue (Congested flows and held Normal ones).
+    pub to_controlled: u64,
+    /// Of those, packets of Normal flows held for order.
+    pub ooo_held: u64,
+    pub acks: u64,
+    pub ack_unknown_flow: u64,
+    /// ACK verdicts.
+    pub congested: u64,
+    pub normal: u64,
+    pub flow_table_full: u64,
+    pub pauses: u64,
+    pub pause_relief: u64,
+    pub pause_timeout: u64,
+    pub ts_rewritten: u64,
+}
+
+/// Idle flows aged out per packet at most.
+const EXPIRE_PER_PACKET: usize = 2;
+
+/// `a` is after `b` on the wrapping ticket counter.
+#[inline]
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The Flow State Table, the tickets and the pause state of every DC port.
+pub struct Ndt {
+    p: NdtParams,
+    fst: ExactTable<FlowKey, FstEntry>,
+    /// Indexed by port id (non-NDT ports unused).
+    ports: Vec<PortNdt>,
+    pub stats: NdtStats,
+}
+
+impl Ndt {
+    pub fn new(p: NdtParams, max_port: u16) -> Self {
+        Ndt {
+            p,
+            fst: ExactTable::new(
+                p.flow_capacity,
+                TableConfig {
+                    when_full: WhenFull::Refuse,
+                    idle_timeout: Some(p.active_timeout_ns),
+                },
+            ),
+            ports: vec![PortNdt::default(); max_port as usize + 1],
+            stats: NdtStats::default(),
+        }
+    }
+
+    pub fn params(&self) -> &NdtParams {
+        &self.p
+    }
+
+    /// Whether `e` may still have packets in its port's Controlled queue.
+    fn pending<P: BufPool>(&self, ctx: &mut Ctx<'_, P>, e: &FstEntry) -> bool {
+        let Some(t) = e.last_ticket else {
+            return false;
+        };
+        let Some(pt) = self.ports.get(e.port as usize) else {
+            return false;
+        };
+        after(t, pt.deq_ticket)
+            && ctx
+                .queue_depth(e.port, self.p.controlled_queue)
+                .is_some_and(|(_, n)| n > 0)
+    }
+
+    /// Age out idle flows (a few), keeping those that still have packets in the Controlled
+    /// queue; counts follow.
+    fn expire<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, now: Nanos) {
+        let mut gone: [Option<(FlowKey, FstEntry)>; EXPIRE_PER_PACKET] = [None; EXPIRE_PER_PACKET];
+        let mut n = 0;
+        self.fst.expire(now, EXPIRE_PER_PACKET, |k, v| {
+            if let Some(slot) = gone.get_mut(n) {
+                *slot = Some((k, v));
+                n += 1;
+            }
+        });
+        for (k, e) in gone.into_iter().flatten() {
+            if self.pending(ctx, &e) {
+                // Cannot fail: the entry was just removed.
+                let _ = self.fst.insert(k, e, now);
+                continue;
+            }
+            if let Some(pt) = self.ports.get_mut(e.port as usize) {
+                pt.active = pt.active.saturating_sub(1);
+                if e.state == FlowState::Congested {
+                    pt.congested = pt.congested.saturating_sub(1);
+                }
+            }
+            self.evaluate_pause(ctx, e.port, now);
+        }
+    }
+
+    /// An inter-DC data packet of `key` to be forwarded out of DC port `port` at `now`: the
+    /// queue it goes to. `Some(ticket)`: the Controlled queue, with this ticket (the ESW puts
+    /// both in the packet's metadata); `None`: its class queue (Normal).
+    pub fn on_data<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        key: FlowKey,
+        port: u16,
+        now: Nanos,
+    ) -> Option<u32> {
+        self.stats.data += 1;
+        self.expire(ctx, now);
+        let entry = match self.fst.lookup(&key, now) {
+            Some(e) => *e,
+            None => {
+                let e = FstEntry {
+                    state: FlowState::Normal,
+                    port,
+                    last_ticket: None,
+                };
+                if self.fst.insert(key, e, now).is_err() {
+                    self.stats.flow_table_full += 1;
+                    return None;
+                }
+                if let Some(pt) = self.ports.get_mut(port as usize) {
+                    pt.active += 1;
+                }
+                self.evaluate_pause(ctx, port, now);
+                e
+            }
+        };
+        let controlled = match entry.state {
+            FlowState::Congested => true,
+            FlowState::Normal => {
+                let held = self.pending(ctx, &entry);
+                self.stats.ooo_held += held as u64;
+                held
+            }
+        };
+        if !controlled {
+            return None;
+        }
+        let pt = self.ports.get_mut(entry.port as usize)?;
+        pt.enq_ticket = pt.enq_ticket.wrapping_add(1);
+        let t = pt.enq_ticket;
+        if let Some(e) = self.fst.peek_mut(&key) {
+            e.last_ticket = Some(t);
+        }
+        self.stats.to_controlled += 1;
+        Some(t)
+    }
+
+    /// A packet leaves DC port `port` from queue `queue` carrying ticket `ticket` (its
+    /// metadata): the Controlled queue's progress.
+    #[inline]
+    pub fn on_egress(&mut self, port: u16, queue: u8, ticket: u32) {
+        if queue == self.p.controlled_queue {
+            if let Some(pt) = self.ports.get_mut(port as usize) {
+                pt.deq_ticket = ticket;
+            }
+        }
+    }
+
+    /// An ACK of `key` (addresses as its data's) measured `rtt_dst` at `now`: the Flow State
+    /// Table's verdict, on every ACK.
+    pub fn on_ack<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        key: FlowKey,
+        rtt_dst: Nanos,
+        now: Nanos,
+    ) {
+        self.stats.acks += 1;
+        self.expire(ctx, now);
+        let congested = rtt_dst > self.p.t_dst_thresh_ns;
+        if congested {
+            self.stats.congested += 1;
+        } else {
+            self.stats.normal += 1;
+        }
+        let state = if congested {
+            FlowState::Congested
+        } else {
+            FlowState::Normal
+        };
+        let Some(e) = self.fst.lookup_mut(&key, now) else {
+            self.stats.ack_unknown_flow += 1;
+            return;
+        };
+        let (old, port) = (e.state, e.port);
+        e.state = state;
+        if old == state {
+            return;
+        }
+        if let Some(pt) = self.ports.get_mut(port as usize) {
+            if congested {
+                pt.congested += 1;
+            } else {
+                pt.congested = pt.congested.saturating_sub(1);
+            }
+        }
+        self.evaluate_pause(ctx, port, now);
+    }
+
+    /// The pause rule of port `port` at `now` (section III-D 3, docs/reflex.md).
+    pub fn evaluate_pause<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, port: u16, now: Nanos) {
+        let (alpha, cq, tmax) = (self.p.alpha, self.p.controlled_queue, self.p.t_maxpause_ns);
+        let Some(pt) = self.ports.get_mut(port as usize) else {
+            return;
+        };
+        if pt.paused_until.is_some_and(|u| now >= u) {
+            // The traffic manager ended the hold at T_maxpause.
+            pt.paused_until = None;
+            pt.disarmed = true;
+            self.stats.pause_timeout += 1;
+        }
+        let over = pt.active > 0 && pt.congested as f64 > alpha * pt.active as f64;
+        if !over {
+            pt.disarmed = false;
+            if pt.paused_until.take().is_some() {
+                ctx.release_queue(port, cq);
+                self.stats.pause_relief += 1;
+            }
+        } else if pt.paused_until.is_none() && !pt.disarmed {
+            let until = now.saturating_add(tmax);
+            if ctx.hold_queue(port, cq, until) {
+                pt.paused_until = Some(until);
+                self.stats.pauses += 1;
+            }
+        }
+    }
+
+    /// When a pause ends by timeout next (for the counters and the re-arm rule).
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.ports.iter().filter_map(|p| p.paused_until).min()
+    }
+
+    /// Pauses due at `now` end by timeout.
+    pub fn on_time<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, now: Nanos) {
+        for port in 0..self.ports.len() {
+            if self.ports[port].paused_until.is_some_and(|u| now >= u) {
+                self.evaluate_pause(ctx, port as u16, now);
+            }
+        }
+    }
+
+    /// The state of `key`, if in the table.
+    pub fn state(&self, key: &FlowKey) -> Option<FlowState> {
+        self.fst.peek(key).map(|e| e.state)
+    }
+
+    /// (active, congested, paused) of DC port `port`.
+    pub fn port_view(&self, port: u16) -> (u32, u32, bool) {
+        self.ports.get(port as usize).map_or((0, 0, false), |p| {
+            (p.active, p.congested, p.paused_until.is_some())
+        })
+    }
+
+    pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("reflex.ndt.data", s.data);
+        out("reflex.ndt.to_controlled", s.to_controlled);
+        out("reflex.ndt.ooo_held", s.ooo_held);
+        out("reflex.ndt.acks", s.acks);
+        out("reflex.ndt.ack_unknown_flow", s.ack_unknown_flow);
+        out("reflex.ndt.congested", s.congested);
+        out("reflex.ndt.normal", s.normal);
+        out("reflex.ndt.flow_table_full", s.flow_table_full);
+        out("reflex.ndt.pauses", s.pauses);
+        out("reflex.ndt.pause_relief", s.pause_relief);
+        out("reflex.ndt.pause_timeout", s.pause_timeout);
+        out("reflex.ndt.ts_rewritten", s.ts_rewritten);
+    }
+
+    pub fn table(&self) -> TableCounters {
+        let t = self.fst.stats();
+        TableCounters {
+            hits: t.hits,
+            misses: t.misses,
+            entries: self.fst.len() as u64,
+            capacity: self.fst.capacity() as u64,
+            full_events: t.full_events,
+        }
+    }
+}
