@@ -503,6 +503,166 @@ def case_bifrost_slot_pause():
     return {"in_wan0.pcap": recs, "in_dc0.pcap": [(T0, pfc)]}
 
 
+# --------------------------------------------------------------------------------------------
+# Reflex (paper 003) on configs/reflex-esw.toml: INT-over-UDP timestamps (docs/wire-formats.md),
+# frames built by oracle/reflex_model.py with scapy (ICRC of the packet without INT).
+# --------------------------------------------------------------------------------------------
+
+RF_MAC_DC0, RF_MAC_WAN0, RF_MAC_WAN1 = "02:00:00:00:00:01", "02:00:00:00:00:03", "02:00:00:00:00:04"
+RF_MAC_HOST = "02:00:00:00:10:01"    # next hop for 10.0.0.0/24 behind dc0
+RF_MAC_PEER0 = "02:00:00:00:20:01"   # DCI peer behind wan0 (next hop for 10.1.0.0/16)
+RF_MAC_PEER1 = "02:00:00:00:20:02"   # DCI peer behind wan1
+RF_LOCAL, RF_REMOTE = "10.0.0.5", "10.1.0.7"
+
+
+def rf_cfg(case):
+    """The Reflex config a case uses (case.toml's `config`), checked against the constants here."""
+    d = os.path.join(HERE, "cases", case)
+    with open(os.path.join(d, "case.toml"), "rb") as f:
+        path = os.path.normpath(os.path.join(d, tomllib.load(f)["config"]))
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    macs = {p["name"]: p["mac"] for p in cfg["ports"]}
+    assert (macs["dc0"], macs["wan0"], macs["wan1"]) == (RF_MAC_DC0, RF_MAC_WAN0, RF_MAC_WAN1), path
+    nh = {r["prefix"]: (r["port"], r["next_hop_mac"]) for r in cfg["routes"]}
+    assert nh["10.0.0.0/24"] == ("dc0", RF_MAC_HOST) and nh["10.1.0.0/16"] == ("wan0", RF_MAC_PEER0), path
+    assert cfg["qos"]["dscp_map"]["26"] == 3 and cfg["reflex"]["int_udp_port"] == 5000, path
+    return cfg
+
+
+# reflex_nsf_pseudo_ack: T_src (ns) of flow 1's 32 packets, 1.1 us apart (H: > 5 us, L: <= 5 us).
+# Expected (T_interval 5 us = 4.5 packet gaps, N_cool 5): pseudo-ACKs for packets
+# 2 (Silent -> Active), 7 (Active, interval), 12 (Cooling, counter 2), 17 (Active -> Cooling),
+# 25 (Silent -> Active), 30 (Cooling, counter 1); 13 (Cooling -> Active), 22 and 31 (-> Silent)
+# make none.
+RF_NSF_TSRC = [800, 1200,                                      # 0-1 Silent
+               9000, 12000, 15000, 18000, 21000, 24000, 20000,  # 2-8 Active
+               3000, 2000, 1000, 500,                          # 9-12 Cooling 5, 4, 3, 2
+               8000, 9500, 11000, 6000,                        # 13-16 back to Active
+               4000, 3000, 2000, 1500, 1000, 900, 700, 600,    # 17-24 Cooling 5..1, Silent at 22
+               30000,                                          # 25 Active
+               2500, 2000, 1500, 1000, 800, 700]               # 26-31 Cooling 5..1, Silent at 31
+RF_NSF_EXPECTED = [2, 7, 12, 17, 25, 30]
+RF_NSF_GAP = 1100
+# Flow 2 (another requester QPN, same addresses): never above the threshold; 5000 is equal to it
+# (stays Silent), -2000 is a timestamp 2 us in the future (T_src 0).
+RF_NSF_TSRC2 = [0, 1000, 4999, 5000, 3000, -2000, 2500, 5000]
+
+
+def case_reflex_nsf_pseudo_ack():
+    """dc0: Reflex data (RDMA WRITE MIDDLE, 512 B) from local 10.0.0.5 to remote 10.1.0.7: flow 1
+    (requester QPN 0x123) walks Silent -> Active -> Cooling -> Active -> Cooling -> Silent ->
+    Active -> Cooling -> Silent; flow 2 (QPN 0x124) stays Silent; one plain RoCE packet (no INT).
+    Hop timestamps are arrival - T_src: wan0 is idle, so the departure on wan0 is the arrival."""
+    rf_cfg("reflex_nsf_pseudo_ack")
+    from reflex_model import build_reflex_data
+    start = T0 + 10 * US
+    recs = []
+    ipid = 1
+
+    def data(t, qpn, dqpn, psn, tsrc, sport, pkey):
+        nonlocal ipid
+        ipid += 1
+        return (t, build_reflex_data(RF_MAC_HOST, RF_MAC_DC0, RF_LOCAL, RF_REMOTE, ts=t - tsrc, qpn=qpn,
+                                     dqpn=dqpn, psn=psn, payload=payload(512, psn), pkey=pkey,
+                                     sport=sport, ipid=ipid))
+
+    for k, tsrc in enumerate(RF_NSF_TSRC):
+        recs.append(data(start + k * RF_NSF_GAP, 0x000123, 0x800456, 1000 + k, tsrc, 50001, 0x8012))
+    for j, tsrc in enumerate(RF_NSF_TSRC2):
+        recs.append(data(start + (1 + 4 * j) * RF_NSF_GAP + 550, 0x000124, 0x800457, 5000 + j, tsrc,
+                         50002, 0xFFFF))
+    plain = roce4(RF_MAC_HOST, RF_MAC_DC0, RF_LOCAL, RF_REMOTE, opcode=0x07, dqpn=0x800458, psn=7000,
+                  data=payload(512, 77), ipid=99, sport=50003)
+    recs.append((start + 11 * RF_NSF_GAP + 550, bytes(plain)))
+    recs.sort(key=lambda r: r[0])
+    from reflex_model import decode, nsf_model, t_src
+    ev = [(t, d["qpn"], t_src(t, d["ts"])) for t, d in ((t, decode(f)) for t, f in recs) if d]
+    nsf = rf_cfg("reflex_nsf_pseudo_ack")["reflex"]["nsf"]
+    answered = [ev[i] for i in nsf_model(ev, nsf["t_src_thresh_ns"], nsf["t_interval_ns"], nsf["n_cool"])]
+    assert [(t - start) // RF_NSF_GAP for t, _, _ in answered] == RF_NSF_EXPECTED, answered
+    assert all(q == 0x000123 for _, q, _ in answered)
+    # Expected pseudo-ACKs (scapy-built from docs/wire-formats.md), timestamps = the data's
+    # departure = arrival; compared without timestamps.
+    from reflex_model import expected_pseudo_ack
+    acks = []
+    for k in RF_NSF_EXPECTED:
+        t = start + k * RF_NSF_GAP
+        f = next(fr for ts, fr in recs if ts == t)
+        acks.append((t, expected_pseudo_ack(f, RF_MAC_DC0, RF_MAC_HOST)))
+    return {"in_dc0.pcap": recs, "expected_dc0.pcap": acks, "expected_dc1.pcap": [],
+            "expected_wan1.pcap": []}
+
+
+# reflex_ndt_queues: flow A (requester QPN 0xA01) and B (0xA02), 10.1.0.7 -> 10.0.0.5, 342-byte
+# frames (30 ns on a 100 Gb/s link, serialization rounded up).
+RF_NDT_A, RF_NDT_B = (0x000A01, 0x000B01, 50011), (0x000A02, 0x000B02, 50012)
+RF_NDT_GAP = 30          # ns: one frame time, i.e. line rate per ingress port
+RF_NDT_BURST = 30_000    # ns after T0: B from both WAN ports (2x line rate into dc0)
+RF_NDT_A_NORMAL = 32_000  # ns: A's ACK with RTT_dst 2 us (Normal) while A waits in Controlled
+
+
+def case_reflex_ndt_queues():
+    """NDT on dc0. wan0/wan1: Reflex data from remote 10.1.0.7 to local 10.0.0.5 (DS flags 0);
+    dc0: the local RNIC's ACKs (ECHO) whose echoed timestamps give A RTT_dst 20 us (Congested)
+    and B 3 us (Normal). Then B arrives at 2x line rate (both WAN ports) for 16 packets, then A
+    on wan0 and B on wan1 together, each at line rate: both dc0 queues fill, Normal (B) : Controlled
+    (A) = 8:1. A's Normal ACK while A is still queued in Controlled, then 4 more A packets (must
+    stay behind the queued ones), and an idle A and B at the end."""
+    rf_cfg("reflex_ndt_queues")
+    from reflex_model import build_reflex_data, build_reflex_ack, FLAG_ECHO
+    wan0, wan1, dc0 = [], [], []
+    psn = {"A": 0, "B": 0}
+    ipid = [0]
+
+    def data(port, t, flow):
+        qpn, dqpn, sport = RF_NDT_A if flow == "A" else RF_NDT_B
+        p = psn[flow]
+        psn[flow] += 1
+        ipid[0] += 1
+        src_mac, dst_mac = (RF_MAC_PEER0, RF_MAC_WAN0) if port is wan0 else (RF_MAC_PEER1, RF_MAC_WAN1)
+        # The requester stamped it 40 us before (its own clock; NDT overwrites it at dc0 egress).
+        port.append((T0 + t, build_reflex_data(src_mac, dst_mac, RF_REMOTE, RF_LOCAL, ts=T0 + t - 40_000,
+                                               qpn=qpn, dqpn=dqpn, psn=p, payload=payload(256, p),
+                                               sport=sport, ttl=60, ipid=ipid[0])))
+
+    def ack(t, flow, echo_ts, acked_psn, msn):
+        qpn, _, sport = RF_NDT_A if flow == "A" else RF_NDT_B
+        dc0.append((T0 + t, build_reflex_ack(RF_MAC_HOST, RF_MAC_DC0, RF_LOCAL, RF_REMOTE, ts=T0 + echo_ts,
+                                             qpn=qpn, psn=acked_psn, msn=msn, tos=26 << 2, ipid=msn,
+                                             sport=sport, ds_flags=FLAG_ECHO)))
+
+    # Phase 1: unknown flows enter the Flow State Table as Normal; nothing queues.
+    for t, flow in [(0, "A"), (1000, "B"), (2000, "A"), (3000, "B"), (4000, "A"), (20_000, "B")]:
+        data(wan0, t, flow)
+    # ACKs echo the egress timestamps dc0 wrote (departure = arrival on the idle port).
+    ack(23_000, "B", 20_000, 2, 1)   # RTT_dst 3 us: Normal
+    ack(24_000, "A", 4_000, 2, 1)    # RTT_dst 20 us: Congested
+    # Phase 2: B alone at 2x line rate (wan0 and wan1 interleaved) builds a Normal backlog.
+    t = RF_NDT_BURST
+    for k in range(16):
+        data(wan0 if k % 2 == 0 else wan1, t + 15 * k, "B")
+    # Phase 3: A on wan0 (-> Controlled) and B on wan1, each at line rate.
+    t3 = t + 15 * 16
+    for k in range(24):
+        data(wan0, t3 + RF_NDT_GAP * k, "A")
+    for k in range(72):
+        data(wan1, t3 + 15 + RF_NDT_GAP * k, "B")
+    # Phase 4: A turns Normal (RTT_dst 2 us) while its packets wait in Controlled; A's next
+    # packets must still go to Controlled (behind them) until they have left.
+    ack(RF_NDT_A_NORMAL, "A", RF_NDT_A_NORMAL - 2_000, 20, 2)
+    for k in range(4):
+        data(wan0, RF_NDT_A_NORMAL + 300 + RF_NDT_GAP * k, "A")
+    # Phase 5: long after the drain, one A and one B on idle ports.
+    data(wan0, 60_000, "A")
+    data(wan1, 61_000, "B")
+    for recs in (wan0, wan1, dc0):
+        recs.sort(key=lambda r: r[0])
+    acks_out = [(ts, forwarded(f, RF_MAC_WAN0, RF_MAC_PEER0)) for ts, f in dc0]
+    return {"in_wan0.pcap": wan0, "in_wan1.pcap": wan1, "in_dc0.pcap": dc0,
+            "expected_wan0.pcap": acks_out, "expected_wan1.pcap": [], "expected_dc1.pcap": []}
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "themis_syn_cookie": case_themis_syn_cookie,
@@ -515,6 +675,8 @@ CASES = {
     "spray_fig6_nack_validation": case_spray_fig6_nack_validation,
     "spray_fig7_lazy_drop": case_spray_fig7_lazy_drop,
     "bifrost_slot_pause": case_bifrost_slot_pause,
+    "reflex_nsf_pseudo_ack": case_reflex_nsf_pseudo_ack,
+    "reflex_ndt_queues": case_reflex_ndt_queues,
 }
 
 

@@ -28,7 +28,9 @@ cases!(
     themis_alg1_trace,
     spray_fig6_nack_validation,
     spray_fig7_lazy_drop,
-    bifrost_slot_pause
+    bifrost_slot_pause,
+    reflex_nsf_pseudo_ack,
+    reflex_ndt_queues
 );
 
 #[test]

@@ -222,7 +222,7 @@ fn python_oracle_self_tests() {
     if !have("python3+scapy", python_available()) {
         return;
     }
-    for t in ["test_verify.py", "test_checks.py"] {
+    for t in ["test_verify.py", "test_checks.py", "test_reflex_model.py"] {
         let o = Command::new(python_exe())
             .arg(oracle_dir().join(t))
             .output()
