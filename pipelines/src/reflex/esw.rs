@@ -35,7 +35,7 @@ use longhaul_dataplane::wire::WireError;
 /// The ESW pipeline's own counters (the modules have theirs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReflexStats {
-    /// Inter-DC RoCE data or ACKs without a Reflex hop (forwarded unchanged).
+    /// Inter-DC RoCE packets without a Reflex hop seen by NSF or NDT (forwarded unchanged).
     pub no_int: u64,
     /// Frames to the INT port whose INT is malformed or not Reflex's (forwarded unchanged).
     pub bad_int: u64,
@@ -236,8 +236,7 @@ impl ReflexEsw {
         let frame = pkt.data();
         let l3 = p.l3_off as usize;
         let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
-            self.stats.no_int += p.is_roce() as u64;
-            return;
+            return; // counted by NSF at egress when it is RoCE data
         };
         if !v.is_echo() || v.is_nsf() {
             return;
