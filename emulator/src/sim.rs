@@ -213,13 +213,17 @@ impl Emulation {
         let mut flows = Vec::new();
         for (id, f) in all.iter().enumerate() {
             let (src_ip, dst_ip) = (s.hosts[f.src].ip, s.hosts[f.dst].ip);
+            let remote = match (&s.hosts[f.src].dc, &s.hosts[f.dst].dc) {
+                (Some(a), Some(b)) => a != b,
+                _ => false,
+            };
             let start = match (sequential, id) {
                 (false, _) => f.start_ns,
                 (true, 0) => 0,
                 (true, _) => NOT_STARTED,
             };
-            hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start);
-            hosts[f.dst].add_receiver(id, src_ip, start);
+            hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start, remote);
+            hosts[f.dst].add_receiver(id, src_ip, start, remote);
             flows.push((f.src, f.dst, f.size_bytes, start));
         }
         let n = hosts.len();

@@ -164,7 +164,10 @@ fn reflex_section_errors() {
     let v = errs(&[("scheduler = \"wrr\"", "scheduler = \"drr\"")]);
     has(&v, "r.toml: reflex.ndt.n_throttle: NDT serves its queues N_throttle:1 in packets: [qos] scheduler must be \"wrr\"");
     let v = errs(&[("controlled_queue = 2 ", "controlled_queue = 3 ")]);
-    has(&v, "reflex.ndt.controlled_queue: must differ from the data class (3)");
+    has(
+        &v,
+        "reflex.ndt.controlled_queue: must differ from the data class (3)",
+    );
     let v = errs(&[("controlled_queue = 2 ", "controlled_queue = 0 ")]);
     has(&v, "queue 0 is a class the QoS maps traffic to");
     let v = errs(&[("controlled_queue = 2 ", "controlled_queue = 7 ")]);

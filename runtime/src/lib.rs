@@ -26,7 +26,9 @@ pub mod run;
 pub mod typed;
 
 pub use emulated::EmulatedSwitch;
-pub use mechanism::{HostAddr, HostAgent, Mechanism, MechanismSet, PipelineMechanism, QpInfo};
+pub use mechanism::{
+    HostAddr, HostAgent, Mechanism, MechanismSet, PipelineMechanism, QpInfo, RxAction, TxKind,
+};
 pub use registry::{replay, run, ErasedPipeline, Registry};
 pub use replay::{snapshot_counters, ReplayInput, ReplayResult};
 pub use run::{RunOptions, RunReport};

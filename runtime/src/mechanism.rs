@@ -76,13 +76,57 @@ pub struct QpInfo {
     pub peer_qpn: u32,
     /// The requester (data sender) end, or the responder.
     pub requester: bool,
+    /// The peer is in another datacenter (the emulator's hosts name their `dc`; false when
+    /// either does not).
+    pub remote: bool,
+}
+
+/// What a host agent says a frame the host is about to send is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxKind {
+    /// A data packet of the host's requester QP `local_qpn`.
+    Data { local_qpn: u32 },
+    /// Anything else: ACK, NAK, CNP, a frame an agent made.
+    Control,
+}
+
+/// What a host agent makes of a frame the host received, before the RNIC sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxAction {
+    /// The RNIC takes the frame (the agent may have rewritten it, e.g. stripped telemetry).
+    Pass,
+    /// A feedback packet the agent took: an RTT sample of `rtt_ns` for the host's requester QP
+    /// `local_qpn`, about its packet `psn`. It acknowledges nothing: the QP's congestion
+    /// control gets the sample, its transport nothing.
+    RttSample {
+        local_qpn: u32,
+        psn: u32,
+        rtt_ns: u64,
+    },
+    /// The agent took the frame; nothing for the RNIC.
+    Consumed,
 }
 
 /// A mechanism's host-side half in the emulator: what a real host runs next to its RNIC for
 /// the mechanism (e.g. THEMIS's daemon). One per host.
 pub trait HostAgent: Send {
     /// A QP was created on `host`: frames the host sends at once (e.g. a report to its switch).
-    fn on_qp_created(&mut self, host: &HostAddr, qp: &QpInfo, out: &mut Vec<Vec<u8>>);
+    fn on_qp_created(&mut self, _host: &HostAddr, _qp: &QpInfo, _out: &mut Vec<Vec<u8>>) {}
+
+    /// `frame` is about to leave `host` at `now` (the start of its transmission): the agent may
+    /// rewrite it (e.g. add a timestamp).
+    fn on_tx(&mut self, _host: &HostAddr, _now: u64, _kind: TxKind, _frame: &mut Vec<u8>) {}
+
+    /// `frame` arrived at `host` at `now`, before the RNIC sees it.
+    fn on_rx(&mut self, _host: &HostAddr, _now: u64, _frame: &mut Vec<u8>) -> RxAction {
+        RxAction::Pass
+    }
+
+    /// Whether the end-to-end ACKs of requester QP `qp` give its congestion control RTT
+    /// samples (true unless an agent takes that over, as Reflex does for inter-DC QPs).
+    fn ack_rtt(&self, _qp: &QpInfo) -> bool {
+        true
+    }
 }
 
 /// A mechanism that is a pipeline (`switch.pipeline = name`): the ingress/egress stages that

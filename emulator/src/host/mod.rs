@@ -24,7 +24,7 @@ use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_cnp_v4, build_roce_v4, opcode, write_reth, AckSpec, Aeth, Bth, BthRepr,
     RoceAddrs, PKEY_DEFAULT, RETH_LEN,
 };
-use longhaul_runtime::{HostAddr, HostAgent, QpInfo};
+use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -71,6 +71,8 @@ pub struct HostStats {
     pub naks_sent: u64,
     /// Frames it could not use (not for one of its QPs, malformed).
     pub rx_ignored: u64,
+    /// Feedback packets a host agent turned into RTT samples (Reflex's pseudo-ACKs).
+    pub rtt_samples: u64,
 }
 
 pub struct Host {
@@ -126,20 +128,25 @@ impl Host {
 
     /// Flow `flow`'s QP (the requester's or the responder's end) is created at `start` (a QP
     /// started later by the run is reported at 0): every agent may send something about it.
-    fn announce(&mut self, start: Nanos, flow: usize, peer: Ipv4Addr, requester: bool) {
+    /// Returns the QP as the agents saw it.
+    fn announce(
+        &mut self,
+        start: Nanos,
+        flow: usize,
+        peer: Ipv4Addr,
+        requester: bool,
+        remote: bool,
+    ) -> QpInfo {
         let (req, resp) = (REQ_QPN_BASE + flow as u32, RESP_QPN_BASE + flow as u32);
         let qp = QpInfo {
             peer_ip: peer,
             local_qpn: if requester { req } else { resp },
             peer_qpn: if requester { resp } else { req },
             requester,
+            remote,
         };
         let at = if start == rnic::NOT_STARTED { 0 } else { start };
-        let host = HostAddr {
-            ip: self.spec.ip,
-            mac: self.spec.mac,
-            gw_mac: self.gw_mac,
-        };
+        let host = self.addr();
         let mut out = Vec::new();
         for a in &mut self.agents {
             a.on_qp_created(&host, &qp, &mut out);
@@ -147,6 +154,15 @@ impl Host {
         for f in out {
             let pos = self.scheduled.partition_point(|(t, _)| *t <= at);
             self.scheduled.insert(pos, (at, f));
+        }
+        qp
+    }
+
+    fn addr(&self) -> HostAddr {
+        HostAddr {
+            ip: self.spec.ip,
+            mac: self.spec.mac,
+            gw_mac: self.gw_mac,
         }
     }
 
@@ -162,8 +178,16 @@ impl Host {
         }
     }
 
-    /// Flow `flow` of `size` bytes from this host to `peer` starts at `start`.
-    pub fn add_sender(&mut self, flow: usize, peer: Ipv4Addr, size: u64, start: Nanos) {
+    /// Flow `flow` of `size` bytes from this host to `peer` (in another DC: `remote`) starts at
+    /// `start`.
+    pub fn add_sender(
+        &mut self,
+        flow: usize,
+        peer: Ipv4Addr,
+        size: u64,
+        start: Nanos,
+        remote: bool,
+    ) {
         let line = self.spec.rate_bps;
         let cc = match (self.p.dcqcn, self.p.timely, self.p.swift) {
             (Some(d), _, _) => Some(Cc::Dcqcn(Dcqcn::new(d, line))),
@@ -171,21 +195,24 @@ impl Host {
             (None, None, Some(w)) => Some(Cc::Swift(Swift::new(w))),
             (None, None, None) => None,
         };
-        self.announce(start, flow, peer, true);
+        let info = self.announce(start, flow, peer, true, remote);
+        let mut qp = SendQp::new(size, self.p.mtu, start, cc);
+        qp.ack_rtt = self.agents.iter().all(|a| a.ack_rtt(&info));
         self.by_qpn
             .insert(REQ_QPN_BASE + flow as u32, self.senders.len());
         self.senders.push(Sender {
             flow,
-            qp: SendQp::new(size, self.p.mtu, start, cc),
+            qp,
             peer_ip: peer,
             peer_qpn: RESP_QPN_BASE + flow as u32,
             sport: sport(flow),
         });
     }
 
-    /// Flow `flow` from `peer` to this host, whose QP is created at `start`.
-    pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos) {
-        self.announce(start, flow, peer, false);
+    /// Flow `flow` from `peer` (in another DC: `remote`) to this host, whose QP is created at
+    /// `start`.
+    pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos, remote: bool) {
+        self.announce(start, flow, peer, false, remote);
         self.receivers.insert(
             RESP_QPN_BASE + flow as u32,
             Receiver {
@@ -209,9 +236,38 @@ impl Host {
         }
     }
 
-    /// A frame arrived at `now`.
+    /// A frame arrived at `now`: the host agents see it first (they may rewrite it, take it, or
+    /// turn it into an RTT sample for one of the host's QPs), then the RNIC.
     pub fn receive(&mut self, now: Nanos, frame: &[u8]) {
         self.stats.rx_frames += 1;
+        if self.agents.is_empty() {
+            self.rnic_receive(now, frame);
+            return;
+        }
+        let mut f = frame.to_vec();
+        let host = self.addr();
+        for a in &mut self.agents {
+            match a.on_rx(&host, now, &mut f) {
+                RxAction::Pass => {}
+                RxAction::Consumed => return,
+                RxAction::RttSample {
+                    local_qpn,
+                    psn,
+                    rtt_ns,
+                } => {
+                    self.stats.rtt_samples += 1;
+                    match self.by_qpn.get(&local_qpn) {
+                        Some(&i) => self.senders[i].qp.on_rtt_sample(now, psn, rtt_ns),
+                        None => self.stats.rx_ignored += 1,
+                    }
+                    return;
+                }
+            }
+        }
+        self.rnic_receive(now, &f);
+    }
+
+    fn rnic_receive(&mut self, now: Nanos, frame: &[u8]) {
         let et = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
         if et == Some(ETHERTYPE_MAC_CONTROL) {
             self.on_mac_control(now, frame);
@@ -351,7 +407,13 @@ impl Host {
             }
         }
         let frame = match self.ctrl.pop_front() {
-            Some(f) => f,
+            Some(mut f) => {
+                let host = self.addr();
+                for a in &mut self.agents {
+                    a.on_tx(&host, now, TxKind::Control, &mut f);
+                }
+                f
+            }
             None => self.next_data(now)?,
         };
         self.nic_free = now + wire_time(frame.len(), self.spec.rate_bps);
@@ -400,6 +462,14 @@ impl Host {
         let mut buf = vec![0u8; 64 + after.len() + 32];
         let len = build_roce_v4(&mut buf, &a, &bth, &after).ok()?;
         buf.truncate(len);
+        let host = self.addr();
+        let kind = TxKind::Data {
+            local_qpn: REQ_QPN_BASE + self.senders[i].flow as u32,
+        };
+        for a in &mut self.agents {
+            a.on_tx(&host, now, kind, &mut buf);
+        }
+        let len = buf.len();
         let rate = self.spec.rate_bps;
         self.senders[i]
             .qp
@@ -469,8 +539,8 @@ mod tests {
     fn data_ack_and_cnp_between_two_hosts() {
         let mut a = host("a", [10, 0, 0, 1], 1);
         let mut b = host("b", [10, 0, 0, 2], 2);
-        a.add_sender(0, b.spec.ip, 1500, 0);
-        b.add_receiver(0, a.spec.ip, 0);
+        a.add_sender(0, b.spec.ip, 1500, 0, false);
+        b.add_receiver(0, a.spec.ip, 0, false);
         let f0 = a.transmit(0).expect("first packet");
         assert_eq!(icrc::verify(&f0, 14), Ok(true));
         assert!(a.transmit(0).is_none(), "the NIC is busy serializing");
@@ -497,7 +567,7 @@ mod tests {
     #[test]
     fn pfc_pauses_data_not_control() {
         let mut a = host("a", [10, 0, 0, 1], 1);
-        a.add_sender(0, Ipv4Addr::new(10, 0, 0, 2), 100_000, 0);
+        a.add_sender(0, Ipv4Addr::new(10, 0, 0, 2), 100_000, 0, false);
         let mut pfc = vec![0u8; 64];
         let n = pfc::build_pfc(
             &mut pfc,

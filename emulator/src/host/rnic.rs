@@ -51,6 +51,11 @@ pub struct SendQp {
     pub naks: u64,
     pub timeouts: u64,
     pub cnps: u64,
+    /// Whether its end-to-end ACKs give the congestion control RTT samples (false when a host
+    /// agent feeds them instead: Reflex's pseudo-ACKs for an inter-DC QP).
+    pub ack_rtt: bool,
+    /// RTT samples from feedback packets ([`SendQp::on_rtt_sample`]).
+    pub rtt_samples: u64,
 }
 
 impl SendQp {
@@ -73,6 +78,8 @@ impl SendQp {
             naks: 0,
             timeouts: 0,
             cnps: 0,
+            ack_rtt: true,
+            rtt_samples: 0,
         }
     }
 
@@ -140,7 +147,7 @@ impl SendQp {
         self.last_progress = now;
         let rtt = now.saturating_sub(self.sent_at.get(psn as usize).copied().unwrap_or(now));
         let snd_nxt = self.snd_nxt;
-        if let Some(cc) = self.cc.as_mut() {
+        if let (Some(cc), true) = (self.cc.as_mut(), self.ack_rtt) {
             cc.on_ack(now, psn, rtt, acked, snd_nxt);
         }
         if self.snd_nxt < self.snd_una {
@@ -148,6 +155,16 @@ impl SendQp {
         }
         if self.snd_una == self.total {
             self.done = Some(now);
+        }
+    }
+
+    /// A feedback packet (a pseudo-ACK) measured `rtt` for packet `psn` at `now`: the congestion
+    /// control's input, nothing for the transport (it acknowledges nothing).
+    pub fn on_rtt_sample(&mut self, now: Nanos, psn: u32, rtt: Nanos) {
+        self.rtt_samples += 1;
+        let snd_nxt = self.snd_nxt;
+        if let Some(cc) = self.cc.as_mut() {
+            cc.on_feedback(now, psn, rtt, snd_nxt);
         }
     }
 

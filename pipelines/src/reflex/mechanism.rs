@@ -3,12 +3,13 @@
 
 use super::config::{ReflexConfig, NAME, SECTION};
 use super::esw::ReflexEsw;
+use super::host::ReflexHost;
 use crate::baseline::control::BaselineControl;
 use crate::baseline::BaselineCommand;
 use longhaul_control::config::{Config, Section};
 use longhaul_dataplane::engine::SwitchSpec;
 use longhaul_dataplane::tm::TmSched;
-use longhaul_runtime::{Mechanism, PipelineMechanism};
+use longhaul_runtime::{HostAgent, Mechanism, PipelineMechanism};
 
 /// Reflex at the external switch (paper 003).
 pub struct ReflexMechanism;
@@ -22,6 +23,11 @@ impl Mechanism for ReflexMechanism {
     }
     fn section(&self) -> Option<&dyn Section> {
         Some(&SECTION)
+    }
+    /// The RNICs' side on the emulator's hosts: timestamps in data, their echo in ACKs, RTT
+    /// samples from pseudo-ACKs (inter-DC QPs take no RTT from end-to-end ACKs).
+    fn host_agent(&self) -> Option<Box<dyn HostAgent>> {
+        Some(Box::<ReflexHost>::default())
     }
     /// NDT's queues (section III-D 1) on every DC port: the Controlled queue takes the data
     /// class's limits and lossless setting and is paused by its PFC priority; the WRR serves the

@@ -12,10 +12,12 @@
 //!
 //! The timestamp, its echo and the pseudo-ACK: `longhaul_dataplane::wire::reflex`
 //! (docs/wire-formats.md). The rules, the choices where the paper is silent and the counters:
-//! docs/reflex.md. The control plane is the baseline's (Reflex has no tables to manage: its
+//! docs/reflex.md. [`host`] is the RNICs' side for the emulator (timestamps, their echo, RTT
+//! from pseudo-ACKs). The control plane is the baseline's (Reflex has no tables to manage: its
 //! flow tables are data-plane state).
 pub mod config;
 pub mod esw;
+pub mod host;
 pub mod mechanism;
 pub mod ndt;
 pub mod nsf;

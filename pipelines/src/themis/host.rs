@@ -49,6 +49,7 @@ mod tests {
             local_qpn: 0x80_0001,
             peer_qpn: 0x101,
             requester: false,
+            remote: true,
         };
         let mut out = Vec::new();
         ThemisDaemon.on_qp_created(&host, &qp, &mut out);
