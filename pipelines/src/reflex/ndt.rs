@@ -254,17 +254,27 @@ impl Ndt {
         };
         let (old, port) = (e.state, e.port);
         e.state = state;
-        if old == state {
-            return;
-        }
         if let Some(pt) = self.ports.get_mut(port as usize) {
-            if congested {
-                pt.congested += 1;
-            } else {
-                pt.congested = pt.congested.saturating_sub(1);
+            if old != state {
+                if congested {
+                    pt.congested += 1;
+                } else {
+                    pt.congested = pt.congested.saturating_sub(1);
+                }
+            }
+            // Relief (section III-D 3, "congestion resolution is detected via returning ACKs"):
+            // an ACK through the paused port that measured the destination DC below the
+            // threshold ends the pause, whichever flow it belongs to.
+            if !congested && pt.paused_until.is_some_and(|u| now < u) {
+                pt.paused_until = None;
+                ctx.release_queue(port, self.p.controlled_queue);
+                self.stats.pause_relief += 1;
+                return;
             }
         }
-        self.evaluate_pause(ctx, port, now);
+        if old != state {
+            self.evaluate_pause(ctx, port, now);
+        }
     }
 
     /// The pause rule of port `port` at `now` (section III-D 3, docs/reflex.md).
