@@ -17,4 +17,6 @@ plot spray-naive rates
 plot spray-themis rates
 plot bifrost-pfc queues
 plot bifrost queues
+plot reflex-timely-off fct_slowdown
+plot reflex-timely-nopause fct_slowdown
 ls -la docs/img
