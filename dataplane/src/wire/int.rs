@@ -510,7 +510,7 @@ pub fn locate_int(frame: &[u8], l3_off: usize) -> Result<IntLayout, WireError> {
     locate_int_in(frame, &lay)
 }
 
-fn locate_int_in(frame: &[u8], lay: &UdpLayout) -> Result<IntLayout, WireError> {
+pub(crate) fn locate_int_in(frame: &[u8], lay: &UdpLayout) -> Result<IntLayout, WireError> {
     let shim_off = lay.udp_off + udp::HEADER_LEN;
     let ulen = be16(frame, lay.udp_off + 4).unwrap_or(0) as usize;
     let avail = frame

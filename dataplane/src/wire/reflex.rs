@@ -84,7 +84,7 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, 
     if be16(frame, lay.udp_off + 2) != Some(int_port) {
         return Err(WireError::Unsupported);
     }
-    let il = int::locate_int(frame, l3_off)?;
+    let il = int::locate_int_in(frame, &lay)?;
     let shim = il.shim_off;
     let md = shim + SHIM_LEN;
     if be16(frame, shim + 2) != Some(roce::ROCE_V2_PORT)

@@ -138,11 +138,20 @@ impl Nsf {
         }
         let t_src = now.saturating_sub(ts);
         let p = self.p;
-        let (before, mut fsm) = match self.flows.lookup(&key, now) {
-            Some(f) => (f.state, *f),
-            None => (NsfState::Silent, FlowFsm::SILENT),
+        // A known flow is updated in place (one probe); a Silent one is inserted only when it
+        // leaves Silent.
+        let (before, fsm, gen) = match self.flows.lookup_mut(&key, now) {
+            Some(f) => {
+                let before = f.state;
+                let gen = f.step(t_src, now, &p);
+                (before, *f, gen)
+            }
+            None => {
+                let mut f = FlowFsm::SILENT;
+                let gen = f.step(t_src, now, &p);
+                (NsfState::Silent, f, gen)
+            }
         };
-        let gen = fsm.step(t_src, now, &p);
         match (before, fsm.state) {
             (NsfState::Active, NsfState::Active) | (NsfState::Silent, NsfState::Silent) => {}
             (_, NsfState::Active) => self.stats.to_active += 1,
@@ -156,7 +165,7 @@ impl Nsf {
             }
             return false;
         }
-        if self.flows.insert(key, fsm, now).is_err() {
+        if before == NsfState::Silent && self.flows.insert(key, fsm, now).is_err() {
             self.stats.flow_table_full += 1;
             return false;
         }
