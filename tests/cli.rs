@@ -242,10 +242,19 @@ fn mechanisms_lists_the_registry() {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(names, ["baseline", "themis", "spray", "bifrost"], "{text}");
+    assert_eq!(
+        names,
+        ["baseline", "themis", "spray", "reflex", "bifrost"],
+        "{text}"
+    );
     assert!(
         text.contains("[bifrost]") && text.contains("docs/bifrost.md"),
         "{text}"
+    );
+    let reflex = text.lines().find(|l| l.starts_with("reflex")).unwrap();
+    assert!(
+        reflex.contains("[reflex]") && reflex.contains("host agent"),
+        "{reflex}"
     );
 }
 

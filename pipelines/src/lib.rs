@@ -7,6 +7,7 @@
 //! The functions below are the registry's shortcuts for the CLI and the tests.
 pub mod baseline;
 pub mod bifrost;
+pub mod ports;
 pub mod reflex;
 pub mod spray;
 pub mod themis;

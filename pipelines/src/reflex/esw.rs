@@ -23,6 +23,7 @@ use super::ndt::{Ndt, NdtParams};
 use super::nsf::{Nsf, NsfParams};
 use super::FlowKey;
 use crate::baseline::{BaselineCommand, Forwarding};
+use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, QUEUE_OF_CLASS};
@@ -45,8 +46,8 @@ pub struct ReflexStats {
 pub struct ReflexEsw {
     pub fwd: Forwarding,
     /// Port id -> role.
-    dc: Vec<bool>,
-    wan: Vec<bool>,
+    dc: PortSet,
+    wan: PortSet,
     int_port: u16,
     nsf: Option<Nsf>,
     ndt: Option<Ndt>,
@@ -56,16 +57,6 @@ pub struct ReflexEsw {
     ack_class: u8,
     scratch: [u8; 256],
     pub stats: ReflexStats,
-}
-
-fn role_map(ids: &[u16], max: u16) -> Vec<bool> {
-    let mut v = vec![false; max as usize + 1];
-    for &i in ids {
-        if let Some(x) = v.get_mut(i as usize) {
-            *x = true;
-        }
-    }
-    v
 }
 
 impl ReflexEsw {
@@ -84,8 +75,8 @@ impl ReflexEsw {
         let fwd = Forwarding::new(cfg);
         let ack_dscp = r.nsf.as_ref().map_or(48, |n| n.ack_dscp);
         ReflexEsw {
-            dc: role_map(&r.dc_ports, max_port),
-            wan: role_map(&r.wan_ports, max_port),
+            dc: PortSet::new(&r.dc_ports),
+            wan: PortSet::new(&r.wan_ports),
             int_port: r.int_udp_port,
             nsf: r.nsf.as_ref().map(|n| {
                 Nsf::new(NsfParams {
@@ -116,16 +107,6 @@ impl ReflexEsw {
             scratch: [0; 256],
             stats: ReflexStats::default(),
         }
-    }
-
-    #[inline]
-    fn is_dc(&self, port: u16) -> bool {
-        self.dc.get(port as usize).copied().unwrap_or(false)
-    }
-
-    #[inline]
-    fn is_wan(&self, port: u16) -> bool {
-        self.wan.get(port as usize).copied().unwrap_or(false)
     }
 
     /// NSF, when enabled.
@@ -180,9 +161,10 @@ impl ReflexEsw {
         };
         let out_port = egress.port();
         if self.ndt.is_some() {
-            if self.is_wan(in_port) && self.is_dc(out_port) && class == self.data_class {
+            if self.wan.contains(in_port) && self.dc.contains(out_port) && class == self.data_class
+            {
                 self.ndt_data(ctx, pkt, &p, out_port, now);
-            } else if self.is_dc(in_port) && self.is_wan(out_port) {
+            } else if self.dc.contains(in_port) && self.wan.contains(out_port) {
                 self.ndt_ack(ctx, pkt, &p, now);
             }
         }
@@ -267,9 +249,9 @@ impl ReflexEsw {
         if m.l3_off == 0 || m.l4_off == 0 {
             return Action::Forward;
         }
-        if self.nsf.is_some() && self.is_wan(out_port) && self.is_dc(in_port) {
+        if self.nsf.is_some() && self.wan.contains(out_port) && self.dc.contains(in_port) {
             self.nsf_egress(ctx, pkt);
-        } else if self.is_dc(out_port) && self.is_wan(in_port) {
+        } else if self.dc.contains(out_port) && self.wan.contains(in_port) {
             if let Some(ndt) = self.ndt.as_mut() {
                 ndt.on_egress(out_port, m.egress_queue(), m.user);
                 let l3 = m.l3_off as usize;

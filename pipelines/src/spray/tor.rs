@@ -31,6 +31,7 @@ use super::config::{SprayConfig, SprayPaths, SprayQp};
 use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
 use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop};
+use crate::ports::PortSet;
 use crate::themis::esw::ThemisEsw;
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
@@ -100,8 +101,8 @@ enum PathMapRt {
 /// The spraying ToR pipeline.
 pub struct SprayTor {
     pub fwd: Forwarding,
-    host: Vec<bool>,
-    fabric: Vec<bool>,
+    host: PortSet,
+    fabric: PortSet,
     path_map: PathMapRt,
     n: u32,
     seed: u64,
@@ -111,15 +112,6 @@ pub struct SprayTor {
     parse_opts: ParseOptions,
     scratch: [u8; 128],
     pub stats: TorStats,
-}
-
-fn role_map(ids: &[u16]) -> Vec<bool> {
-    let max = ids.iter().copied().max().unwrap_or(0) as usize;
-    let mut v = vec![false; max + 1];
-    for &i in ids {
-        v[i as usize] = true;
-    }
-    v
 }
 
 fn spray_cfg(cfg: &Config) -> SprayConfig {
@@ -201,8 +193,8 @@ impl SprayTor {
         }
         SprayTor {
             fwd,
-            host: role_map(&t.host_ports),
-            fabric: role_map(&t.fabric_ports),
+            host: PortSet::new(&t.host_ports),
+            fabric: PortSet::new(&t.fabric_ports),
             path_map,
             n,
             seed: cfg.switch.seed,
@@ -235,16 +227,6 @@ impl SprayTor {
             scratch: [0; 128],
             stats: TorStats::default(),
         }
-    }
-
-    #[inline]
-    fn is_host(&self, port: u16) -> bool {
-        self.host.get(port as usize).copied().unwrap_or(false)
-    }
-
-    #[inline]
-    fn is_fabric(&self, port: u16) -> bool {
-        self.fabric.get(port as usize).copied().unwrap_or(false)
     }
 
     /// Themis-S, when on.
@@ -443,7 +425,7 @@ impl SprayTor {
         if p.is_roce() {
             if let Some((op, byte4, qpn, psn)) = bth_fields(pkt.data(), p.bth_off as usize) {
                 let out_port = egress.port();
-                if self.is_host(in_port) && self.is_fabric(out_port) {
+                if self.host.contains(in_port) && self.fabric.contains(out_port) {
                     if op == opcode::RC_ACKNOWLEDGE {
                         if !self.dest_ack(pkt, &p, qpn, psn, now) {
                             return Action::Consume;
@@ -453,8 +435,8 @@ impl SprayTor {
                             egress = Egress::Route(hop);
                         }
                     }
-                } else if self.is_fabric(in_port)
-                    && self.is_host(out_port)
+                } else if self.fabric.contains(in_port)
+                    && self.host.contains(out_port)
                     && op == opcode::RC_ACKNOWLEDGE
                 {
                     self.source_nack(pkt, &p, byte4, qpn, psn, now);
@@ -469,7 +451,7 @@ impl SprayTor {
 
     fn egress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let m = *pkt.meta();
-        if m.bth_off == 0 || m.flags & FLAG_GENERATED != 0 || !self.is_host(m.egress_port) {
+        if m.bth_off == 0 || m.flags & FLAG_GENERATED != 0 || !self.host.contains(m.egress_port) {
             return Action::Forward;
         }
         let bth = m.bth_off as usize;

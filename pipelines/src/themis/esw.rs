@@ -28,6 +28,7 @@ use super::pnp::{Pnp, PnpParams, PnpVerdict};
 use super::syncookie::{AckVerdict, SynCookies};
 use super::trp::{DataVerdict, RecoveryMode, Trp, TrpCommand, TrpKey, TrpParams};
 use crate::baseline::{BaselineCommand, Forwarding};
+use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::control::Punt;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
@@ -82,8 +83,8 @@ pub struct EswStats {
 pub struct ThemisEsw {
     pub fwd: Forwarding,
     /// Port id -> role.
-    dc: Vec<bool>,
-    wan: Vec<bool>,
+    dc: PortSet,
+    wan: PortSet,
     pnp: Option<Pnp>,
     cookies: Option<SynCookies>,
     qp_field: QpField,
@@ -92,15 +93,6 @@ pub struct ThemisEsw {
     cnp_class: u8,
     scratch: [u8; 256],
     pub stats: EswStats,
-}
-
-fn role_map(ids: &[u16]) -> Vec<bool> {
-    let max = ids.iter().copied().max().unwrap_or(0) as usize;
-    let mut v = vec![false; max + 1];
-    for &i in ids {
-        v[i as usize] = true;
-    }
-    v
 }
 
 /// TRP's parameters from the config.
@@ -174,8 +166,8 @@ impl ThemisEsw {
         let cnp_class = fwd.class_of_dscp(pnp_params.as_ref().map_or(48, |p| p.cnp_dscp));
         ThemisEsw {
             fwd,
-            dc: role_map(&t.dc_ports),
-            wan: role_map(&t.wan_ports),
+            dc: PortSet::new(&t.dc_ports),
+            wan: PortSet::new(&t.wan_ports),
             // Pnp::new refuses only a zero register size, which validation already refused.
             pnp: pnp_params.as_ref().and_then(|p| Pnp::new(*p).ok()),
             cookies: t
@@ -190,16 +182,6 @@ impl ThemisEsw {
             scratch: [0; 256],
             stats: EswStats::default(),
         }
-    }
-
-    #[inline]
-    fn is_dc(&self, port: u16) -> bool {
-        self.dc.get(port as usize).copied().unwrap_or(false)
-    }
-
-    #[inline]
-    fn is_wan(&self, port: u16) -> bool {
-        self.wan.get(port as usize).copied().unwrap_or(false)
     }
 
     /// QP_field (the worker's copy).
@@ -280,7 +262,7 @@ impl ThemisEsw {
         let class = self.fwd.classify(&p);
         pkt.meta_mut().class = class;
         let in_port = pkt.meta().ingress_port;
-        let from_dc = self.is_dc(in_port);
+        let from_dc = self.dc.contains(in_port);
 
         // THEMIS daemon messages from the DC side go to the control thread.
         if from_dc
@@ -300,7 +282,7 @@ impl ThemisEsw {
         };
         let out_port = egress.port();
 
-        if from_dc && self.is_wan(out_port) {
+        if from_dc && self.wan.contains(out_port) {
             // TCP handshake monitor with SYN cookies (Fig. 5).
             if let (Some(cookies), true) = (self.cookies.as_mut(), p.proto == PROTO_TCP) {
                 if let Some((src, dst)) = Self::v4_pair(pkt.data(), &p) {
@@ -359,7 +341,7 @@ impl ThemisEsw {
             return Action::Drop(r);
         }
 
-        if p.is_roce() && self.is_wan(in_port) && self.is_dc(out_port) {
+        if p.is_roce() && self.wan.contains(in_port) && self.dc.contains(out_port) {
             if let Some(DataVerdict::Recirculate) = self.trp_data(pkt, now) {
                 self.stats.recirculated += 1;
                 return Action::Recirculate;
