@@ -227,6 +227,7 @@ struct RawSwift {
     base_target_us: Option<S<f64>>,
     fs_range_us: Option<S<f64>>,
     max_cwnd: Option<S<f64>>,
+    init_cwnd: Option<S<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -884,6 +885,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             wd.fs_range_ns as f64 / 1e3,
         ),
         max_cwnd: positive(v, &k("swift.max_cwnd"), &w.max_cwnd, wd.max_cwnd).max(1.0),
+        init_cwnd: positive(v, &k("swift.init_cwnd"), &w.init_cwnd, wd.init_cwnd).max(1.0),
         ..wd
     };
     let tp = TimelyParams {

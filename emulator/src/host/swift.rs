@@ -14,7 +14,9 @@
 //!   hop) is left out: the emulated host does not know its hop count.
 //!
 //! Parameter values: the paper's (beta 0.8, max_mdf 0.5, ai 1 packet per RTT); base target
-//! 25 us, fs_range 50 us, fs_min_cwnd 0.1, fs_max_cwnd 100 and cwnd in [0.001, 256] are ours
+//! 25 us, fs_range 50 us, fs_min_cwnd 0.1, fs_max_cwnd 100, cwnd in [0.001, 256] starting at 64 are ours
+//! (`init_cwnd` and `max_cwnd` are scenario keys: the HPCC simulator starts every window at the
+//! network's largest BDP)
 //! (the paper gives the form, not one value set). Reflex (issue 16) feeds the same `on_ack`
 //! with the delays its pseudo-ACKs carry.
 
@@ -32,6 +34,8 @@ pub struct SwiftParams {
     pub fs_max_cwnd: f64,
     pub min_cwnd: f64,
     pub max_cwnd: f64,
+    /// The window a QP starts with (at most `max_cwnd`).
+    pub init_cwnd: f64,
     pub retx_reset: u32,
 }
 
@@ -47,6 +51,7 @@ impl Default for SwiftParams {
             fs_max_cwnd: 100.0,
             min_cwnd: 0.001,
             max_cwnd: 256.0,
+            init_cwnd: 64.0,
             retx_reset: 3,
         }
     }
@@ -68,7 +73,7 @@ impl Swift {
     pub fn new(p: SwiftParams) -> Self {
         Swift {
             p,
-            cwnd: p.max_cwnd.min(64.0),
+            cwnd: p.max_cwnd.min(p.init_cwnd),
             rtt_ns: p.base_target_ns,
             last_decrease: None,
             retx: 0,
