@@ -5,17 +5,20 @@
 //!   Active flow between two pseudo-ACKs (a table lookup and the interval test).
 //! - `reflex/locate`: finding the Reflex hop in a data packet (`wire::reflex::locate`).
 //! - `reflex/esw_switch`: the whole switch with the ReflexEsw pipeline on virtual time, per
-//!   packet, on a 64-flow mix: perf/reflex-64flows.pcap (the 64-flow trace with the timestamp
+//!   packet, on a 64-flow mix: perf/reflex-64flows-active.pcap (the 64-flow trace with the timestamp
 //!   hop, timestamp 0: every flow Active, a pseudo-ACK per flow every 5 us, routed back out of
 //!   dc0) into dc0 toward the WAN, and the reverse of each packet into wan0 toward the DC (NDT:
 //!   the Flow State Table, the queue choice, the egress timestamp), to compare with
 //!   `baseline/switch` and `themis/esw_switch`.
 
+mod common;
+
+use common::{reversed, Mix};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_dataplane::replay::{advance, Driver, InputSource};
+use longhaul_dataplane::replay::{advance, Driver};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::reflex;
 use longhaul_pipelines::reflex::esw::ReflexEsw;
@@ -26,46 +29,11 @@ use longhaul_runtime::platform::heap_pool;
 use std::hint::black_box;
 use std::path::Path;
 
-/// (port index, frame) pairs looped forever, one every `gap` ns.
-struct Mix<'a> {
-    frames: &'a [(usize, Vec<u8>)],
-    next: usize,
-    end: usize,
-    t: Nanos,
-    gap: Nanos,
-}
-
-impl InputSource for Mix<'_> {
-    fn peek_ts(&self) -> Option<Nanos> {
-        (self.next < self.end).then_some(self.t)
-    }
-    fn next_frame(&mut self) -> Option<(usize, &[u8])> {
-        if self.next >= self.end {
-            return None;
-        }
-        let (port, f) = &self.frames[self.next % self.frames.len()];
-        self.next += 1;
-        self.t += self.gap;
-        Some((*port, f))
-    }
-}
-
-/// The reverse of a DC -> WAN frame: addresses swapped, arriving from the WAN peer (the
-/// one's-complement IPv4 checksum stays valid; the ICRC, which nothing on the path checks, not).
-fn reversed(f: &[u8], peer_mac: [u8; 6], port_mac: [u8; 6]) -> Vec<u8> {
-    let mut r = f.to_vec();
-    r[0..6].copy_from_slice(&port_mac);
-    r[6..12].copy_from_slice(&peer_mac);
-    r[26..30].copy_from_slice(&f[30..34]);
-    r[30..34].copy_from_slice(&f[26..30]);
-    r
-}
-
 fn bench(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cfg =
         longhaul_pipelines::load_config(&root.join("configs/reflex-esw.toml")).expect("config");
-    let frames: Vec<Vec<u8>> = read_pcap(root.join("perf/reflex-64flows.pcap"))
+    let frames: Vec<Vec<u8>> = read_pcap(root.join("perf/reflex-64flows-active.pcap"))
         .expect("trace (python3 perf/gen_reflex_trace.py)")
         .into_iter()
         .map(|r| r.data)

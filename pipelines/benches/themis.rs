@@ -12,12 +12,15 @@
 //!   `baseline/switch` (benches/baseline.rs). Recirculated passes are included in the cost of the
 //!   packet that makes them.
 
+mod common;
+
+use common::{reversed, Mix};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_dataplane::replay::{advance, Driver, InputSource};
+use longhaul_dataplane::replay::{advance, Driver};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
@@ -52,44 +55,6 @@ fn ip_pair(f: &[u8]) -> (u32, u32) {
 /// BTH DestQP of an untagged IPv4 RoCEv2 frame (no IP options).
 fn dest_qp(f: &[u8]) -> u32 {
     u32::from_be_bytes([0, f[47], f[48], f[49]])
-}
-
-/// The reverse of a DC -> WAN data frame: addresses swapped, arriving from the WAN peer. Its ICRC
-/// is stale (it covers the addresses); nothing on this path checks it, so it does not matter for
-/// speed.
-fn reversed(f: &[u8], peer_mac: [u8; 6], port_mac: [u8; 6]) -> Vec<u8> {
-    let mut r = f.to_vec();
-    r[0..6].copy_from_slice(&port_mac);
-    r[6..12].copy_from_slice(&peer_mac);
-    let (s, d) = ip_pair(f);
-    r[26..30].copy_from_slice(&d.to_be_bytes());
-    r[30..34].copy_from_slice(&s.to_be_bytes());
-    // Swapping the addresses keeps the one's-complement IPv4 header checksum valid.
-    r
-}
-
-/// (port index, frame) pairs looped forever, one every `gap` ns.
-struct Mix<'a> {
-    frames: &'a [(usize, Vec<u8>)],
-    next: usize,
-    end: usize,
-    t: Nanos,
-    gap: Nanos,
-}
-
-impl InputSource for Mix<'_> {
-    fn peek_ts(&self) -> Option<Nanos> {
-        (self.next < self.end).then_some(self.t)
-    }
-    fn next_frame(&mut self) -> Option<(usize, &[u8])> {
-        if self.next >= self.end {
-            return None;
-        }
-        let (port, f) = &self.frames[self.next % self.frames.len()];
-        self.next += 1;
-        self.t += self.gap;
-        Some((*port, f))
-    }
 }
 
 fn bench(c: &mut Criterion) {

@@ -144,6 +144,41 @@ impl ReflexEsw {
         op != opcode::RC_ACKNOWLEDGE && op != opcode::CNP
     }
 
+    /// The Reflex hop and the flow of a data packet (not an ACK, a CNP or a reflected hop)
+    /// whose IP header is at `l3` and UDP destination port is `dport`. A RoCE packet (`roce`)
+    /// without a hop is counted in `no_int`.
+    fn data_hop(
+        &mut self,
+        frame: &[u8],
+        l3: usize,
+        dport: u16,
+        roce: bool,
+    ) -> Option<(ReflexView, FlowKey)> {
+        let Some(v) = self.reflex_view(frame, l3, dport) else {
+            self.stats.no_int += roce as u64;
+            return None;
+        };
+        let (op, _) = Self::opcode_at(frame, v.bth_off)?;
+        if v.is_echo() || !Self::is_data_op(op) {
+            return None;
+        }
+        let (src, dst) = ip_pair_u128(frame, l3)?;
+        let key = FlowKey {
+            src,
+            dst,
+            qpn: v.hop.qpn,
+        };
+        Some((v, key))
+    }
+
+    /// The UDP destination port of the packet whose L4 header is at `l4` (0 if none).
+    #[inline]
+    fn dport_at(frame: &[u8], l4: usize) -> u16 {
+        frame
+            .get(l4 + 2..l4 + 4)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let now = ctx.now;
         let (p, routable) = match self.fwd.parse_stage(pkt) {
@@ -183,25 +218,9 @@ impl ReflexEsw {
         out_port: u16,
         now: Nanos,
     ) {
-        let frame = pkt.data();
-        let l3 = p.l3_off as usize;
-        let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
-            self.stats.no_int += p.is_roce() as u64;
+        let Some((_, key)) = self.data_hop(pkt.data(), p.l3_off as usize, p.dst_port, p.is_roce())
+        else {
             return;
-        };
-        let Some((op, _)) = Self::opcode_at(frame, v.bth_off) else {
-            return;
-        };
-        if v.is_echo() || !Self::is_data_op(op) {
-            return;
-        }
-        let Some((src, dst)) = ip_pair_u128(frame, l3) else {
-            return;
-        };
-        let key = FlowKey {
-            src,
-            dst,
-            qpn: v.hop.qpn,
         };
         let Some(ndt) = self.ndt.as_mut() else {
             return;
@@ -254,15 +273,10 @@ impl ReflexEsw {
         } else if self.dc.contains(out_port) && self.wan.contains(in_port) {
             if let Some(ndt) = self.ndt.as_mut() {
                 ndt.on_egress(out_port, m.egress_queue(), m.user);
-                let l3 = m.l3_off as usize;
-                let dport = pkt
-                    .data()
-                    .get(m.l4_off as usize + 2..m.l4_off as usize + 4)
-                    .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-                if let Some(v) = self.reflex_view(pkt.data(), l3, dport) {
-                    let data = Self::opcode_at(pkt.data(), v.bth_off)
-                        .is_some_and(|(op, _)| Self::is_data_op(op));
-                    if data && !v.is_echo() && reflex::set_ts(pkt.data_mut(), &v, ctx.now).is_ok() {
+                let dport = Self::dport_at(pkt.data(), m.l4_off as usize);
+                // Counted in no_int at ingress already.
+                if let Some((v, _)) = self.data_hop(pkt.data(), m.l3_off as usize, dport, false) {
+                    if reflex::set_ts(pkt.data_mut(), &v, ctx.now).is_ok() {
                         if let Some(ndt) = self.ndt.as_mut() {
                             ndt.stats.ts_rewritten += 1;
                         }
@@ -278,27 +292,9 @@ impl ReflexEsw {
         let m = *pkt.meta();
         let frame = pkt.data();
         let l3 = m.l3_off as usize;
-        let l4 = m.l4_off as usize;
-        let dport = frame
-            .get(l4 + 2..l4 + 4)
-            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-        let Some(v) = self.reflex_view(frame, l3, dport) else {
-            self.stats.no_int += (m.bth_off != 0) as u64;
+        let dport = Self::dport_at(frame, m.l4_off as usize);
+        let Some((v, key)) = self.data_hop(frame, l3, dport, m.bth_off != 0) else {
             return;
-        };
-        let Some((op, _)) = Self::opcode_at(frame, v.bth_off) else {
-            return;
-        };
-        if v.is_echo() || !Self::is_data_op(op) {
-            return;
-        }
-        let Some((src, dst)) = ip_pair_u128(frame, l3) else {
-            return;
-        };
-        let key = FlowKey {
-            src,
-            dst,
-            qpn: v.hop.qpn,
         };
         let now = ctx.now;
         let Some(nsf) = self.nsf.as_mut() else {
