@@ -303,6 +303,13 @@ pub struct IntConfig {
     pub max_hops: u8,
     /// Domain specific id (0 = none).
     pub domain_id: u16,
+    /// DS Instruction (meaning set by `domain_id`; 0 = none).
+    pub ds_instruction: u16,
+    /// Per-hop domain-specific metadata, in 4-byte words, after the standard part (HopML =
+    /// `hop_words(instructions) + ds_words`).
+    pub ds_words: u8,
+    /// DS Flags the source writes (meaning set by `domain_id`).
+    pub ds_flags: u16,
 }
 
 /// Where the headers of a UDP packet are.
@@ -450,7 +457,10 @@ pub fn insert_int_md<B: PacketBuf + ?Sized>(
     l3_off: usize,
     cfg: &IntConfig,
 ) -> Result<(), WireError> {
-    let hop_ml = hop_words(cfg.instructions)?;
+    let hop_ml = hop_words(cfg.instructions)?
+        .checked_add(cfg.ds_words)
+        .filter(|w| *w <= 31)
+        .ok_or(WireError::Unsupported)?;
     let lay = locate_udp(buf.data(), l3_off)?;
     let n = SHIM_LEN + MD_HEADER_LEN;
     // Check length overflow before touching anything.
@@ -478,6 +488,8 @@ pub fn insert_int_md<B: PacketBuf + ?Sized>(
     s[4..8].copy_from_slice(&w0.to_be_bytes());
     s[8..10].copy_from_slice(&cfg.instructions.to_be_bytes());
     s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
+    s[12..14].copy_from_slice(&cfg.ds_instruction.to_be_bytes());
+    s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
     adjust_lengths(d, &lay, n as isize)?;
     refresh_udp_checksum(d, &lay);
     Ok(())
@@ -562,6 +574,18 @@ pub fn push_hop_metadata<B: PacketBuf + ?Sized>(
     l3_off: usize,
     hop: &HopMetadata,
 ) -> Result<bool, WireError> {
+    push_hop(buf, l3_off, hop, &[])
+}
+
+/// As [`push_hop_metadata`], with the domain's own metadata `ds` written after the standard
+/// part (bytes of the hop record `ds` does not cover stay 0; [`WireError::BadLength`] when the
+/// standard part and `ds` together exceed HopML).
+pub fn push_hop<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    hop: &HopMetadata,
+    ds: &[u8],
+) -> Result<bool, WireError> {
     let lay = locate_udp(buf.data(), l3_off)?;
     let il = locate_int_in(buf.data(), &lay)?;
     let md_off = il.shim_off + SHIM_LEN;
@@ -573,6 +597,10 @@ pub fn push_hop_metadata<B: PacketBuf + ?Sized>(
         return Ok(false);
     }
     let n = il.hop_len;
+    let std_len = hop_words(il.instructions)? as usize * 4;
+    if std_len + ds.len() > n {
+        return Err(WireError::BadLength);
+    }
     if n == 0 {
         // Nothing to push (empty instruction set): just count the hop.
         if let Some(b) = buf.data_mut().get_mut(md_off + 3) {
@@ -597,6 +625,7 @@ pub fn push_hop_metadata<B: PacketBuf + ?Sized>(
     open_gap(buf, il.stack_off, n)?;
     let d = buf.data_mut();
     hop.write(il.instructions, &mut d[il.stack_off..il.stack_off + n])?;
+    d[il.stack_off + std_len..il.stack_off + std_len + ds.len()].copy_from_slice(ds);
     d[il.shim_off + 1] = ((il.int_len + n) / 4) as u8;
     d[md_off + 3] = rhc - 1;
     adjust_lengths(d, &lay, n as isize)?;
@@ -670,6 +699,9 @@ mod tests {
         instructions: INS_SUPPORTED,
         max_hops: 2,
         domain_id: 0,
+        ds_instruction: 0,
+        ds_words: 0,
+        ds_flags: 0,
     };
 
     fn hop(i: u32) -> HopMetadata {

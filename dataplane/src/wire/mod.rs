@@ -16,6 +16,7 @@ pub mod icrc;
 pub mod int;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mlcc;
 pub mod parse;
 pub mod pfc;
 pub mod reflex;

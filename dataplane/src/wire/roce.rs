@@ -724,7 +724,8 @@ pub struct AckSpec {
     pub pkey: u16,
 }
 
-fn ack_bth(s: &AckSpec) -> BthRepr {
+/// The BTH of an RC Acknowledge with `s`'s fields.
+pub fn ack_bth(s: &AckSpec) -> BthRepr {
     BthRepr {
         opcode: opcode::RC_ACKNOWLEDGE,
         pkey: s.pkey,
