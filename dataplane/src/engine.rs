@@ -72,6 +72,18 @@ pub trait Pipeline<P: BufPool> {
         None
     }
 
+    /// Packets the pipeline holds in its own queues (per-flow queues taken with [`Ctx::take`]),
+    /// counted as buffered by [`Switch::buffered_packets`] (conservation, drain at the end of a
+    /// replay).
+    fn held_packets(&self) -> u64 {
+        0
+    }
+
+    /// Bytes of [`Pipeline::held_packets`].
+    fn held_bytes(&self) -> u64 {
+        0
+    }
+
     /// The pipeline's own counters, by stable name (`baseline.routed`, ...), for metrics.
     fn counters(&self, _out: &mut dyn FnMut(&'static str, u64)) {}
 
@@ -247,6 +259,45 @@ impl<'a, P: BufPool> Ctx<'a, P> {
             *self.emit_drops += 1;
             self.pool.free(pkt);
         }
+    }
+
+    /// Hand a packet the pipeline held in its own queue (taken with [`Ctx::take`]) to the traffic
+    /// manager of `meta.egress_port`, as [`Ctx::emit`] does but without marking it generated.
+    /// `false` (packet freed, counted in `emit_drops`) when the per-burst list is full: check
+    /// [`Ctx::emit_room`] first.
+    pub fn inject(&mut self, pkt: P::Buf) -> bool {
+        if self.emitted.len() < self.emitted.capacity() {
+            self.emitted.push(pkt);
+            true
+        } else {
+            *self.emit_drops += 1;
+            self.pool.free(pkt);
+            false
+        }
+    }
+
+    /// How many more packets [`Ctx::emit`] / [`Ctx::inject`] take before the next flush.
+    #[inline]
+    pub fn emit_room(&self) -> usize {
+        self.emitted.capacity() - self.emitted.len()
+    }
+
+    /// Take ownership of the packet being processed, to hold it in a pipeline's own queue: `pkt`
+    /// is swapped with an empty buffer from the pool, which the engine frees when the stage
+    /// returns [`Action::Consume`]. `None` (nothing changed) when the pool is empty. Costs a pool
+    /// allocation and free; the frame is not copied.
+    pub fn take(&mut self, pkt: &mut P::Buf) -> Option<P::Buf> {
+        let empty = self.pool.alloc()?;
+        Some(core::mem::replace(pkt, empty))
+    }
+
+    /// Bytes port `id` has sent so far (0 for no such port): INT's tx bytes.
+    #[inline]
+    pub fn port_tx_bytes(&self, id: u16) -> u64 {
+        let Some(&idx) = self.port_index.get(id as usize) else {
+            return 0;
+        };
+        self.tms.get(idx as usize).map_or(0, |p| p.stats.tx_bytes)
     }
 
     /// Static facts about port `id`, if it exists.
@@ -771,10 +822,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     #[inline(never)]
     fn flush_emitted_slow(&mut self, now: Nanos) {
-        while let Some(p) = self.emitted.pop() {
-            self.stats.generated += 1;
+        // In the order emitted (a pipeline's held packets of one flow must not be reordered).
+        // The list is moved out and back: no allocation, and `enqueue` never emits.
+        let mut list = core::mem::take(&mut self.emitted);
+        for p in list.drain(..) {
+            self.stats.generated += (p.meta().flags & FLAG_GENERATED != 0) as u64;
             self.enqueue(now, p, false);
         }
+        self.emitted = list;
     }
 
     /// Admission (shared buffer, PFC headroom) and enqueue on the egress traffic manager.
@@ -1088,7 +1143,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// Packets held in egress queues (control frames included), bypassed frames not yet handed to
-    /// `transmit`, and the recirculation loop.
+    /// `transmit`, the recirculation loop and the pipeline's own queues.
     pub fn buffered_packets(&self) -> u64 {
         let q: u64 = self
             .ports
@@ -1100,12 +1155,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     + p.ready.len() as u64
             })
             .sum();
-        q + self.recirc.as_ref().map_or(0, |r| r.len() as u64)
+        q + self.recirc.as_ref().map_or(0, |r| r.len() as u64) + self.pipeline.held_packets()
     }
 
-    /// Packets in egress queues and the recirculation loop.
+    /// Packets in egress queues, the recirculation loop and the pipeline's own queues.
     pub fn buffered_bytes(&self) -> u64 {
-        self.stats.buffer_bytes + self.recirc.as_ref().map_or(0, |r| r.bytes())
+        self.stats.buffer_bytes
+            + self.recirc.as_ref().map_or(0, |r| r.bytes())
+            + self.pipeline.held_bytes()
     }
 }
 

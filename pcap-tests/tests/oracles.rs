@@ -222,7 +222,12 @@ fn python_oracle_self_tests() {
     if !have("python3+scapy", python_available()) {
         return;
     }
-    for t in ["test_verify.py", "test_checks.py", "test_reflex_model.py"] {
+    for t in [
+        "test_verify.py",
+        "test_checks.py",
+        "test_reflex_model.py",
+        "test_mlcc_dqm.py",
+    ] {
         let o = Command::new(python_exe())
             .arg(oracle_dir().join(t))
             .output()
@@ -234,6 +239,26 @@ fn python_oracle_self_tests() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+/// The DQM traces and their expected outputs (pipelines/tests/fixtures/mlcc_dqm/, replayed by
+/// pipelines/tests/mlcc_dqm.rs) are what a fresh `gen_mlcc_dqm_traces.py` writes.
+#[test]
+fn mlcc_dqm_traces_regenerate_identically() {
+    if !have("python3+scapy", python_available()) {
+        return;
+    }
+    let o = Command::new(python_exe())
+        .arg(oracle_dir().join("gen_mlcc_dqm_traces.py"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "gen_mlcc_dqm_traces.py --check failed (run `python3 pcap-tests/oracle/gen_mlcc_dqm_traces.py`):\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 fn files_under(root: &Path) -> Vec<PathBuf> {

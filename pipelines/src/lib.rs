@@ -7,6 +7,7 @@
 //! The functions below are the registry's shortcuts for the CLI and the tests.
 pub mod baseline;
 pub mod bifrost;
+pub mod mlcc;
 pub mod ports;
 pub mod reflex;
 pub mod spray;
@@ -26,6 +27,7 @@ fn build_registry() -> Registry {
         .pipeline(themis::mechanism::ThemisMechanism)
         .pipeline(spray::mechanism::SprayMechanism)
         .pipeline(reflex::mechanism::ReflexMechanism)
+        .pipeline(mlcc::mechanism::MlccMechanism)
         .mechanism(bifrost::mechanism::BifrostMechanism)
 }
 

@@ -88,6 +88,8 @@ pub struct PerFlowQueues<B: PacketBuf, K: Hash + Eq + Copy = u64> {
     slots: Vec<Slot<B, K>>,
     free: Vec<u32>,
     cursor: usize,
+    held_pkts: u64,
+    held_bytes: u64,
     stats: PfqStats,
 }
 
@@ -112,6 +114,8 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             slots,
             free,
             cursor: 0,
+            held_pkts: 0,
+            held_bytes: 0,
             stats: PfqStats::default(),
         }
     }
@@ -121,6 +125,18 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     /// free (`flow_refused`) or the flow's queue is full (`queue_full`); the packet is handed
     /// back.
     pub fn enqueue(&mut self, flow: K, pkt: B, now: Nanos) -> Result<(), (B, DropReason)> {
+        self.enqueue_slot(flow, pkt, now).map(|_| ())
+    }
+
+    /// As [`enqueue`](Self::enqueue), returning the flow's queue slot (stable while the flow
+    /// holds it, for per-flow state kept beside the queues) and whether it was allocated now.
+    pub fn enqueue_slot(
+        &mut self,
+        flow: K,
+        pkt: B,
+        now: Nanos,
+    ) -> Result<(usize, bool), (B, DropReason)> {
+        let mut new = false;
         let idx = match self.map.get(&flow) {
             Some(&i) => i as usize,
             None => {
@@ -134,6 +150,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
                 s.release_pending = false;
                 s.shaper = Shaper::new(self.cfg.default_rate_bps, self.cfg.burst_bytes, now);
                 self.stats.allocs += 1;
+                new = true;
                 let in_use = (self.slots.len() - self.free.len()) as u64;
                 self.stats.max_in_use = self.stats.max_in_use.max(in_use);
                 i as usize
@@ -141,10 +158,13 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         };
         let s = &mut self.slots[idx];
         s.release_pending = false;
+        let len = pkt.len() as u64;
         match s.q.push(pkt) {
             Ok(()) => {
                 self.stats.enq_pkts += 1;
-                Ok(())
+                self.held_pkts += 1;
+                self.held_bytes += len;
+                Ok((idx, new))
             }
             Err(p) => {
                 self.stats.queue_full += 1;
@@ -173,6 +193,16 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     /// shaper; `None` when no head conforms (see [`next_ready`](Self::next_ready)). The shaper of
     /// the served queue is charged the packet's length. O(max_flows) per call in the worst case.
     pub fn dequeue(&mut self, now: Nanos) -> Option<B> {
+        self.dequeue_where(now, |_| true).map(|(_, p)| p)
+    }
+
+    /// As [`dequeue`](Self::dequeue), skipping queues whose head packet `ready` refuses (e.g.
+    /// its egress port is backlogged); returns the packet with its queue slot.
+    pub fn dequeue_where(
+        &mut self,
+        now: Nanos,
+        mut ready: impl FnMut(&B) -> bool,
+    ) -> Option<(usize, B)> {
         let n = self.slots.len();
         for k in 0..n {
             let i = (self.cursor + k) % n;
@@ -180,7 +210,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             let Some(len) = s.q.head_len() else {
                 continue;
             };
-            if !s.shaper.conforms(len as u64, now) {
+            if !s.shaper.conforms(len as u64, now) || !s.q.head().is_some_and(&mut ready) {
                 continue;
             }
             let pkt = s.q.pop()?;
@@ -189,11 +219,13 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             let release = empty && (self.cfg.release_on_empty || s.release_pending);
             self.stats.deq_pkts += 1;
             self.stats.deq_bytes += len as u64;
+            self.held_pkts -= 1;
+            self.held_bytes -= len as u64;
             self.cursor = (i + 1) % n;
             if release {
                 self.release_slot(i);
             }
-            return Some(pkt);
+            return Some((i, pkt));
         }
         None
     }
@@ -209,6 +241,15 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
                 (t != Nanos::MAX).then_some(t)
             })
             .min()
+    }
+
+    /// When slot `i`'s head packet conforms (see [`next_ready`](Self::next_ready)); `None` when
+    /// the slot is empty or stopped.
+    pub fn slot_next_ready(&self, i: usize, now: Nanos) -> Option<Nanos> {
+        let s = self.slots.get(i)?;
+        let len = s.q.head_len()?;
+        let t = s.shaper.next_conforming(len as u64, now);
+        (t != Nanos::MAX).then_some(t)
     }
 
     /// Set `flow`'s dequeue rate at `now` (tokens earned so far count at the old rate). `false`
@@ -273,6 +314,58 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     /// No packet queued in any queue.
     pub fn is_empty(&self) -> bool {
         self.slots.iter().all(|s| s.q.is_empty())
+    }
+
+    /// The queue slot of `flow`, if it has one.
+    pub fn slot_of(&self, flow: &K) -> Option<usize> {
+        self.map.get(flow).map(|&i| i as usize)
+    }
+
+    /// The flow holding slot `i`, if any.
+    pub fn slot_flow(&self, i: usize) -> Option<K> {
+        self.slots.get(i).and_then(|s| s.flow)
+    }
+
+    /// (packets, bytes) queued in slot `i`.
+    pub fn slot_depth(&self, i: usize) -> (usize, u64) {
+        self.slots.get(i).map_or((0, 0), |s| (s.q.len(), s.q.bytes()))
+    }
+
+    /// Set slot `i`'s dequeue rate at `now` (see [`set_rate`](Self::set_rate)).
+    pub fn set_slot_rate(&mut self, i: usize, rate_bps: u64, now: Nanos) {
+        if let Some(s) = self.slots.get_mut(i) {
+            s.shaper.set_rate(rate_bps, now);
+        }
+    }
+
+    /// Slot `i`'s dequeue rate.
+    pub fn slot_rate(&self, i: usize) -> u64 {
+        self.slots.get(i).map_or(0, |s| s.shaper.rate_bps())
+    }
+
+    /// Release slot `i` now if it is empty (`true`); a non-empty or free slot is left alone.
+    pub fn release_if_empty(&mut self, i: usize) -> bool {
+        if self.slots.get(i).is_some_and(|s| s.flow.is_some() && s.q.is_empty()) {
+            self.release_slot(i);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Number of queue slots (`max_flows`).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Packets queued in all queues.
+    pub fn held_pkts(&self) -> u64 {
+        self.held_pkts
+    }
+
+    /// Bytes queued in all queues.
+    pub fn held_bytes(&self) -> u64 {
+        self.held_bytes
     }
 
     /// Counters.

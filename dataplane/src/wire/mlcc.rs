@@ -6,7 +6,7 @@
 //! INT (INT v2.1 MD over UDP, super::int), the MLCC domain:
 //!   MD header: instructions 0x9400 (node id | queue id + occupancy | egress timestamp),
 //!              DS ID 0x4D4C ("ML"), DS Instruction 0xC000 (tx bytes | link rate), HopML 7,
-//!              DS Flags = C_D (the receiver-side DCI's credit, 0 elsewhere)
+//!              DS Flags = 0x8000 | C_D (15 bits) from the receiver-side DCI, 0 elsewhere
 //!   hop (28): node id (4) | queue id (1) + occupancy in bytes (3, saturating)
 //!             | egress timestamp ns (8) | tx bytes of the egress port (8) | link rate Mbit/s (4)
 //!
@@ -17,9 +17,10 @@
 //!   BTH.DestQP = the data packet's DestQP (the responder's QP; see docs: a switch cannot know
 //!   the requester's QPN), IP addresses swapped, the data's UDP source port.
 //!
-//! ACK credit extension (MCETH, 16 bytes after the AETH of an RC ACK, covered by the ICRC):
-//!   0-1 0x4D4C | 2 version 1 | 3 flags (0x80 C_R/R_credit valid, 0x40 R_DQM valid)
-//!   | 4-5 C_R | 6-7 0 | 8-11 R_credit kbit/s | 12-15 R_DQM kbit/s
+//! ACK credit extension (MCETH, 20 bytes after the AETH of an RC ACK, covered by the ICRC):
+//!   0-1 0x4D4C | 2 version 1 | 3 flags (0x80 C_R/R_credit valid, 0x40 R_DQM valid) | 4 0
+//!   | 5-7 the responder's QPN (the data's DestQP: with the addresses it names the flow)
+//!   | 8-9 C_R (15 bits) | 10-11 0 | 12-15 R_credit kbit/s | 16-19 R_DQM kbit/s
 //! ```
 //!
 //! Everything checks lengths before reading and never allocates.
@@ -59,7 +60,11 @@ pub const FB_FLAG_TRUNCATED: u8 = 0x80;
 /// Switch-INT flag: the INT's E bit (a hop found RemainingHopCount 0 and pushed nothing).
 pub const FB_FLAG_E: u8 = 0x40;
 /// MCETH length.
-pub const MCETH_LEN: usize = 16;
+pub const MCETH_LEN: usize = 20;
+/// Credits (C_R, C_D) count modulo 2^15.
+pub const CREDIT_MASK: u16 = 0x7fff;
+/// DS Flags bit: the INT carries a C_D.
+pub const C_D_VALID: u16 = 0x8000;
 /// MCETH flag: C_R and R_credit are the receiver's.
 pub const MCETH_CREDIT: u8 = 0x80;
 /// MCETH flag: R_DQM was written by the receiver-side DCI.
@@ -115,8 +120,12 @@ impl MlccHop {
     }
 }
 
-/// The INT source configuration of the MLCC domain.
-pub const fn int_config(int_port: u16, max_hops: u8, c_d: u16) -> IntConfig {
+/// The INT source configuration of the MLCC domain, with `c_d` in the DS Flags.
+pub const fn int_config(int_port: u16, max_hops: u8, c_d: Option<u16>) -> IntConfig {
+    let ds_flags = match c_d {
+        Some(c) => C_D_VALID | (c & CREDIT_MASK),
+        None => 0,
+    };
     IntConfig {
         int_port,
         instructions: INSTRUCTIONS,
@@ -124,7 +133,7 @@ pub const fn int_config(int_port: u16, max_hops: u8, c_d: u16) -> IntConfig {
         domain_id: DS_ID,
         ds_instruction: DS_INSTRUCTION,
         ds_words: DS_WORDS,
-        ds_flags: c_d,
+        ds_flags,
     }
 }
 
@@ -132,8 +141,8 @@ pub const fn int_config(int_port: u16, max_hops: u8, c_d: u16) -> IntConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MlccInt {
     pub layout: IntLayout,
-    /// DS Flags: C_D.
-    pub c_d: u16,
+    /// C_D, if the DS Flags carry one.
+    pub c_d: Option<u16>,
     /// Hop records in the stack.
     pub hops: usize,
     /// The E bit (a hop could not push: RemainingHopCount exhausted).
@@ -167,7 +176,9 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<MlccInt, Wir
     }
     Ok(MlccInt {
         layout: il,
-        c_d: be16(frame, md + 10).unwrap_or(0),
+        c_d: be16(frame, md + 10)
+            .filter(|f| f & C_D_VALID != 0)
+            .map(|f| f & CREDIT_MASK),
         hops: il.stack_len / HOP_LEN,
         e_bit: frame.get(md).is_some_and(|b| b & 0x04 != 0),
         bth_off,
@@ -336,7 +347,9 @@ pub fn parse_switch_int(
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mceth {
     pub flags: u8,
-    /// The receiver's credit C_R.
+    /// The responder's QPN (the data packets' DestQP).
+    pub qpn: u32,
+    /// The receiver's credit C_R (15 bits).
     pub c_r: u16,
     /// The receiver's dequeue rate for the PFQ, kbit/s.
     pub r_credit_kbps: u32,
@@ -351,9 +364,10 @@ impl Mceth {
         b[0..2].copy_from_slice(&DS_ID.to_be_bytes());
         b[2] = VERSION;
         b[3] = self.flags;
-        b[4..6].copy_from_slice(&self.c_r.to_be_bytes());
-        b[8..12].copy_from_slice(&self.r_credit_kbps.to_be_bytes());
-        b[12..16].copy_from_slice(&self.r_dqm_kbps.to_be_bytes());
+        b[4..8].copy_from_slice(&(self.qpn & roce::QPN_MASK).to_be_bytes());
+        b[8..10].copy_from_slice(&(self.c_r & CREDIT_MASK).to_be_bytes());
+        b[12..16].copy_from_slice(&self.r_credit_kbps.to_be_bytes());
+        b[16..20].copy_from_slice(&self.r_dqm_kbps.to_be_bytes());
         b
     }
 }
@@ -378,15 +392,16 @@ pub fn locate_mceth(frame: &[u8], l3_off: usize) -> Result<(usize, Mceth), WireE
         off,
         Mceth {
             flags: frame[off + 3],
-            c_r: be16(frame, off + 4).unwrap_or(0),
-            r_credit_kbps: be32(frame, off + 8).unwrap_or(0),
-            r_dqm_kbps: be32(frame, off + 12).unwrap_or(0),
+            qpn: be32(frame, off + 4).unwrap_or(0) & roce::QPN_MASK,
+            c_r: be16(frame, off + 8).unwrap_or(0) & CREDIT_MASK,
+            r_credit_kbps: be32(frame, off + 12).unwrap_or(0),
+            r_dqm_kbps: be32(frame, off + 16).unwrap_or(0),
         },
     ))
 }
 
 /// Build an RC ACK over IPv4 carrying `m` after its AETH (the receiver's ACK, for modeled hosts
-/// and tests). Returns the frame length (78).
+/// and tests). Returns the frame length (82).
 pub fn build_ack_v4(
     buf: &mut [u8],
     a: &RoceAddrs<Ipv4Addr>,
@@ -396,7 +411,7 @@ pub fn build_ack_v4(
     roce::build_roce_v4(buf, a, &roce::ack_bth(s), &ack_tail(s, m)?)
 }
 
-/// As [`build_ack_v4`] over IPv6. Returns 98.
+/// As [`build_ack_v4`] over IPv6. Returns 102.
 pub fn build_ack_v6(
     buf: &mut [u8],
     a: &RoceAddrs<Ipv6Addr>,
@@ -425,13 +440,14 @@ pub fn set_r_dqm(
         .get_mut(off..off + MCETH_LEN)
         .ok_or(WireError::Truncated)?;
     b[3] |= MCETH_DQM;
-    b[12..16].copy_from_slice(&r_dqm_kbps.to_be_bytes());
+    b[16..20].copy_from_slice(&r_dqm_kbps.to_be_bytes());
     icrc::fill(frame, l3_off)?;
     Ok(())
 }
 
 /// Write C_D into the DS Flags of a located MLCC INT. The ICRC does not cover INT.
 pub fn set_c_d(frame: &mut [u8], m: &MlccInt, c_d: u16) -> Result<(), WireError> {
+    let c_d = C_D_VALID | (c_d & CREDIT_MASK);
     let off = m.layout.shim_off + SHIM_LEN + 10;
     if frame.len() < off + 2 || off + 2 > m.layout.shim_off + SHIM_LEN + MD_HEADER_LEN {
         return Err(WireError::Truncated);
@@ -470,18 +486,18 @@ mod tests {
     fn source_push_locate_strip() {
         let orig = hex(SEND_V4);
         let mut b = HeapBuf::from_bytes(&orig);
-        int::insert_int_md(&mut b, 14, &int_config(5000, 3, 7)).unwrap();
+        int::insert_int_md(&mut b, 14, &int_config(5000, 3, Some(7))).unwrap();
         assert!(push(&mut b, 14, &mk(1)).unwrap());
         assert!(push(&mut b, 14, &mk(2)).unwrap());
         assert_eq!(b.len(), orig.len() + 16 + 2 * HOP_LEN);
         let m = locate(b.data(), 14, 5000).unwrap();
-        assert_eq!((m.hops, m.c_d, m.e_bit), (2, 7, false));
+        assert_eq!((m.hops, m.c_d, m.e_bit), (2, Some(7), false));
         assert_eq!(hop_at(&b, &m, 0), Some(mk(2)));
         assert_eq!(hop_at(&b, &m, 1), Some(mk(1)));
         assert_eq!(locate(b.data(), 14, 5001), Err(WireError::Unsupported));
         let mut d = b.data().to_vec();
-        set_c_d(&mut d, &m, 0xbeef).unwrap();
-        assert_eq!(locate(&d, 14, 5000).unwrap().c_d, 0xbeef);
+        set_c_d(&mut d, &m, 0x3eef).unwrap();
+        assert_eq!(locate(&d, 14, 5000).unwrap().c_d, Some(0x3eef));
         int::strip_int(&mut b, 14).unwrap();
         assert_eq!(b.data(), &orig[..]);
         assert_eq!(icrc::verify(b.data(), 14), Ok(true));
@@ -505,7 +521,7 @@ mod tests {
     fn switch_int_roundtrip_and_icrc() {
         let orig = hex(SEND_V4);
         let mut b = HeapBuf::from_bytes(&orig);
-        int::insert_int_md(&mut b, 14, &int_config(5000, 3, 0)).unwrap();
+        int::insert_int_md(&mut b, 14, &int_config(5000, 3, None)).unwrap();
         push(&mut b, 14, &mk(1)).unwrap();
         push(&mut b, 14, &mk(2)).unwrap();
         let m = locate(b.data(), 14, 5000).unwrap();
@@ -532,6 +548,7 @@ mod tests {
     fn mceth_locate_and_write_keeps_icrc_valid() {
         let m = Mceth {
             flags: MCETH_CREDIT,
+            qpn: 0x34,
             c_r: 9,
             r_credit_kbps: 12_500_000,
             r_dqm_kbps: 0,
@@ -554,7 +571,7 @@ mod tests {
         };
         let mut f = [0u8; 128];
         let n = build_ack_v4(&mut f, &a, &spec, &m).unwrap();
-        assert_eq!(n, 78);
+        assert_eq!(n, 82);
         let f = &mut f[..n];
         let (off, got) = locate_mceth(f, 14).unwrap();
         assert_eq!(got, m);
@@ -573,7 +590,7 @@ mod tests {
     fn truncated_inputs_are_errors_not_panics() {
         let orig = hex(SEND_V4);
         let mut b = HeapBuf::from_bytes(&orig);
-        int::insert_int_md(&mut b, 14, &int_config(5000, 3, 0)).unwrap();
+        int::insert_int_md(&mut b, 14, &int_config(5000, 3, None)).unwrap();
         push(&mut b, 14, &mk(1)).unwrap();
         let full = b.data().to_vec();
         for cut in 0..full.len() {

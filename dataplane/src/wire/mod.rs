@@ -97,14 +97,14 @@ impl std::error::Error for WireError {}
 
 /// Read a big-endian u16 at `off`, `None` if out of bounds.
 #[inline]
-pub(crate) fn be16(b: &[u8], off: usize) -> Option<u16> {
+pub fn be16(b: &[u8], off: usize) -> Option<u16> {
     let s = b.get(off..off.checked_add(2)?)?;
     Some(u16::from_be_bytes([s[0], s[1]]))
 }
 
 /// Read a big-endian u32 at `off`, `None` if out of bounds.
 #[inline]
-pub(crate) fn be32(b: &[u8], off: usize) -> Option<u32> {
+pub fn be32(b: &[u8], off: usize) -> Option<u32> {
     let s = b.get(off..off.checked_add(4)?)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }

@@ -1,10 +1,10 @@
 //! The baseline's registration: the default pipeline (`switch.pipeline = "baseline"`, or no
-//! `pipeline` key), with no section of its own (its tables are the generic `[[l2]]` and
-//! `[[routes]]`).
+//! `pipeline` key); its tables are the generic `[[l2]]` and `[[routes]]`, its own section the
+//! optional `[int]` (INT source / transit for MLCC, `super::int`).
 
 use super::control::BaselineControl;
 use super::{Baseline, BaselineCommand};
-use longhaul_control::config::{Config, DEFAULT_PIPELINE};
+use longhaul_control::config::{Config, Section, DEFAULT_PIPELINE};
 use longhaul_runtime::{Mechanism, PipelineMechanism};
 
 /// The baseline lossless RoCE switch.
@@ -15,7 +15,10 @@ impl Mechanism for BaselineMechanism {
         DEFAULT_PIPELINE
     }
     fn docs(&self) -> &'static str {
-        "README.md#what-works-today, docs/config.md"
+        "README.md#what-works-today, docs/config.md, docs/mlcc.md (INT)"
+    }
+    fn section(&self) -> Option<&dyn Section> {
+        Some(&super::int::SECTION)
     }
 }
 

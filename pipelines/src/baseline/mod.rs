@@ -22,6 +22,7 @@
 //! classes, shaping at port rate.
 
 pub mod control;
+pub mod int;
 pub mod mechanism;
 
 use longhaul_control::config::{Config, IpPrefix, ParserConfig, Policy, Trust};
@@ -324,6 +325,19 @@ impl Forwarding {
         self.apply_stage(pkt, p, e)
     }
 
+    /// Route a packet this switch generated (a CNP, a pseudo-ACK, a Switch-INT: built as if
+    /// received on `meta.ingress_port`, addressed to that port's MAC) like any received packet:
+    /// parse, look up, rewrite. `false` (nothing to send) when it has no route.
+    pub fn route_generated<B: PacketBuf>(&mut self, now: u64, g: &mut B) -> bool {
+        let Ok((p, routable)) = self.parse_stage(g) else {
+            return false;
+        };
+        let Ok(e) = self.lookup_stage(now, g, &p, routable) else {
+            return false;
+        };
+        self.apply_stage(g, &p, e).is_ok()
+    }
+
     /// The whole baseline ingress for one packet.
     #[inline]
     pub fn ingress<B: PacketBuf>(&mut self, now: u64, pkt: &mut B) -> Action {
@@ -472,15 +486,18 @@ impl Forwarding {
     }
 }
 
-/// The baseline pipeline: [`Forwarding`] on ingress, nothing on egress.
+/// The baseline pipeline: [`Forwarding`] on ingress; on egress the INT stage when `[int]` is
+/// configured ([`int::IntStage`]), nothing otherwise.
 pub struct Baseline {
     pub fwd: Forwarding,
+    pub int: Option<int::IntStage>,
 }
 
 impl Baseline {
     pub fn new(cfg: &Config) -> Self {
         Baseline {
             fwd: Forwarding::new(cfg),
+            int: int::IntStage::from_config(cfg),
         }
     }
 }
@@ -494,6 +511,9 @@ impl<P: BufPool> Pipeline<P> for Baseline {
 
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.fwd.counters(out);
+        if let Some(i) = &self.int {
+            i.counters(out);
+        }
     }
 
     fn tables(&self, out: &mut dyn FnMut(&'static str, TableCounters)) {
@@ -503,5 +523,13 @@ impl<P: BufPool> Pipeline<P> for Baseline {
     #[inline]
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         self.fwd.ingress(ctx.now, pkt)
+    }
+
+    #[inline]
+    fn egress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        if let Some(i) = self.int.as_mut() {
+            i.egress(ctx, pkt);
+        }
+        Action::Forward
     }
 }

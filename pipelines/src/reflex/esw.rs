@@ -338,11 +338,7 @@ impl ReflexEsw {
             return;
         };
         g.meta_mut().ingress_port = in_port;
-        let routed = self.fwd.parse_stage(&mut g).ok().and_then(|(p, routable)| {
-            let e = self.fwd.lookup_stage(now, &g, &p, routable).ok()?;
-            self.fwd.apply_stage(&mut g, &p, e).ok()
-        });
-        if routed.is_none() {
+        if !self.fwd.route_generated(now, &mut g) {
             nsf.stats.pseudo_ack_no_route += 1;
             ctx.pool.free(g);
             return;

@@ -1,0 +1,345 @@
+//! The MLCC DCI switch: the baseline's forwarding with both DCI roles (paper 001, Fig. 5).
+//!
+//! Ingress, per packet:
+//! 1. Parse, classify and look up as the baseline does.
+//! 2. DC -> WAN (sender-side role):
+//!    - data carrying the MLCC INT: a Switch-INT to the sender when due ([`Feedback`]), then the
+//!      INT stripped (always, also with `[mlcc.feedback]` disabled: INT never crosses the WAN);
+//!    - an RC ACK with an MCETH: the receiver-side role's credit loop and DQM ([`Receiver`]).
+//! 3. The frame rewrite (TTL, MACs).
+//! 4. WAN -> DC (receiver-side role): INT erased if present; RoCE RC data into its flow's PFQ.
+//!
+//! Egress: the baseline's `[int]` stage on the DC ports, when configured: it pushes the DCI's own
+//! hop onto the INT the PFQ dequeue reinserted (or sources INT for data that took the shared
+//! queue).
+//!
+//! Inter-DC RoCE data without INT leaving the DC is counted in `mlcc.no_int` and forwarded.
+
+use super::config::MlccConfig;
+use super::feedback::Feedback;
+use super::receiver::Receiver;
+use super::FlowKey;
+use crate::baseline::int::{is_rc_data, IntStage, DEFAULT_MAX_HOPS};
+use crate::baseline::{BaselineCommand, Forwarding};
+use crate::ports::PortSet;
+use longhaul_control::config::Config;
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
+use longhaul_dataplane::packet::{BufPool, HeapBuf, PacketBuf, QUEUE_OF_CLASS};
+use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::int::strip_int;
+use longhaul_dataplane::wire::parse::ip_pair_u128;
+use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
+use longhaul_dataplane::wire::{mlcc, WireError};
+
+/// The DCI's own counters (the roles have theirs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DciStats {
+    /// DC -> WAN RoCE data without INT (forwarded unchanged).
+    pub no_int: u64,
+    /// Frames to the INT port whose INT is malformed or not MLCC's (forwarded unchanged).
+    pub bad_int: u64,
+    /// INT stripped from DC -> WAN data.
+    pub stripped: u64,
+    /// INT erased from WAN -> DC data.
+    pub erased: u64,
+}
+
+/// The receiver-side role for each buffer type the build has: a pipeline is built before it
+/// knows its buffer pool, so each platform has its own PFQs (only the one in use fills).
+pub struct Receivers {
+    heap: Option<Receiver<HeapBuf>>,
+    #[cfg(feature = "dpdk")]
+    mbuf: Option<Receiver<longhaul_dataplane::dpdk::Mbuf>>,
+}
+
+/// The receiver-side role for buffers of type `B`.
+pub trait ReceiverFor<B: PacketBuf> {
+    fn get(&mut self) -> Option<&mut Receiver<B>>;
+    fn get_ref(&self) -> Option<&Receiver<B>>;
+}
+
+impl ReceiverFor<HeapBuf> for Receivers {
+    fn get(&mut self) -> Option<&mut Receiver<HeapBuf>> {
+        self.heap.as_mut()
+    }
+    fn get_ref(&self) -> Option<&Receiver<HeapBuf>> {
+        self.heap.as_ref()
+    }
+}
+
+#[cfg(feature = "dpdk")]
+impl ReceiverFor<longhaul_dataplane::dpdk::Mbuf> for Receivers {
+    fn get(&mut self) -> Option<&mut Receiver<longhaul_dataplane::dpdk::Mbuf>> {
+        self.mbuf.as_mut()
+    }
+    fn get_ref(&self) -> Option<&Receiver<longhaul_dataplane::dpdk::Mbuf>> {
+        self.mbuf.as_ref()
+    }
+}
+
+impl Receivers {
+    fn held(&self) -> (u64, u64) {
+        let mut p = 0;
+        let mut b = 0;
+        if let Some(r) = &self.heap {
+            p += r.pfq().held_pkts();
+            b += r.pfq().held_bytes();
+        }
+        #[cfg(feature = "dpdk")]
+        if let Some(r) = &self.mbuf {
+            p += r.pfq().held_pkts();
+            b += r.pfq().held_bytes();
+        }
+        (p, b)
+    }
+
+    fn deadline(&self) -> Option<Nanos> {
+        let a = self.heap.as_ref().and_then(|r| r.next_deadline());
+        #[cfg(feature = "dpdk")]
+        let a = match (a, self.mbuf.as_ref().and_then(|r| r.next_deadline())) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        a
+    }
+
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        if let Some(r) = &self.heap {
+            r.counters(out);
+        }
+        #[cfg(feature = "dpdk")]
+        if let Some(r) = &self.mbuf {
+            r.counters(out);
+        }
+    }
+}
+
+/// MLCC at the DCI switch.
+pub struct MlccDci {
+    pub fwd: Forwarding,
+    pub int: Option<IntStage>,
+    dc: PortSet,
+    wan: PortSet,
+    int_port: u16,
+    pub feedback: Option<Feedback>,
+    pub receivers: Receivers,
+    pub stats: DciStats,
+}
+
+impl MlccDci {
+    pub fn new(cfg: &Config) -> Self {
+        let m = cfg
+            .section::<MlccConfig>()
+            .cloned()
+            .unwrap_or(MlccConfig {
+                dc_ports: Vec::new(),
+                wan_ports: Vec::new(),
+                int_udp_port: longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT,
+                feedback: None,
+                receiver: None,
+            });
+        let fwd = Forwarding::new(cfg);
+        let int = IntStage::from_config(cfg);
+        let int_max_hops = cfg
+            .section::<crate::baseline::int::IntStageConfig>()
+            .map_or(DEFAULT_MAX_HOPS as u8, |i| i.max_hops);
+        let dc_info: Vec<_> = cfg
+            .ports
+            .iter()
+            .filter(|p| m.dc_ports.contains(&p.id))
+            .collect();
+        let mtu = dc_info.iter().map(|p| p.mtu as u32).max().unwrap_or(1500);
+        let min_rate = dc_info.iter().map(|p| p.rate_bps).min().unwrap_or(1);
+        let max_rate = dc_info.iter().map(|p| p.rate_bps).max().unwrap_or(1);
+        let max_port = cfg.ports.iter().map(|p| p.id).max().unwrap_or(0);
+        let dpdk = longhaul_runtime::platform::uses_dpdk(cfg);
+        let build = |on: bool| {
+            let r = m.receiver.as_ref().filter(|_| on)?;
+            Some((r, &m.dc_ports))
+        };
+        let receivers = Receivers {
+            heap: build(!dpdk).map(|(r, dc)| {
+                Receiver::new(
+                    r,
+                    m.int_udp_port,
+                    int_max_hops,
+                    dc,
+                    max_port,
+                    mtu,
+                    min_rate,
+                    max_rate,
+                )
+            }),
+            #[cfg(feature = "dpdk")]
+            mbuf: build(dpdk).map(|(r, dc)| {
+                Receiver::new(
+                    r,
+                    m.int_udp_port,
+                    int_max_hops,
+                    dc,
+                    max_port,
+                    mtu,
+                    min_rate,
+                    max_rate,
+                )
+            }),
+        };
+        MlccDci {
+            feedback: m.feedback.as_ref().map(|f| Feedback::new(f, &fwd)),
+            fwd,
+            int,
+            dc: PortSet::new(&m.dc_ports),
+            wan: PortSet::new(&m.wan_ports),
+            int_port: m.int_udp_port,
+            receivers,
+            stats: DciStats::default(),
+        }
+    }
+
+    /// The receiver-side role of the heap platform (replay, emulator, tests).
+    pub fn receiver(&self) -> Option<&Receiver<HeapBuf>> {
+        self.receivers.heap.as_ref()
+    }
+
+    fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action
+    where
+        Receivers: ReceiverFor<P::Buf>,
+    {
+        let now = ctx.now;
+        let (p, routable) = match self.fwd.parse_stage(pkt) {
+            Ok(x) => x,
+            Err(r) => return Action::Drop(r),
+        };
+        let class = self.fwd.classify(&p);
+        let m = pkt.meta_mut();
+        m.class = class;
+        m.queue = QUEUE_OF_CLASS;
+        let in_port = m.ingress_port;
+        let egress = match self.fwd.lookup_stage(now, pkt, &p, routable) {
+            Ok(e) => e,
+            Err(r) => return Action::Drop(r),
+        };
+        let out_port = egress.port();
+        let l3 = p.l3_off as usize;
+        let to_wan = self.dc.contains(in_port) && self.wan.contains(out_port);
+        let to_dc = self.wan.contains(in_port) && self.dc.contains(out_port);
+        if (to_wan || to_dc) && p.l4_off != 0 && p.dst_port == self.int_port {
+            match mlcc::locate(pkt.data(), l3, self.int_port) {
+                Ok(mi) => {
+                    if to_wan {
+                        if let Some(fb) = self.feedback.as_mut() {
+                            fb.on_data(ctx, &mut self.fwd, pkt.data(), l3, &mi, in_port);
+                        }
+                    }
+                    if strip_int(pkt, l3).is_ok() {
+                        if to_wan {
+                            self.stats.stripped += 1;
+                        } else {
+                            self.stats.erased += 1;
+                        }
+                        pkt.meta_mut().bth_off = p.l4_off + 8;
+                    }
+                }
+                Err(WireError::Unsupported) | Err(_) => self.stats.bad_int += 1,
+            }
+        } else if to_wan && p.is_roce() {
+            let op = pkt.data().get(p.bth_off as usize).copied().unwrap_or(0xff);
+            if op == opcode::RC_ACKNOWLEDGE {
+                if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
+                    rx.on_ack(pkt.data_mut(), l3, now);
+                }
+            } else if is_rc_data(op) {
+                self.stats.no_int += 1;
+            }
+        }
+        if let Err(r) = self.fwd.apply_stage(pkt, &p, egress) {
+            return Action::Drop(r);
+        }
+        if to_dc {
+            if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
+                if let Some(key) = Self::data_key(pkt.data(), l3, pkt.meta().bth_off as usize) {
+                    return rx.on_data(ctx, pkt, key);
+                }
+            }
+        }
+        Action::Forward
+    }
+
+    /// The flow of RoCE RC data (UDP port 4791, BTH at `bth`), if it is that.
+    fn data_key(frame: &[u8], l3: usize, bth: usize) -> Option<FlowKey> {
+        if bth < 8 || frame.get(bth - 6..bth - 4) != Some(&ROCE_V2_PORT.to_be_bytes()[..]) {
+            return None;
+        }
+        let b = Bth::new_checked(frame.get(bth..)?).ok()?;
+        if !is_rc_data(b.opcode()) {
+            return None;
+        }
+        let (src, dst) = ip_pair_u128(frame, l3)?;
+        Some(FlowKey {
+            src,
+            dst,
+            qpn: b.dest_qp(),
+        })
+    }
+}
+
+impl<P: BufPool> Pipeline<P> for MlccDci
+where
+    Receivers: ReceiverFor<P::Buf>,
+{
+    type Command = BaselineCommand;
+
+    #[inline]
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        self.ingress_impl(ctx, pkt)
+    }
+
+    #[inline]
+    fn egress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        if let Some(i) = self.int.as_mut() {
+            i.egress(ctx, pkt);
+        }
+        Action::Forward
+    }
+
+    fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: BaselineCommand) -> Result<(), &'static str> {
+        self.fwd.command(ctx.now, cmd)
+    }
+
+    fn on_time(&mut self, ctx: &mut Ctx<'_, P>) {
+        if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
+            rx.on_time(ctx);
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Nanos> {
+        self.receivers.deadline()
+    }
+
+    fn held_packets(&self) -> u64 {
+        self.receivers.held().0
+    }
+
+    fn held_bytes(&self) -> u64 {
+        self.receivers.held().1
+    }
+
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.fwd.counters(out);
+        if let Some(i) = &self.int {
+            i.counters(out);
+        }
+        out("mlcc.no_int", self.stats.no_int);
+        out("mlcc.bad_int", self.stats.bad_int);
+        out("mlcc.int_stripped", self.stats.stripped);
+        out("mlcc.int_erased", self.stats.erased);
+        if let Some(f) = &self.feedback {
+            f.counters(out);
+        }
+        self.receivers.counters(out);
+    }
+
+    fn tables(&self, out: &mut dyn FnMut(&'static str, TableCounters)) {
+        self.fwd.tables(out);
+    }
+}

@@ -1,0 +1,348 @@
+//! The receiver-side DCI of MLCC (paper 001, sections 3.2.2 and 3.3.1): a per-flow queue (PFQ)
+//! per inter-DC flow entering the DC, dequeued at the rate the receiver asks for; the DCI's half
+//! of Algorithm 1 (C_R and R_credit read from ACKs, C_D written into data); DQM ([`super::dqm`])
+//! writing the smoothed end-to-end rate into the ACKs.
+//!
+//! - **Data** (WAN -> DC, RoCE RC data, INT erased at ingress): taken out of the pipeline
+//!   ([`Ctx::take`]) into its flow's PFQ. A new flow gets a free PFQ (dequeued at
+//!   `initial_rate`, its DQM state reset). When every PFQ is in use the packet takes the shared
+//!   queue (its class's queue, as the baseline forwards it; `mlcc.pfq.shared`). A full PFQ drops
+//!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP.
+//! - **Dequeue** ([`Receiver::on_time`]): round robin over the PFQs whose head conforms to its
+//!   rate, while the head's DC port holds less than `port_backlog_bytes` (the PFQs feed the port's
+//!   queue, they do not flood it). Each packet gets the MLCC INT reinserted with `C_D` in its DS
+//!   Flags (the DCI is the INT source of the receiver-side DC; its own hop is pushed at egress by
+//!   `[int]`), then goes to the traffic manager.
+//! - **ACK** (DC -> WAN, an RC ACK with an MCETH): a new `C_R` is an epoch: `C_D = C_R`, the
+//!   PFQ's rate = `R_credit` (clamped to [min_rate, max_rate]), DQM's epoch. Every ACK steps
+//!   DQM's token bucket and carries `R_bar` back (MCETH R_DQM, ICRC recomputed).
+//! - **Idle PFQs** (empty, no data or ACK for `idle_timeout_ns`) go back to the pool, scanned
+//!   every `idle_timeout_ns / 4`.
+//!
+//! Memory is fixed at construction: `max_flows` PFQs of `queue_pkts` slots, the DQM histories.
+
+use super::config::ReceiverConfig;
+use super::dqm::{Dqm, DqmParams};
+use super::FlowKey;
+use longhaul_dataplane::asic::pfq::{PerFlowQueues, PfqConfig};
+use longhaul_dataplane::engine::{Action, Ctx};
+use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
+use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::int::insert_int_md;
+use longhaul_dataplane::wire::mlcc::{self, MCETH_CREDIT};
+
+/// Counters of the receiver-side role.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// Data packets queued in a PFQ.
+    pub enqueued: u64,
+    /// Data packets sent on from a PFQ.
+    pub dequeued: u64,
+    /// Data packets of flows that found every PFQ in use (sent through the shared queue).
+    pub shared: u64,
+    /// Data packets dropped because their PFQ was full.
+    pub queue_full: u64,
+    /// Data packets that could not be taken (buffer pool empty; sent through the shared queue).
+    pub no_buffer: u64,
+    /// Dequeued packets the INT could not be reinserted into (sent without it).
+    pub int_failed: u64,
+    /// ACKs with credit fields for a flow with a PFQ.
+    pub acks: u64,
+    /// ACKs with credit fields for a flow without a PFQ.
+    pub acks_no_flow: u64,
+    /// Epochs (new C_R).
+    pub epochs: u64,
+    /// Times the PFQs waited for a backlogged DC port.
+    pub backlogged: u64,
+    /// Idle PFQs reclaimed.
+    pub reclaimed: u64,
+}
+
+struct FlowState {
+    dqm: Dqm,
+    last_seen: Nanos,
+}
+
+/// The receiver-side role for buffers of type `B`.
+pub struct Receiver<B: PacketBuf> {
+    cfg: ReceiverConfig,
+    params: DqmParams,
+    int_port: u16,
+    int_max_hops: u8,
+    pfq: PerFlowQueues<B, FlowKey>,
+    flows: Vec<FlowState>,
+    /// Port id -> bytes queued toward it (filled per [`Receiver::on_time`]).
+    port_depth: Vec<u64>,
+    dc_ports: Vec<u16>,
+    /// One largest frame at the slowest DC port: how long to wait for a backlogged port.
+    retry_ns: Nanos,
+    deadline: Option<Nanos>,
+    next_scan: Nanos,
+    pub stats: ReceiverStats,
+}
+
+impl<B: PacketBuf> Receiver<B> {
+    /// `max_rate_bps`: DQM's ceiling; `(mtu, rate)` of the DC ports for the shaper burst and the
+    /// backlog retry.
+    pub fn new(
+        cfg: &ReceiverConfig,
+        int_port: u16,
+        int_max_hops: u8,
+        dc_ports: &[u16],
+        max_port: u16,
+        port_mtu: u32,
+        min_port_rate_bps: u64,
+        max_port_rate_bps: u64,
+    ) -> Self {
+        let params = DqmParams {
+            theta_ns: cfg.theta_ns,
+            d_t_ns: cfg.d_t_ns,
+            m: cfg.m,
+            alpha: cfg.alpha,
+            rtt_c_ns: cfg.rtt_c_ns,
+            rtt_d_ns: cfg.rtt_d_ns,
+            mtu_bytes: cfg.mtu_bytes,
+            history: cfg.history,
+            min_rate_bps: cfg.min_rate_bps as f64,
+            max_rate_bps: cfg.max_rate_bps.unwrap_or(max_port_rate_bps) as f64,
+        };
+        let pfq = PerFlowQueues::new(PfqConfig {
+            max_flows: cfg.max_flows,
+            queue_pkts: cfg.queue_pkts,
+            queue_bytes: cfg.queue_bytes,
+            default_rate_bps: cfg.initial_rate_bps,
+            burst_bytes: port_mtu as u64,
+            release_on_empty: false,
+        });
+        let flows = (0..cfg.max_flows)
+            .map(|_| FlowState {
+                dqm: Dqm::new(&params),
+                last_seen: 0,
+            })
+            .collect();
+        let retry_ns = (port_mtu as u64 * 8 * 1_000_000_000)
+            .div_ceil(min_port_rate_bps.max(1))
+            .max(1);
+        Receiver {
+            cfg: cfg.clone(),
+            params,
+            int_port,
+            int_max_hops,
+            pfq,
+            flows,
+            port_depth: vec![0; max_port as usize + 1],
+            dc_ports: dc_ports.to_vec(),
+            retry_ns,
+            deadline: None,
+            next_scan: 0,
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    /// DQM's parameters.
+    pub fn params(&self) -> &DqmParams {
+        &self.params
+    }
+
+    /// The PFQs.
+    pub fn pfq(&self) -> &PerFlowQueues<B, FlowKey> {
+        &self.pfq
+    }
+
+    /// The DQM state of `key`'s flow, if it has a PFQ.
+    pub fn dqm(&self, key: &FlowKey) -> Option<&Dqm> {
+        let i = self.pfq.slot_of(key)?;
+        self.flows.get(i).map(|f| &f.dqm)
+    }
+
+    /// When [`Receiver::on_time`] has work.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.deadline
+    }
+
+    fn refresh_deadline(&mut self, now: Nanos) {
+        let ready = self.pfq.next_ready(now);
+        let scan = (self.pfq.in_use() > 0).then_some(self.next_scan.max(now));
+        self.deadline = match (ready, scan) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// WAN -> DC RoCE data routed to a DC port (`meta.egress_port`, class set, INT erased):
+    /// into its flow's PFQ. Returns what the stage does with `pkt` (`Consume` when queued).
+    pub fn on_data<P: BufPool<Buf = B>>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut B,
+        key: FlowKey,
+    ) -> Action {
+        let now = ctx.now;
+        let Some(owned) = ctx.take(pkt) else {
+            self.stats.no_buffer += 1;
+            return Action::Forward;
+        };
+        match self.pfq.enqueue_slot(key, owned, now) {
+            Ok((slot, new)) => {
+                if let Some(f) = self.flows.get_mut(slot) {
+                    if new {
+                        f.dqm.reset(&self.params);
+                    }
+                    f.last_seen = now;
+                }
+                self.stats.enqueued += 1;
+                if self.pfq.in_use() == 1 && new {
+                    self.next_scan = now + self.cfg.idle_timeout_ns / 4;
+                }
+                // Only this queue changed: its head's time joins the deadline.
+                if let Some(t) = self.pfq.slot_next_ready(slot, now) {
+                    self.deadline = Some(self.deadline.map_or(t, |d| d.min(t)));
+                }
+                if new {
+                    let scan = self.next_scan.max(now);
+                    self.deadline = Some(self.deadline.map_or(scan, |d| d.min(scan)));
+                }
+                Action::Consume
+            }
+            Err((p, r)) => {
+                if self.pfq.contains(&key) {
+                    self.stats.queue_full += 1;
+                    ctx.pool.free(p);
+                    Action::Drop(r)
+                } else {
+                    // Every PFQ in use: the shared queue. Put the packet back in place.
+                    let empty = core::mem::replace(pkt, p);
+                    ctx.pool.free(empty);
+                    self.stats.shared += 1;
+                    Action::Forward
+                }
+            }
+        }
+    }
+
+    /// DC -> WAN RC ACK (IP header at `l3`): the credit loop and DQM as the module doc says.
+    pub fn on_ack(&mut self, frame: &mut [u8], l3: usize, now: Nanos) {
+        let Ok((off, m)) = mlcc::locate_mceth(frame, l3) else {
+            return;
+        };
+        if m.flags & MCETH_CREDIT == 0 {
+            return;
+        }
+        let Some((src, dst)) = longhaul_dataplane::wire::parse::ip_pair_u128(frame, l3) else {
+            return;
+        };
+        // The ACK goes receiver -> sender: its data went dst -> src.
+        let key = FlowKey {
+            src: dst,
+            dst: src,
+            qpn: m.qpn,
+        };
+        let Some(slot) = self.pfq.slot_of(&key) else {
+            self.stats.acks_no_flow += 1;
+            return;
+        };
+        let q_c = self.pfq.slot_depth(slot).1;
+        let Some(f) = self.flows.get_mut(slot) else {
+            return;
+        };
+        f.last_seen = now;
+        let epoch = f.dqm.is_epoch(m.c_r);
+        let step = f
+            .dqm
+            .on_ack(&self.params, now, m.c_r, m.r_credit_kbps as f64 * 1000.0, q_c);
+        self.stats.acks += 1;
+        if epoch {
+            self.stats.epochs += 1;
+            let rate = (m.r_credit_kbps as u64 * 1000)
+                .max(self.cfg.min_rate_bps)
+                .min(self.params.max_rate_bps as u64);
+            self.pfq.set_slot_rate(slot, rate, now);
+            self.refresh_deadline(now);
+        }
+        let _ = mlcc::set_r_dqm(frame, l3, off, mlcc::kbps(step.r_bar_bps as u64));
+    }
+
+    /// Dequeue what may go now (as many as the engine's emit list takes), reinsert INT with C_D,
+    /// and reclaim idle PFQs.
+    pub fn on_time<P: BufPool<Buf = B>>(&mut self, ctx: &mut Ctx<'_, P>) {
+        let now = ctx.now;
+        for &p in &self.dc_ports {
+            let d = (0..NUM_CLASSES as u8)
+                .map(|q| ctx.queue_depth(p, q).map_or(0, |(b, _)| b))
+                .sum();
+            if let Some(x) = self.port_depth.get_mut(p as usize) {
+                *x = d;
+            }
+        }
+        let mut blocked = false;
+        while ctx.emit_room() > 0 {
+            let limit = self.cfg.port_backlog_bytes;
+            let depth = &self.port_depth;
+            let got = self.pfq.dequeue_where(now, |b| {
+                let ok = depth
+                    .get(b.meta().egress_port as usize)
+                    .is_some_and(|d| *d < limit);
+                blocked |= !ok;
+                ok
+            });
+            let Some((slot, mut pkt)) = got else {
+                break;
+            };
+            let port = pkt.meta().egress_port as usize;
+            if let Some(d) = self.port_depth.get_mut(port) {
+                *d += pkt.len() as u64;
+            }
+            let c_d = self.flows.get(slot).and_then(|f| f.dqm.c_d());
+            let l3 = pkt.meta().l3_off as usize;
+            let cfg = mlcc::int_config(self.int_port, self.int_max_hops, c_d);
+            if insert_int_md(&mut pkt, l3, &cfg).is_err() {
+                self.stats.int_failed += 1;
+            }
+            if let Some(f) = self.flows.get_mut(slot) {
+                f.dqm.on_data(now);
+            }
+            self.stats.dequeued += 1;
+            ctx.inject(pkt);
+        }
+        if blocked {
+            self.stats.backlogged += 1;
+        }
+        if now >= self.next_scan && self.pfq.in_use() > 0 {
+            for i in 0..self.pfq.slots() {
+                let idle = self
+                    .flows
+                    .get(i)
+                    .is_some_and(|f| now.saturating_sub(f.last_seen) >= self.cfg.idle_timeout_ns);
+                if idle && self.pfq.release_if_empty(i) {
+                    self.stats.reclaimed += 1;
+                }
+            }
+            self.next_scan = now + (self.cfg.idle_timeout_ns / 4).max(1);
+        }
+        self.refresh_deadline(now);
+        if blocked {
+            // A head waits for its port: come back after about one frame time, not at once.
+            let retry = now + self.retry_ns;
+            self.deadline = self.deadline.map(|d| d.max(retry));
+        }
+    }
+
+    /// Counters by name.
+    pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        out("mlcc.pfq.enqueued", s.enqueued);
+        out("mlcc.pfq.dequeued", s.dequeued);
+        out("mlcc.pfq.shared", s.shared);
+        out("mlcc.pfq.queue_full", s.queue_full);
+        out("mlcc.pfq.no_buffer", s.no_buffer);
+        out("mlcc.pfq.int_failed", s.int_failed);
+        out("mlcc.pfq.backlogged", s.backlogged);
+        out("mlcc.pfq.reclaimed", s.reclaimed);
+        out("mlcc.pfq.in_use", self.pfq.in_use() as u64);
+        out("mlcc.pfq.max_in_use", self.pfq.stats().max_in_use);
+        out("mlcc.pfq.held_bytes", self.pfq.held_bytes());
+        out("mlcc.credit.acks", s.acks);
+        out("mlcc.credit.acks_no_flow", s.acks_no_flow);
+        out("mlcc.credit.epochs", s.epochs);
+    }
+}
