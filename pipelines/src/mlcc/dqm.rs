@@ -327,6 +327,21 @@ mod tests {
     }
 
     #[test]
+    fn at_the_target_delay_dw_holds() {
+        // Q_c = D_t x R_credit: D_pre = D_t exactly, R_DQM = R_credit, inc = 0.5. The token goes
+        // 0.5, 1.0, 0.5, 1.0...: with eq. 8 read as `>=` dw goes -1, 0, -1, 0 (a strict `>`
+        // would make it fall forever).
+        let p = params();
+        let mut d = Dqm::new(&p);
+        let s = d.on_ack(&p, 0, 1, 8e9, 1_000_000);
+        assert_eq!((s.d_pre_ns, s.r_dqm_bps, s.token, s.dw), (1e6, 8e9, 0.5, -1));
+        for i in 1..=100u64 {
+            let s = d.on_ack(&p, i, 1, 8e9, 1_000_000);
+            assert_eq!(s.dw, if i % 2 == 1 { 0 } else { -1 }, "ack {i}");
+        }
+    }
+
+    #[test]
     fn rtt_d_is_the_credit_loop() {
         let p = params();
         let mut d = Dqm::new(&p);
