@@ -114,8 +114,8 @@ fn main() -> ExitCode {
                 if pipelines.contains(&m.name()) {
                     what.push(format!("switch.pipeline = \"{}\"", m.name()));
                 }
-                if m.section().is_some() {
-                    what.push(format!("[{}]", m.name()));
+                if let Some(s) = m.section() {
+                    what.push(format!("[{}]", s.name()));
                 }
                 if m.host_agent().is_some() {
                     what.push("host agent".into());

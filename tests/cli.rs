@@ -244,13 +244,20 @@ fn mechanisms_lists_the_registry() {
         .collect();
     assert_eq!(
         names,
-        ["baseline", "themis", "spray", "reflex", "bifrost"],
+        ["baseline", "themis", "spray", "reflex", "mlcc", "bifrost"],
         "{text}"
     );
     assert!(
         text.contains("[bifrost]") && text.contains("docs/bifrost.md"),
         "{text}"
     );
+    let mlcc = text.lines().find(|l| l.starts_with("mlcc")).unwrap();
+    assert!(
+        mlcc.contains("[mlcc]") && mlcc.contains("docs/mlcc.md"),
+        "{mlcc}"
+    );
+    let baseline = text.lines().find(|l| l.starts_with("baseline")).unwrap();
+    assert!(baseline.contains("[int]"), "{baseline}");
     let reflex = text.lines().find(|l| l.starts_with("reflex")).unwrap();
     assert!(
         reflex.contains("[reflex]") && reflex.contains("host agent"),

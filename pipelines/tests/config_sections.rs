@@ -42,9 +42,9 @@ fn assert_err_contains(text: &str, key: &str, part: &str) {
 #[test]
 fn unknown_pipeline_names_every_registered_one() {
     assert_err_contains(
-        &format!("[switch]\nname = \"t\"\npipeline = \"mlcc\"\n{PORTS}"),
+        &format!("[switch]\nname = \"t\"\npipeline = \"hpcc\"\n{PORTS}"),
         "switch.pipeline",
-        "unknown variant `mlcc`, expected one of `baseline`, `themis`, `spray`, `reflex` (line 3, column 12)",
+        "unknown variant `hpcc`, expected one of `baseline`, `themis`, `spray`, `reflex`, `mlcc` (line 3, column 12)",
     );
 }
 
@@ -57,7 +57,8 @@ fn unknown_table_names_generic_tables_and_sections() {
     assert!(
         e.msg.starts_with(
             "unknown field `bogus`, expected one of `switch`, `ports`, `qos`, `pfc`, `parser`, \
-             `l2`, `routes`, `control`, `dpdk`, `themis`, `spray`, `reflex`, `bifrost`"
+             `l2`, `routes`, `control`, `dpdk`, `int`, `themis`, `spray`, `reflex`, `mlcc`, \
+             `bifrost`"
         ),
         "{e}"
     );
