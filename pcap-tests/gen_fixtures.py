@@ -663,6 +663,162 @@ def case_reflex_ndt_queues():
             "expected_wan0.pcap": acks_out, "expected_wan1.pcap": [], "expected_dc1.pcap": []}
 
 
+# --------------------------------------------------------------------------------------------
+# MLCC (paper 001, section 3) on configs/mlcc-dci.toml (the DCI) and configs/mlcc-tor.toml (an
+# intra-DC switch with [int]). Frames built by oracle/mlcc_model.py (scapy + struct, from
+# docs/wire-formats.md).
+# --------------------------------------------------------------------------------------------
+
+ML_MAC_DC0, ML_MAC_WAN0 = "02:00:00:00:00:01", "02:00:00:00:00:02"
+ML_MAC_SPINE = "02:00:00:00:10:01"   # next hop for 10.0.0.0/16 behind dc0
+ML_MAC_PEER = "02:00:00:00:20:01"    # the remote DCI behind wan0 (10.1.0.0/16)
+ML_LOCAL, ML_REMOTE = "10.0.0.5", "10.1.0.7"
+ML_QPN = 0x000ABC                    # the responder's QPN (data BTH.DestQP, MCETH qpn)
+ML_REQ_QPN = 0x000077                # the requester's QPN (the ACK's BTH.DestQP)
+ML_TOR_MAC_HOST0, ML_TOR_MAC_UP0 = "02:00:00:00:30:01", "02:00:00:00:30:03"
+ML_TOR_MAC_HOST1 = "02:00:00:00:30:02"
+ML_MAC_HOST = "02:00:00:00:40:01"    # the local host behind the ToR's host0
+ML_MAC_HOST1 = "02:00:00:00:40:02"   # next hop for 10.0.1.0/24 behind host1
+ML_MAC_DCI = "02:00:00:00:00:01"     # the ToR's default route (up0): the DCI
+ML_LOCAL2 = "10.0.1.9"               # another host of the DC, behind the ToR's host1
+
+
+def ml_cfg(case):
+    """The config a case runs (case.toml's `config`), checked against the constants here."""
+    d = os.path.join(HERE, "cases", case)
+    with open(os.path.join(d, "case.toml"), "rb") as f:
+        path = os.path.normpath(os.path.join(d, tomllib.load(f)["config"]))
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    macs = {p["name"]: p["mac"] for p in cfg["ports"]}
+    nh = {r["prefix"]: (r["port"], r["next_hop_mac"]) for r in cfg["routes"]}
+    assert cfg["int"]["udp_port"] == 5000 and cfg["qos"]["dscp_map"]["26"] == 3, path
+    if cfg["switch"].get("pipeline") == "mlcc":
+        assert (macs["dc0"], macs["wan0"]) == (ML_MAC_DC0, ML_MAC_WAN0), path
+        assert nh["10.0.0.0/16"] == ("dc0", ML_MAC_SPINE), path
+        assert nh["10.1.0.0/16"] == ("wan0", ML_MAC_PEER), path
+        assert cfg["mlcc"]["int_udp_port"] == 5000, path
+    else:
+        assert (macs["host0"], macs["host1"], macs["up0"]) == (ML_TOR_MAC_HOST0, ML_TOR_MAC_HOST1,
+                                                               ML_TOR_MAC_UP0), path
+        assert nh["10.0.0.0/24"] == ("host0", ML_MAC_HOST), path
+        assert nh["10.0.1.0/24"] == ("host1", ML_MAC_HOST1), path
+        assert nh["0.0.0.0/0"] == ("up0", ML_MAC_DCI), path
+    return cfg
+
+
+# mlcc_switch_int_feedback: 8 INT data packets (one RDMA WRITE message: FIRST with a RETH,
+# MIDDLE x 6, LAST), each with two made-up hops pushed by the DC's switches (ToR node 11 first,
+# then spine node 12: newest first in the stack), then one plain RoCE packet. Packet 5's INT
+# has RemainingHopCount 0 and the E bit (a third switch found no room): its Switch-INT must
+# carry flag 0x40.
+ML_FB_PSN0 = 0x100
+ML_FB_N = 8
+ML_FB_E = 5
+
+
+def ml_fb_hops(k):
+    t = T0 + 9 * US + k * US
+    spine = mlcc_hop(12, 3, 1500 * k + 300, t - 700, 0x1_0000_0000 + 1058 * k, 100_000)
+    tor = mlcc_hop(11, 3, (4096 * k) % 0x1000000, t - 1900, 7 * 1058 * k, 25_000)
+    return [spine, tor]
+
+
+def case_mlcc_switch_int_feedback():
+    """dc0: RDMA WRITE packets from local 10.0.0.5 to remote 10.1.0.7 (DSCP 26, responder QPN
+    0xabc) carrying the MLCC INT with two hops, 1 us apart, then one plain RoCE WRITE ONLY.
+    Expected on wan0: each without INT, routed (TTL - 1, MACs), i.e. the RoCE packet scapy built
+    before the INT was inserted, forwarded; on dc0: one Switch-INT per INT data packet
+    (psn_stride 1), built by mlcc_model.expected_switch_int from the data's fields."""
+    cfg = ml_cfg("mlcc_switch_int_feedback")
+    assert cfg["mlcc"]["feedback"]["psn_stride"] == 1 and cfg["mlcc"]["feedback"]["dscp"] == 48
+    from mlcc_model import roce_frame, insert_int, int_bytes, expected_switch_int
+    start = T0 + 10 * US
+    recs, wan, fb = [], [], []
+    for k in range(ML_FB_N):
+        op = 0x06 if k == 0 else (0x08 if k == ML_FB_N - 1 else 0x07)   # WRITE FIRST/MIDDLE/LAST
+        ext = reth(0x7F00_0000_0000 + 0x10000, 0x1234, ML_FB_N * 512) if k == 0 else b""
+        plain = roce_frame(ML_MAC_SPINE, ML_MAC_DC0, ML_LOCAL, ML_REMOTE, dqpn=ML_QPN,
+                           psn=ML_FB_PSN0 + k, opcode=op, payload=payload(512, k), ext=ext,
+                           ipid=0x200 + k, sport=49300, ackreq=1 if k == ML_FB_N - 1 else 0)
+        hops = ml_fb_hops(k)
+        ins = int_bytes(hops, rhc=0, e=True) if k == ML_FB_E else int_bytes(hops, max_hops=3)
+        f = insert_int(plain, ins)
+        t = start + k * US
+        recs.append((t, f))
+        wan.append((t, forwarded(plain, ML_MAC_WAN0, ML_MAC_PEER)))
+        fb.append((t, expected_switch_int(f, ML_MAC_DC0, ML_MAC_SPINE, ttl=63, dscp=48)))
+    plain = roce_frame(ML_MAC_SPINE, ML_MAC_DC0, ML_LOCAL, ML_REMOTE, dqpn=ML_QPN + 1, psn=0x300,
+                       opcode=0x0A, payload=payload(256, 99),
+                       ext=reth(0x7F00_0000_0000, 0x1234, 256), ipid=0x300, sport=49301)
+    t = start + ML_FB_N * US
+    recs.append((t, plain))
+    wan.append((t, forwarded(plain, ML_MAC_WAN0, ML_MAC_PEER)))
+    return {"in_dc0.pcap": recs, "expected_wan0.pcap": wan, "expected_dc0.pcap": fb}
+
+
+# mlcc_pfq_credit: a line-rate burst from the WAN into one PFQ, then the receiver's ACK.
+ML_PFQ_N = 30
+ML_PFQ_PAYLOAD = 1000
+ML_PFQ_START = 10 * US
+ML_PFQ_ACK = 16_300           # ns after T0: after the first 20 data packets left dc0
+ML_PFQ_R_CREDIT_KBPS = 10_000_000
+
+
+def case_mlcc_pfq_credit():
+    """wan0: ML_PFQ_N RDMA WRITE MIDDLE packets (1000-byte payload, 1058-byte frames) from remote
+    10.1.0.7 to local 10.0.0.5, responder QPN 0xabc, no INT, back to back at 100 Gb/s ((frame +
+    24) x 8 / 100 ns apart, floored). dc0: the local receiver's ACK (requester QP 0x77) with an
+    MCETH: flags 0x80, qpn 0xabc, C_R 1, R_credit 10 Gb/s, R_DQM 0."""
+    ml_cfg("mlcc_pfq_credit")
+    from mlcc_model import roce_frame, build_ack_mceth, MCETH_CREDIT
+    wan = []
+    for k in range(ML_PFQ_N):
+        f = roce_frame(ML_MAC_PEER, ML_MAC_WAN0, ML_REMOTE, ML_LOCAL, dqpn=ML_QPN, psn=0x500 + k,
+                       opcode=0x07, payload=payload(ML_PFQ_PAYLOAD, k), ipid=0x600 + k, sport=49400,
+                       ttl=60)
+        assert len(f) == 14 + 20 + 8 + 12 + ML_PFQ_PAYLOAD + 4
+        wan.append((T0 + ML_PFQ_START + k * (len(f) + 24) * 8 // 100, f))
+    ack = build_ack_mceth(ML_MAC_SPINE, ML_MAC_DC0, ML_LOCAL, ML_REMOTE, dqpn=ML_REQ_QPN,
+                          psn=0x500 + 19, qpn=ML_QPN, c_r=1, r_credit_kbps=ML_PFQ_R_CREDIT_KBPS,
+                          flags=MCETH_CREDIT, msn=20, ipid=0, sport=49401)
+    return {"in_wan0.pcap": wan, "in_dc0.pcap": [(T0 + ML_PFQ_ACK, ack)]}
+
+
+def case_int_source_tor():
+    """host0: RoCE from local 10.0.0.5 (behind the ToR's host0): three RC data packets (SEND ONLY,
+    RDMA WRITE FIRST with a RETH, RDMA WRITE LAST) and an RC ACK to remote 10.1.0.7 (default
+    route, up0), and one RDMA WRITE ONLY to 10.0.1.9 (host1), 2 us apart so no queue builds.
+    Expected on host1: the packet routed, no INT (INT only on up0)."""
+    ml_cfg("int_source_tor")
+    from mlcc_model import roce_frame
+    from scapy.contrib.roce import AETH
+    start = T0 + 10 * US
+    recs = []
+    up = [(0x04, b""), (0x06, reth(0x7E00_0000_0000, 0x4321, 2048)), (0x08, b"")]
+    for k, (op, ext) in enumerate(up):
+        recs.append((start + 2 * k * US,
+                     roce_frame(ML_MAC_HOST, ML_TOR_MAC_HOST0, ML_LOCAL, ML_REMOTE, dqpn=ML_QPN,
+                                psn=0x700 + k, opcode=op, ext=ext, payload=payload(700 + 100 * k, k),
+                                ipid=0x700 + k, sport=49500)))
+    ack = (Ether(src=ML_MAC_HOST, dst=ML_TOR_MAC_HOST0)
+           / IP(src=ML_LOCAL, dst=ML_REMOTE, tos=26 << 2, ttl=64, id=0x7FF, flags="DF")
+           / UDP(sport=49501, dport=4791, chksum=0)
+           / BTH(opcode=0x11, dqpn=0x000099, psn=0x42) / AETH(syndrome=0x1F, msn=3))
+    recs.append((start + 6 * US, bytes(ack)))
+    local = roce_frame(ML_MAC_HOST, ML_TOR_MAC_HOST0, ML_LOCAL, ML_LOCAL2, dqpn=0x000DEF, psn=0x800,
+                       opcode=0x0A, ext=reth(0x7D00_0000_0000, 0x5555, 600), payload=payload(600, 7),
+                       ipid=0x800, sport=49502)
+    recs.append((start + 8 * US, local))
+    return {"in_host0.pcap": recs,
+            "expected_host1.pcap": [(start + 8 * US, forwarded(local, ML_TOR_MAC_HOST1, ML_MAC_HOST1))]}
+
+
+def mlcc_hop(node_id, queue_id, qocc, ts, tx_bytes, rate_mbps):
+    from mlcc_model import hop
+    return hop(node_id, queue_id, qocc, ts, tx_bytes, rate_mbps)
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "themis_syn_cookie": case_themis_syn_cookie,
@@ -677,6 +833,9 @@ CASES = {
     "bifrost_slot_pause": case_bifrost_slot_pause,
     "reflex_nsf_pseudo_ack": case_reflex_nsf_pseudo_ack,
     "reflex_ndt_queues": case_reflex_ndt_queues,
+    "mlcc_switch_int_feedback": case_mlcc_switch_int_feedback,
+    "mlcc_pfq_credit": case_mlcc_pfq_credit,
+    "int_source_tor": case_int_source_tor,
 }
 
 

@@ -129,6 +129,8 @@ pub struct SwitchSnapshot {
     /// (occupancy, capacity) of the command ring and the punt ring.
     pub command_ring: (usize, usize),
     pub punt_ring: (usize, usize),
+    /// Bytes the pipeline holds in its own queues ([`Pipeline::held_bytes`]: MLCC's PFQs).
+    pub held_bytes: u64,
 }
 
 impl SwitchSnapshot {
@@ -164,6 +166,7 @@ impl SwitchSnapshot {
                 x.max_depth_bytes = x.max_depth_bytes.max(y.max_depth_bytes);
             }
         }
+        self.held_bytes += o.held_bytes;
         let (a, b) = (&mut self.stats, &o.stats);
         a.drops.add(&b.drops);
         a.emit_drops += b.emit_drops;
@@ -1109,6 +1112,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             self.channel.commands.capacity(),
         );
         snap.punt_ring = (self.channel.punts.len(), self.channel.punts.capacity());
+        snap.held_bytes = self.pipeline.held_bytes();
     }
 
     /// The earliest time after which `poll` or `transmit` has work without new input.

@@ -132,13 +132,24 @@ pub fn summary(r: &Report) -> String {
 /// The time series (`[emulation] sample_us`), long format `time_ns,series,value`: per flow its
 /// goodput over the last interval (`flow.ID.rate_bps`), per switch port its queued bytes and
 /// PFC frames sent so far (`switch.NAME.PORT.queue_bytes`, `.pfc_tx`), per switch its drops
-/// so far (`switch.NAME.drops`). `None` when the scenario does not sample.
+/// so far (`switch.NAME.drops`) and, for a pipeline with its own queues (MLCC's PFQs), the bytes
+/// in them (`switch.NAME.held_bytes`, once the pipeline has held any). `None` when the scenario
+/// does not sample.
 pub fn timeseries_csv(r: &Report) -> Option<String> {
     let o = &r.outcome;
     if o.samples.is_empty() {
         return None;
     }
     let mut s = String::from("time_ns,series,value\n");
+    // Switches whose pipeline ever held packets (their held_bytes series is written).
+    let mut held = std::collections::BTreeMap::new();
+    for (i, (name, _)) in o.switches.iter().enumerate() {
+        let any = o
+            .switch_samples
+            .iter()
+            .any(|v| v.get(i).is_some_and(|x| x.held_bytes > 0));
+        held.insert(name, any);
+    }
     let mut prev: Option<&(u64, Vec<u64>)> = None;
     for (k, sample) in o.samples.iter().enumerate() {
         let (t, acked) = sample;
@@ -160,6 +171,9 @@ pub fn timeseries_csv(r: &Report) -> Option<String> {
                 let _ = writeln!(s, "{t},switch.{name}.{port}.pfc_tx,{pfc}");
             }
             let _ = writeln!(s, "{t},switch.{name}.drops,{}", sw.drops);
+            if held.get(name).copied().unwrap_or(false) {
+                let _ = writeln!(s, "{t},switch.{name}.held_bytes,{}", sw.held_bytes);
+            }
         }
     }
     Some(s)

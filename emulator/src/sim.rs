@@ -60,6 +60,8 @@ pub struct SwitchSample {
     /// Per port: bytes queued (all classes), PFC frames sent so far.
     pub ports: Vec<(u64, u64)>,
     pub drops: u64,
+    /// Bytes the pipeline holds in its own queues (MLCC's per-flow queues).
+    pub held_bytes: u64,
 }
 
 /// One flow's result.
@@ -280,6 +282,7 @@ impl Emulation {
                         })
                         .collect(),
                     drops: snap.stats.drops.iter().map(|(_, v)| v).sum(),
+                    held_bytes: snap.held_bytes,
                 }
             })
             .collect();

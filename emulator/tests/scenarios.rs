@@ -317,3 +317,87 @@ fn reflex_swift_fewer_pfc_frames() {
         );
     }
 }
+
+/// (time, bytes held in switch `sw`'s pipeline queues) of every sample.
+fn held_series(o: &Outcome, sw: &str) -> Vec<(u64, u64)> {
+    let i = o.switches.iter().position(|(n, _)| n == sw).unwrap();
+    o.samples
+        .iter()
+        .zip(&o.switch_samples)
+        .map(|((t, _), s)| (*t, s[i].held_bytes))
+        .collect()
+}
+
+/// MLCC (paper 001, Fig. 9b and 7/8): two long inter-DC flows share the receiver's 25 Gb/s
+/// link. With DQM the receiver-side DCI's per-flow queues stay near rate x D_t (12.5 Gb/s x
+/// 1 ms = 1.56 MB per flow; we allow 3x), without it they grow to tens of MB; both runs lose
+/// nothing, finish alike, and the two flows share the bottleneck fairly (Jain >= 0.95 on the
+/// bytes each delivered while both ran).
+#[test]
+fn mlcc_dqm_keeps_the_dci_queues_short() {
+    let dqm = report("mlcc.toml");
+    let off = report("mlcc-nodqm.toml");
+    for r in [&dqm, &off] {
+        no_drops(r);
+        assert!(r.outcome.flows.iter().all(|f| f.finish_ns.is_some()));
+    }
+    let last = |r: &longhaul_emulator::Report| {
+        r.outcome
+            .flows
+            .iter()
+            .map(|f| f.finish_ns.unwrap())
+            .max()
+            .unwrap()
+    };
+    // Mean bytes held per flow from 3 ms (after the first long-haul round trips) to the end.
+    let mean = |r: &longhaul_emulator::Report| {
+        let end = last(r);
+        let v: Vec<u64> = held_series(&r.outcome, "dci-b")
+            .into_iter()
+            .filter(|(t, _)| *t >= 3_000_000 && *t <= end)
+            .map(|(_, b)| b)
+            .collect();
+        v.iter().sum::<u64>() as f64 / v.len() as f64 / 2.0
+    };
+    let peak = |r: &longhaul_emulator::Report| {
+        held_series(&r.outcome, "dci-b")
+            .iter()
+            .map(|(_, b)| *b)
+            .max()
+            .unwrap()
+    };
+    let (m_dqm, m_off) = (mean(&dqm), mean(&off));
+    let target = 12.5e9 / 8.0 * 1e-3;
+    assert!(
+        m_dqm <= 3.0 * target && m_off >= 4.0 * m_dqm,
+        "mean PFQ bytes per flow: DQM {m_dqm:.0}, without {m_off:.0} (rate x D_t = {target:.0})"
+    );
+    assert!(
+        peak(&dqm) * 3 <= peak(&off),
+        "peak: DQM {}, without {}",
+        peak(&dqm),
+        peak(&off)
+    );
+    let (a, b) = (last(&dqm), last(&off));
+    assert!(
+        a <= b + b / 10,
+        "DQM costs no throughput: done at {a} vs {b} ns"
+    );
+    // Fair share while both run (samples from 3 ms to the first finish).
+    let first = dqm
+        .outcome
+        .flows
+        .iter()
+        .map(|f| f.finish_ns.unwrap())
+        .min()
+        .unwrap();
+    let s = &dqm.outcome.samples;
+    let at = |t: u64| &s.iter().rev().find(|(x, _)| *x <= t).unwrap().1;
+    let (x0, x1) = (at(3_000_000), at(first));
+    let got: Vec<f64> = x0.iter().zip(x1).map(|(a, b)| (b - a) as f64).collect();
+    let q: f64 = got.iter().map(|v| v * v).sum();
+    let jain = got.iter().sum::<f64>().powi(2) / (got.len() as f64 * q);
+    assert!(jain >= 0.95, "Jain {jain:.3}: {got:?}");
+    assert!(counter(&dqm.outcome, "dci-a", "mlcc.feedback.switch_ints") > 0);
+    assert!(counter(&dqm.outcome, "dci-b", "mlcc.credit.epochs") > 0);
+}

@@ -30,7 +30,10 @@ cases!(
     spray_fig7_lazy_drop,
     bifrost_slot_pause,
     reflex_nsf_pseudo_ack,
-    reflex_ndt_queues
+    reflex_ndt_queues,
+    mlcc_switch_int_feedback,
+    mlcc_pfq_credit,
+    int_source_tor
 );
 
 #[test]

@@ -227,6 +227,7 @@ fn python_oracle_self_tests() {
         "test_checks.py",
         "test_reflex_model.py",
         "test_mlcc_dqm.py",
+        "test_mlcc_model.py",
     ] {
         let o = Command::new(python_exe())
             .arg(oracle_dir().join(t))

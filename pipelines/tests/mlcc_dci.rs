@@ -32,7 +32,9 @@ const INT_PORT: u16 = 5000;
 const RESPONDER_QPN: u32 = 0x0abc;
 
 fn config(file: &str, edit: impl Fn(String) -> String) -> Config {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs").join(file);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../configs")
+        .join(file);
     let text = edit(std::fs::read_to_string(&p).unwrap());
     longhaul_pipelines::parse_config(&text, &p).expect("config")
 }
@@ -57,7 +59,14 @@ fn counter<L: Pipeline<HeapPool>>(h: &Harness<HeapPool, L>, name: &str) -> u64 {
 }
 
 /// RDMA WRITE MIDDLE of `payload` bytes, no INT.
-fn roce(smac: [u8; 6], dmac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, psn: u32, payload: usize) -> Vec<u8> {
+fn roce(
+    smac: [u8; 6],
+    dmac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    psn: u32,
+    payload: usize,
+) -> Vec<u8> {
     let a = RoceAddrs {
         src_mac: MacAddr(smac),
         dst_mac: MacAddr(dmac),
@@ -179,7 +188,10 @@ fn sender_side_feedback_and_strip() {
             assert_eq!(f[15] >> 2, 48);
             let s = mlcc::parse_switch_int(f, 14, 42).unwrap();
             assert_eq!(s.dest_qp, RESPONDER_QPN);
-            assert_eq!((s.hops(), s.hop(0), s.hop(1)), (2, Some(hop(2)), Some(hop(1))));
+            assert_eq!(
+                (s.hops(), s.hop(0), s.hop(1)),
+                (2, Some(hop(2)), Some(hop(1)))
+            );
             s.data_psn
         })
         .collect();
@@ -218,11 +230,17 @@ fn pfq_paced_by_initial_rate_then_r_credit() {
     // The PFQ's bucket starts full (one port MTU, 4200 bytes): with what it earns while the
     // burst arrives, the first 5 frames go at line rate.
     let burst = 5;
-    assert!(d[burst].ts - d[burst - 1].ts > 300, "paced from frame {burst} on");
+    assert!(
+        d[burst].ts - d[burst - 1].ts > 300,
+        "paced from frame {burst} on"
+    );
     for w in d.windows(2).skip(burst) {
         let gap = w[1].ts - w[0].ts;
         let want = len * 8 * 1_000_000_000 / 25_000_000_000;
-        assert!(gap.abs_diff(want) <= 1, "gap {gap} ns, want {want} (25 Gb/s)");
+        assert!(
+            gap.abs_diff(want) <= 1,
+            "gap {gap} ns, want {want} (25 Gb/s)"
+        );
     }
     for (i, e) in d.iter().enumerate() {
         let m = mlcc::locate(&e.data, 14, INT_PORT).unwrap();
@@ -242,7 +260,11 @@ fn pfq_paced_by_initial_rate_then_r_credit() {
     let out = h.take();
     let a = on(&out, WAN0);
     assert_eq!(a.len(), 1);
-    assert_eq!(icrc::verify(&a[0].data, 14), Ok(true), "ACK ICRC after R_DQM");
+    assert_eq!(
+        icrc::verify(&a[0].data, 14),
+        Ok(true),
+        "ACK ICRC after R_DQM"
+    );
     let (_, m) = mlcc::locate_mceth(&a[0].data, 14).unwrap();
     assert_eq!(counter(&h, "mlcc.credit.acks_no_flow"), 0);
     assert_eq!(counter(&h, "mlcc.credit.acks"), 1);
@@ -271,7 +293,10 @@ fn pfq_paced_by_initial_rate_then_r_credit() {
     for w in d.windows(2).skip(burst) {
         let gap = w[1].ts - w[0].ts;
         let want = len * 8 * 1_000_000_000 / 10_000_000_000;
-        assert!(gap.abs_diff(want) <= 1, "gap {gap} ns, want {want} (10 Gb/s)");
+        assert!(
+            gap.abs_diff(want) <= 1,
+            "gap {gap} ns, want {want} (10 Gb/s)"
+        );
     }
     for e in &d {
         assert_eq!(mlcc::locate(&e.data, 14, INT_PORT).unwrap().c_d, Some(1));
@@ -302,9 +327,17 @@ fn shared_queue_and_full_pfq() {
     assert_eq!(from(other), 12, "the shared queue loses nothing here");
     assert_eq!(counter(&h, "mlcc.pfq.shared"), 12);
     let full = counter(&h, "mlcc.pfq.queue_full");
-    assert!(full > 0, "a 4-packet PFQ at 25 Gb/s overflows under 100 Gb/s input");
+    assert!(
+        full > 0,
+        "a 4-packet PFQ at 25 Gb/s overflows under 100 Gb/s input"
+    );
     assert_eq!(from(REMOTE) + full, 12);
-    assert_eq!(h.sw.stats().drops.get(longhaul_dataplane::counters::DropReason::QueueFull), full);
+    assert_eq!(
+        h.sw.stats()
+            .drops
+            .get(longhaul_dataplane::counters::DropReason::QueueFull),
+        full
+    );
     assert_eq!(h.sw.buffered_packets(), 0);
 }
 
@@ -318,7 +351,11 @@ fn idle_pfq_is_reclaimed() {
     h.run_to_idle();
     assert_eq!(counter(&h, "mlcc.pfq.in_use"), 0);
     assert_eq!(counter(&h, "mlcc.pfq.reclaimed"), 1);
-    assert!(h.now() >= 101_000 && h.now() <= 1_000 + 100_000 + 25_000 + 2_000, "{}", h.now());
+    assert!(
+        h.now() >= 101_000 && h.now() <= 1_000 + 100_000 + 25_000 + 2_000,
+        "{}",
+        h.now()
+    );
 }
 
 /// Section 3.2.1 on an intra-DC switch (configs/mlcc-tor.toml): inter-DC RoCE data leaving up0
@@ -359,34 +396,59 @@ fn tor_is_the_int_source() {
 }
 
 fn errors(file: &str, edit: impl Fn(String) -> String) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs").join(file);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../configs")
+        .join(file);
     let text = edit(std::fs::read_to_string(&p).unwrap());
     match longhaul_pipelines::parse_config_all(&text, &p) {
         Ok(_) => String::new(),
-        Err(e) => e.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"),
+        Err(e) => e
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
 }
 
 #[test]
 fn config_errors_name_the_key() {
     let e = errors("mlcc-dci.toml", |t| {
-        t.replace("ports = [\"dc0\"]                #", "ports = [\"dc0\", \"wan0\"] #")
+        t.replace(
+            "ports = [\"dc0\"]                #",
+            "ports = [\"dc0\", \"wan0\"] #",
+        )
     });
-    assert!(e.contains("int.ports") && e.contains("not one of mlcc.dc_ports"), "{e}");
-    let e = errors("mlcc-dci.toml", |t| t.replace("int_udp_port = 5000", "int_udp_port = 5001"));
-    assert!(e.contains("mlcc.int_udp_port") && e.contains("differs from [int]"), "{e}");
-    let e = errors("mlcc-dci.toml", |t| t.replace("alpha = 0.5 ", "alpha = 1.5 "));
+    assert!(
+        e.contains("int.ports") && e.contains("not one of mlcc.dc_ports"),
+        "{e}"
+    );
+    let e = errors("mlcc-dci.toml", |t| {
+        t.replace("int_udp_port = 5000", "int_udp_port = 5001")
+    });
+    assert!(
+        e.contains("mlcc.int_udp_port") && e.contains("differs from [int]"),
+        "{e}"
+    );
+    let e = errors("mlcc-dci.toml", |t| {
+        t.replace("alpha = 0.5 ", "alpha = 1.5 ")
+    });
     assert!(e.contains("mlcc.receiver.alpha"), "{e}");
-    let e = errors("mlcc-dci.toml", |t| t.replace("theta_ns = 18000000 ", "theta_ns = 0 "));
+    let e = errors("mlcc-dci.toml", |t| {
+        t.replace("theta_ns = 18000000 ", "theta_ns = 0 ")
+    });
     assert!(e.contains("mlcc.receiver.theta_ns"), "{e}");
     let e = errors("mlcc-tor.toml", |t| t.replace("switch_id = 1\n", ""));
     assert!(e.contains("int.switch_id") && e.contains("required"), "{e}");
-    let e = errors("mlcc-tor.toml", |t| t.replace("udp_port = 5000", "udp_port = 4791"));
+    let e = errors("mlcc-tor.toml", |t| {
+        t.replace("udp_port = 5000", "udp_port = 4791")
+    });
     assert!(e.contains("int.udp_port"), "{e}");
     let e = errors("mlcc-dci.toml", |t| {
         let cut = t.find("[mlcc.feedback]").unwrap();
         t[..cut].to_string()
     });
-    assert!(e.contains("[mlcc.feedback]") && e.contains("[mlcc.receiver]"), "{e}");
+    assert!(
+        e.contains("[mlcc.feedback]") && e.contains("[mlcc.receiver]"),
+        "{e}"
+    );
 }
-

@@ -49,7 +49,9 @@ fn check(name: &str) {
     let mut exp = expected.lines();
     assert_eq!(
         exp.next(),
-        Some("t_ns,epoch,n,rtt_d_ns,r_pre_eq_bps,q_pre_bytes,d_pre_ns,r_dqm_bps,token,dw,r_bar_bps")
+        Some(
+            "t_ns,epoch,n,rtt_d_ns,r_pre_eq_bps,q_pre_bytes,d_pre_ns,r_dqm_bps,token,dw,r_bar_bps"
+        )
     );
     let mut d = Dqm::new(&p);
     let mut acks = 0;
@@ -66,7 +68,11 @@ fn check(name: &str) {
                     f[3].parse::<u64>().unwrap() as f64,
                     f[4].parse().unwrap(),
                 );
-                let e: Vec<&str> = exp.next().expect("fewer expected lines").split(',').collect();
+                let e: Vec<&str> = exp
+                    .next()
+                    .expect("fewer expected lines")
+                    .split(',')
+                    .collect();
                 let ctx = format!("{name} line {}: {l}\n  ours {s:?}\n  oracle {e:?}", i + 3);
                 assert_eq!(e[0].parse::<u64>().unwrap(), t, "{ctx}");
                 assert_eq!(e[1] == "1", s.epoch, "{ctx}");
@@ -85,7 +91,10 @@ fn check(name: &str) {
             other => panic!("{name}: unknown event {other}"),
         }
     }
-    assert!(exp.next().is_none(), "{name}: more expected lines than ACKs");
+    assert!(
+        exp.next().is_none(),
+        "{name}: more expected lines than ACKs"
+    );
     assert!(acks > 100, "{name}: only {acks} ACKs");
 }
 

@@ -66,6 +66,8 @@ pub struct HostAddr {
     pub mac: [u8; 6],
     /// The MAC of the port at the other end of its link (where its frames go).
     pub gw_mac: [u8; 6],
+    /// Its link's rate, bit/s.
+    pub rate_bps: u64,
 }
 
 /// A QP on a modeled host.
@@ -105,6 +107,16 @@ pub enum RxAction {
     },
     /// The agent took the frame; nothing for the RNIC.
     Consumed,
+    /// A rate for the host's requester QP `local_qpn` that the agent computed from a feedback
+    /// packet (MLCC: `R_NS` from a Switch-INT, `R_DQM` from an ACK), for loop `loop_id` (0..4):
+    /// a QP the agent controls ([`HostAgent::rate_control`]) sends at the least of its loops'
+    /// rates. `pass`: the RNIC takes the frame as well (an ACK).
+    Rate {
+        local_qpn: u32,
+        loop_id: u8,
+        bps: u64,
+        pass: bool,
+    },
 }
 
 /// A mechanism's host-side half in the emulator: what a real host runs next to its RNIC for
@@ -126,6 +138,12 @@ pub trait HostAgent: Send {
     /// samples (true unless an agent takes that over, as Reflex does for inter-DC QPs).
     fn ack_rtt(&self, _qp: &QpInfo) -> bool {
         true
+    }
+
+    /// Whether requester QP `qp` sends at the rates this agent gives it ([`RxAction::Rate`])
+    /// instead of under the scenario's congestion control (MLCC's inter-DC QPs).
+    fn rate_control(&self, _qp: &QpInfo) -> bool {
+        false
     }
 }
 

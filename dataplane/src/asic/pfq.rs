@@ -328,7 +328,9 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
 
     /// (packets, bytes) queued in slot `i`.
     pub fn slot_depth(&self, i: usize) -> (usize, u64) {
-        self.slots.get(i).map_or((0, 0), |s| (s.q.len(), s.q.bytes()))
+        self.slots
+            .get(i)
+            .map_or((0, 0), |s| (s.q.len(), s.q.bytes()))
     }
 
     /// Set slot `i`'s dequeue rate at `now` (see [`set_rate`](Self::set_rate)).
@@ -345,7 +347,11 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
 
     /// Release slot `i` now if it is empty (`true`); a non-empty or free slot is left alone.
     pub fn release_if_empty(&mut self, i: usize) -> bool {
-        if self.slots.get(i).is_some_and(|s| s.flow.is_some() && s.q.is_empty()) {
+        if self
+            .slots
+            .get(i)
+            .is_some_and(|s| s.flow.is_some() && s.q.is_empty())
+        {
             self.release_slot(i);
             true
         } else {

@@ -428,6 +428,32 @@ fn ack_tail(s: &roce::AckSpec, m: &Mceth) -> Result<[u8; AETH_LEN + MCETH_LEN], 
     Ok(t)
 }
 
+/// Copy the RC ACK `frame` (IP header at `l3_off`) into `out` with `m` appended after its
+/// AETH (lengths, IPv4 checksum and ICRC fixed): what an MLCC receiver sends. Returns the new
+/// length. [`WireError::Unsupported`] when `frame` is not an ACK without an MCETH.
+pub fn append_mceth(
+    frame: &[u8],
+    l3_off: usize,
+    m: &Mceth,
+    out: &mut [u8],
+) -> Result<usize, WireError> {
+    let lay = icrc::IcrcLayout::locate(frame, l3_off)?;
+    let bth = roce::Bth::new_checked(frame.get(lay.bth_off..).ok_or(WireError::Truncated)?)?;
+    let at = lay.bth_off + BTH_LEN + AETH_LEN;
+    if bth.opcode() != opcode::RC_ACKNOWLEDGE || at != lay.icrc_off {
+        return Err(WireError::Unsupported);
+    }
+    let end = lay.icrc_off + icrc::ICRC_LEN;
+    let n = end + MCETH_LEN;
+    let out = out.get_mut(..n).ok_or(WireError::NoRoom)?;
+    out[..at].copy_from_slice(&frame[..at]);
+    out[at..at + MCETH_LEN].copy_from_slice(&m.bytes());
+    let lay_u = int::locate_udp(frame, l3_off)?;
+    int::adjust_lengths(out, &lay_u, MCETH_LEN as isize)?;
+    icrc::fill(out, l3_off)?;
+    Ok(n)
+}
+
 /// Write R_DQM (kbit/s) into the MCETH at `off` (from [`locate_mceth`]), set its flag and
 /// recompute the ICRC (the MCETH is covered by it).
 pub fn set_r_dqm(
@@ -580,10 +606,19 @@ mod tests {
         let (_, got) = locate_mceth(f, 14).unwrap();
         assert_eq!(got.r_dqm_kbps, 11_000_000);
         assert_eq!(got.flags, MCETH_CREDIT | MCETH_DQM);
-        // A plain ACK has none.
+        // A plain ACK has none; appending one gives the frame build_ack_v4 makes.
         let mut g = [0u8; 128];
         let n = roce::build_ack_v4(&mut g, &a, &spec).unwrap();
         assert_eq!(locate_mceth(&g[..n], 14), Err(WireError::Unsupported));
+        let mut h = [0u8; 128];
+        let k = append_mceth(&g[..n], 14, &m, &mut h).unwrap();
+        let mut want = [0u8; 128];
+        let w = build_ack_v4(&mut want, &a, &spec, &m).unwrap();
+        assert_eq!(&h[..k], &want[..w]);
+        assert_eq!(
+            append_mceth(&h[..k], 14, &m, &mut g),
+            Err(WireError::Unsupported)
+        );
     }
 
     #[test]

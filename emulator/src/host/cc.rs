@@ -12,6 +12,34 @@ pub enum Cc {
     Dcqcn(Dcqcn),
     Timely(Timely),
     Swift(Swift),
+    /// A host agent's rates ([`AgentRate`]: MLCC's `min(R_NS, R_DQM)`).
+    Agent(AgentRate),
+}
+
+/// Rates a host agent sets for a QP, one per control loop (MLCC: the near-source loop and
+/// DQM's end-to-end loop); the QP sends at the least of them (MLCC equation 10). Every loop
+/// starts at line rate. The agent does all the computing; this only holds the numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentRate {
+    loops: [f64; 4],
+}
+
+impl AgentRate {
+    pub fn new(line_bps: f64) -> Self {
+        AgentRate {
+            loops: [line_bps; 4],
+        }
+    }
+    /// Loop `id`'s rate is now `bps` (ids beyond the last are ignored).
+    pub fn set(&mut self, id: u8, bps: f64) {
+        if let Some(l) = self.loops.get_mut(id as usize) {
+            *l = bps;
+        }
+    }
+    /// The least of the loops' rates.
+    pub fn rate_bps(&self) -> f64 {
+        self.loops.iter().copied().fold(f64::INFINITY, f64::min)
+    }
 }
 
 impl Cc {
@@ -22,6 +50,7 @@ impl Cc {
             Cc::Dcqcn(d) => d.rate_bps(),
             Cc::Timely(t) => t.rate_bps(),
             Cc::Swift(s) => s.pacing_bps(frame_bits).unwrap_or(line_bps),
+            Cc::Agent(a) => a.rate_bps().min(line_bps),
         }
     }
     /// Packets the QP may have unacknowledged, if the congestion control sets it.
@@ -41,7 +70,7 @@ impl Cc {
     /// `snd_nxt` is the next PSN to send.
     pub fn on_ack(&mut self, now: Nanos, psn: u32, rtt: Nanos, acked: u32, snd_nxt: u32) {
         match self {
-            Cc::Dcqcn(_) => {}
+            Cc::Dcqcn(_) | Cc::Agent(_) => {}
             Cc::Timely(t) => t.on_rtt(psn, rtt, snd_nxt),
             Cc::Swift(s) => s.on_ack(now, rtt, acked),
         }
@@ -52,7 +81,7 @@ impl Cc {
     /// docs/emulator.md); DCQCN ignores delay.
     pub fn on_feedback(&mut self, now: Nanos, psn: u32, rtt: Nanos, snd_nxt: u32) {
         match self {
-            Cc::Dcqcn(_) => {}
+            Cc::Dcqcn(_) | Cc::Agent(_) => {}
             Cc::Timely(t) => t.on_rtt(psn, rtt, snd_nxt),
             Cc::Swift(s) => s.on_ack(now, rtt, 1),
         }

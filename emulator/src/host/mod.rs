@@ -13,7 +13,7 @@ pub mod swift;
 pub mod timely;
 
 use crate::scenario::{HostSpec, Params};
-use cc::Cc;
+use cc::{AgentRate, Cc};
 use dcqcn::Dcqcn;
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
@@ -73,6 +73,8 @@ pub struct HostStats {
     pub rx_ignored: u64,
     /// Feedback packets a host agent turned into RTT samples (Reflex's pseudo-ACKs).
     pub rtt_samples: u64,
+    /// Feedback packets a host agent turned into rates (MLCC's Switch-INT and R_DQM).
+    pub agent_rates: u64,
 }
 
 pub struct Host {
@@ -163,6 +165,7 @@ impl Host {
             ip: self.spec.ip,
             mac: self.spec.mac,
             gw_mac: self.gw_mac,
+            rate_bps: self.spec.rate_bps,
         }
     }
 
@@ -196,6 +199,11 @@ impl Host {
             (None, None, None) => None,
         };
         let info = self.announce(start, flow, peer, true, remote);
+        let cc = if self.agents.iter().any(|a| a.rate_control(&info)) {
+            Some(Cc::Agent(AgentRate::new(line as f64)))
+        } else {
+            cc
+        };
         let mut qp = SendQp::new(size, self.p.mtu, start, cc);
         qp.ack_rtt = self.agents.iter().all(|a| a.ack_rtt(&info));
         self.by_qpn
@@ -261,6 +269,25 @@ impl Host {
                         None => self.stats.rx_ignored += 1,
                     }
                     return;
+                }
+                RxAction::Rate {
+                    local_qpn,
+                    loop_id,
+                    bps,
+                    pass,
+                } => {
+                    self.stats.agent_rates += 1;
+                    match self.by_qpn.get(&local_qpn) {
+                        Some(&i) => {
+                            if let Some(Cc::Agent(r)) = self.senders[i].qp.cc.as_mut() {
+                                r.set(loop_id, bps as f64);
+                            }
+                        }
+                        None => self.stats.rx_ignored += 1,
+                    }
+                    if !pass {
+                        return;
+                    }
                 }
             }
         }

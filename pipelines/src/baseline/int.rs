@@ -72,7 +72,13 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawInt>, _cfg: &Config) -> Option
             0
         }
     };
-    let udp_port = cx.int_or("int.udp_port", &t.udp_port, DEFAULT_INT_PORT as i64, 1, 65535) as u16;
+    let udp_port = cx.int_or(
+        "int.udp_port",
+        &t.udp_port,
+        DEFAULT_INT_PORT as i64,
+        1,
+        65535,
+    ) as u16;
     if udp_port == ROCE_V2_PORT {
         cx.err(
             "int.udp_port",
@@ -160,7 +166,13 @@ impl IntStage {
     #[inline]
     pub fn egress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) {
         let m = *pkt.meta();
-        if !self.on_port.get(m.egress_port as usize).copied().unwrap_or(false) || m.l4_off == 0 {
+        if !self
+            .on_port
+            .get(m.egress_port as usize)
+            .copied()
+            .unwrap_or(false)
+            || m.l4_off == 0
+        {
             return;
         }
         let dport = be16(pkt.data(), m.l4_off as usize + 2);

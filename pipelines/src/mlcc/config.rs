@@ -85,6 +85,8 @@ pub struct ReceiverConfig {
     pub min_rate_bps: u64,
     /// Most DQM suggests (`None` = the DC port's rate).
     pub max_rate_bps: Option<u64>,
+    /// Write DQM's rate into the ACKs (false: the credit loop only, an ablation).
+    pub dqm: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -125,6 +127,7 @@ pub struct RawReceiver {
     pub history: Option<S<i64>>,
     pub min_rate_gbps: Option<S<f64>>,
     pub max_rate_gbps: Option<S<f64>>,
+    pub dqm: Option<S<bool>>,
 }
 
 fn enabled(e: &Option<S<bool>>) -> bool {
@@ -195,8 +198,13 @@ fn validate_receiver(cx: &mut Validator<'_>, r: &RawReceiver) -> ReceiverConfig 
     let theta_ns = cx.int_or(&k("theta_ns"), &r.theta_ns, DEFAULT_THETA_NS, 1, MAX_NS) as u64;
     ReceiverConfig {
         max_flows: cx.int_or(&k("max_flows"), &r.max_flows, DEFAULT_MAX_FLOWS, 1, 65_536) as usize,
-        queue_pkts: cx.int_or(&k("queue_pkts"), &r.queue_pkts, DEFAULT_QUEUE_PKTS, 1, 1 << 20)
-            as usize,
+        queue_pkts: cx.int_or(
+            &k("queue_pkts"),
+            &r.queue_pkts,
+            DEFAULT_QUEUE_PKTS,
+            1,
+            1 << 20,
+        ) as usize,
         queue_bytes: cx.int_or(
             &k("queue_bytes"),
             &r.queue_bytes,
@@ -243,6 +251,7 @@ fn validate_receiver(cx: &mut Validator<'_>, r: &RawReceiver) -> ReceiverConfig 
         history: cx.int_or(&k("history"), &r.history, DEFAULT_HISTORY, 1, 1 << 16) as usize,
         min_rate_bps: gbps(min_rate),
         max_rate_bps: max_rate.map(gbps),
+        dqm: enabled(&r.dqm),
     }
 }
 

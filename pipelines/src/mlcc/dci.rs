@@ -128,16 +128,13 @@ pub struct MlccDci {
 
 impl MlccDci {
     pub fn new(cfg: &Config) -> Self {
-        let m = cfg
-            .section::<MlccConfig>()
-            .cloned()
-            .unwrap_or(MlccConfig {
-                dc_ports: Vec::new(),
-                wan_ports: Vec::new(),
-                int_udp_port: longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT,
-                feedback: None,
-                receiver: None,
-            });
+        let m = cfg.section::<MlccConfig>().cloned().unwrap_or(MlccConfig {
+            dc_ports: Vec::new(),
+            wan_ports: Vec::new(),
+            int_udp_port: longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT,
+            feedback: None,
+            receiver: None,
+        });
         let fwd = Forwarding::new(cfg);
         let int = IntStage::from_config(cfg);
         let int_max_hops = cfg

@@ -334,7 +334,10 @@ mod tests {
         let p = params();
         let mut d = Dqm::new(&p);
         let s = d.on_ack(&p, 0, 1, 8e9, 1_000_000);
-        assert_eq!((s.d_pre_ns, s.r_dqm_bps, s.token, s.dw), (1e6, 8e9, 0.5, -1));
+        assert_eq!(
+            (s.d_pre_ns, s.r_dqm_bps, s.token, s.dw),
+            (1e6, 8e9, 0.5, -1)
+        );
         for i in 1..=100u64 {
             let s = d.on_ack(&p, i, 1, 8e9, 1_000_000);
             assert_eq!(s.dw, if i % 2 == 1 { 0 } else { -1 }, "ack {i}");

@@ -2,10 +2,11 @@
 
 use super::config::{NAME, SECTION};
 use super::dci::MlccDci;
+use super::host::MlccHost;
 use crate::baseline::control::BaselineControl;
 use crate::baseline::BaselineCommand;
 use longhaul_control::config::{Config, Section};
-use longhaul_runtime::{Mechanism, PipelineMechanism};
+use longhaul_runtime::{HostAgent, Mechanism, PipelineMechanism};
 
 /// MLCC at the DCI switch (paper 001).
 pub struct MlccMechanism;
@@ -19,6 +20,11 @@ impl Mechanism for MlccMechanism {
     }
     fn section(&self) -> Option<&dyn Section> {
         Some(&SECTION)
+    }
+    /// The servers' side: R_NS from Switch-INT, R_DQM from ACKs, R_MLCC = min (eq. 10); the
+    /// receiver's credit algorithm (Algorithm 1).
+    fn host_agent(&self) -> Option<Box<dyn HostAgent>> {
+        Some(Box::<MlccHost>::default())
     }
 }
 

@@ -17,6 +17,8 @@ pub mod config;
 pub mod dci;
 pub mod dqm;
 pub mod feedback;
+pub mod host;
+pub mod hpcc;
 pub mod mechanism;
 pub mod receiver;
 

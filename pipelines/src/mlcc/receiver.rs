@@ -247,9 +247,13 @@ impl<B: PacketBuf> Receiver<B> {
         };
         f.last_seen = now;
         let epoch = f.dqm.is_epoch(m.c_r);
-        let step = f
-            .dqm
-            .on_ack(&self.params, now, m.c_r, m.r_credit_kbps as f64 * 1000.0, q_c);
+        let step = f.dqm.on_ack(
+            &self.params,
+            now,
+            m.c_r,
+            m.r_credit_kbps as f64 * 1000.0,
+            q_c,
+        );
         self.stats.acks += 1;
         if epoch {
             self.stats.epochs += 1;
@@ -259,7 +263,9 @@ impl<B: PacketBuf> Receiver<B> {
             self.pfq.set_slot_rate(slot, rate, now);
             self.refresh_deadline(now);
         }
-        let _ = mlcc::set_r_dqm(frame, l3, off, mlcc::kbps(step.r_bar_bps as u64));
+        if self.cfg.dqm {
+            let _ = mlcc::set_r_dqm(frame, l3, off, mlcc::kbps(step.r_bar_bps as u64));
+        }
     }
 
     /// Dequeue what may go now (as many as the engine's emit list takes), reinsert INT with C_D,

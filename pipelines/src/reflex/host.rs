@@ -149,6 +149,7 @@ mod tests {
             ip,
             mac: [2; 6],
             gw_mac: [3; 6],
+            rate_bps: 100_000_000_000,
         }
     }
 

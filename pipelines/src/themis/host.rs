@@ -43,6 +43,7 @@ mod tests {
             ip: Ipv4Addr::new(10, 1, 0, 1),
             mac: [2, 0, 0, 0, 0, 1],
             gw_mac: [2, 0, 0, 0, 0, 2],
+            rate_bps: 100_000_000_000,
         };
         let qp = QpInfo {
             peer_ip: Ipv4Addr::new(10, 0, 0, 1),

@@ -1,0 +1,343 @@
+//! MLCC's host-side half for the emulator (paper 001, sections 3.2-3.3; formats:
+//! docs/wire-formats.md): what the paper's XDP prototype runs on the servers.
+//!
+//! **Sender** (requester of an inter-DC QP; its rate is this agent's, not the scenario's
+//! congestion control):
+//! - a Switch-INT from the sender-side DCI (section 3.2.1) is an INT sample of the sender-side
+//!   DC: [`Hpcc`] on it gives `R_NS` (the reference window moves once per near-source RTT, when
+//!   the sample is about a packet sent after the last move); the near-source base RTT is the
+//!   least time seen from a data packet's transmission to its Switch-INT;
+//! - an ACK with `R_DQM` (MCETH, section 3.3.2) gives `R_DQM`;
+//! - the QP sends at `R_MLCC = min(R_NS, R_DQM)` (equation 10), both starting at line rate.
+//!
+//! **Receiver** (responder of an inter-DC QP, Algorithm 1 at the receiver):
+//! - data arrives with the MLCC INT the receiver-side DCI reinserted (its hop and the receiver
+//!   DC's): the INT is stripped before the RNIC sees the packet; [`Hpcc`] on the hops measures
+//!   the receiver-side DC;
+//! - `C_R` starts at 0 and `R_credit` at line rate; a packet whose `C_D` equals `C_R` ends a
+//!   credit round (one intra-DC RTT): `C_R += 1`, HPCC moves its reference window and
+//!   `R_credit` = its rate (lines 9-12). The receiver-side base RTT is the least time between two
+//!   such rounds;
+//! - every ACK of the QP carries `C_R` and `R_credit` in an MCETH (line 13).
+//!
+//! Intra-DC QPs: INT stripped from their data, nothing else (they keep the scenario's congestion
+//! control). The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
+//! switches must use it.
+
+use super::hpcc::{Hpcc, HpccParams, IntHop};
+use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
+use longhaul_dataplane::wire::ethernet::HEADER_LEN;
+use longhaul_dataplane::wire::mlcc::{self, Mceth, MCETH_CREDIT, MCETH_DQM};
+use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
+use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
+use longhaul_dataplane::wire::{int, roce};
+use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
+use std::collections::HashMap;
+
+/// Loop ids of [`RxAction::Rate`]: the near-source loop and the end-to-end (DQM) loop.
+pub const LOOP_NS: u8 = 0;
+pub const LOOP_DQM: u8 = 1;
+/// HPCC's eta, maxStage and additive increase on both short loops (the HPCC paper's
+/// recommended eta and maxStage; 50 Mb/s of additive increase, our choice).
+const ETA: f64 = 0.95;
+const MAX_STAGE: u32 = 5;
+const RATE_AI_BPS: f64 = 50e6;
+const MIN_BPS: f64 = 100e6;
+/// Base RTT before one is measured.
+const INITIAL_RTT_NS: u64 = 10_000;
+/// Transmission times remembered per QP (by PSN modulo this).
+const TX_RING: usize = 4096;
+
+struct Requester {
+    hpcc: Hpcc,
+    base_rtt: u64,
+    tx_time: Box<[(u32, u64)]>,
+    /// Next PSN to send (one past the highest sent).
+    snd_nxt: u32,
+    last_update: u32,
+    line_bps: f64,
+}
+
+struct Responder {
+    /// The responder's own QPN (the MCETH names the flow with it).
+    local_qpn: u32,
+    remote: bool,
+    hpcc: Hpcc,
+    base_rtt: u64,
+    c_r: u16,
+    r_credit_bps: f64,
+    last_round: Option<u64>,
+}
+
+fn params(line_bps: f64, rtt: u64) -> HpccParams {
+    HpccParams {
+        base_rtt_ns: rtt,
+        line_bps,
+        eta: ETA,
+        max_stage: MAX_STAGE,
+        rate_ai_bps: RATE_AI_BPS,
+        min_bps: MIN_BPS,
+    }
+}
+
+/// MLCC's RNIC behaviour on one modeled host.
+pub struct MlccHost {
+    int_port: u16,
+    /// Requester QPs by (peer IPv4, peer QPN): how Switch-INT packets name them.
+    req: HashMap<(u32, u32), u32>,
+    req_state: HashMap<u32, Requester>,
+    /// Responder QPs by (peer IPv4, peer QPN) (the ACK's destination and DestQP) and by local
+    /// QPN (the data's DestQP).
+    resp_by_peer: HashMap<(u32, u32), u32>,
+    resp: HashMap<u32, Responder>,
+}
+
+impl Default for MlccHost {
+    fn default() -> Self {
+        MlccHost {
+            int_port: DEFAULT_INT_PORT,
+            req: HashMap::new(),
+            req_state: HashMap::new(),
+            resp_by_peer: HashMap::new(),
+            resp: HashMap::new(),
+        }
+    }
+}
+
+/// (source, destination, UDP destination port) of an untagged IPv4 UDP frame.
+fn ipv4_udp(frame: &[u8]) -> Option<(u32, u32, u16)> {
+    if frame.get(12..14)? != [0x08, 0x00] || frame.get(23)? != &17 {
+        return None;
+    }
+    let ihl = (frame.get(14)? & 0x0f) as usize * 4;
+    let b = frame.get(26..34)?;
+    let src = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let dst = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+    let u = HEADER_LEN + ihl;
+    let dport = u16::from_be_bytes([*frame.get(u + 2)?, *frame.get(u + 3)?]);
+    Some((src, dst, dport))
+}
+
+fn int_hops(frame: &[u8], m: &mlcc::MlccInt) -> ([IntHop; super::hpcc::MAX_HOPS], usize) {
+    let mut out = [IntHop::default(); super::hpcc::MAX_HOPS];
+    let n = m.hops.min(out.len());
+    // The stack is newest first; HPCC wants them in path order.
+    for (k, slot) in out.iter_mut().take(n).enumerate() {
+        if let Some(h) = mlcc::hop(frame, m, n - 1 - k) {
+            *slot = IntHop {
+                node_id: h.node_id,
+                qlen: h.qlen,
+                ts: h.ts,
+                tx_bytes: h.tx_bytes,
+                rate_mbps: h.rate_mbps,
+            };
+        }
+    }
+    (out, n)
+}
+
+impl MlccHost {
+    /// Switch-INT for one of our requester QPs.
+    fn on_switch_int(&mut self, now: u64, frame: &[u8], src: u32) -> RxAction {
+        let Ok(s) = mlcc::parse_switch_int(frame, HEADER_LEN, HEADER_LEN + 28) else {
+            return RxAction::Pass;
+        };
+        let Some(&local) = self.req.get(&(src, s.dest_qp)) else {
+            return RxAction::Consumed;
+        };
+        let Some(q) = self.req_state.get_mut(&local) else {
+            return RxAction::Consumed;
+        };
+        // Near-source base RTT: data transmission to its Switch-INT.
+        let (psn, t) = q.tx_time[s.data_psn as usize % TX_RING];
+        if psn == s.data_psn && now > t && now - t < q.base_rtt {
+            let old = q.base_rtt;
+            q.base_rtt = now - t;
+            q.hpcc.rescale(old, q.base_rtt);
+        }
+        let mut hops = [IntHop::default(); super::hpcc::MAX_HOPS];
+        let n = s.hops().min(hops.len());
+        for (k, slot) in hops.iter_mut().take(n).enumerate() {
+            if let Some(h) = s.hop(n - 1 - k) {
+                *slot = IntHop {
+                    node_id: h.node_id,
+                    qlen: h.qlen,
+                    ts: h.ts,
+                    tx_bytes: h.tx_bytes,
+                    rate_mbps: h.rate_mbps,
+                };
+            }
+        }
+        let update = roce::psn_le(q.last_update, s.data_psn);
+        if update {
+            q.last_update = q.snd_nxt;
+        }
+        let r = q.hpcc.on_int(&hops[..n], update).min(q.line_bps);
+        RxAction::Rate {
+            local_qpn: local,
+            loop_id: LOOP_NS,
+            bps: r as u64,
+            pass: false,
+        }
+    }
+
+    /// MLCC data for one of our responder QPs: strip, credit round.
+    fn on_data(&mut self, now: u64, frame: &mut Vec<u8>) {
+        let Ok(m) = mlcc::locate(frame, HEADER_LEN, self.int_port) else {
+            return;
+        };
+        let qpn = frame
+            .get(m.bth_off..)
+            .and_then(|b| Bth::new_checked(b).ok())
+            .map(|b| b.dest_qp());
+        if let Some(r) = qpn.and_then(|q| self.resp.get_mut(&q)).filter(|r| r.remote) {
+            let (hops, n) = int_hops(frame, &m);
+            let round = m.c_d == Some(r.c_r);
+            if round {
+                if let Some(t) = r.last_round {
+                    let gap = now.saturating_sub(t);
+                    if gap > 0 && gap < r.base_rtt {
+                        let old = r.base_rtt;
+                        r.base_rtt = gap;
+                        r.hpcc.rescale(old, gap);
+                    }
+                }
+                r.last_round = Some(now);
+            }
+            let rate = r.hpcc.on_int(&hops[..n], round);
+            if round {
+                r.c_r = r.c_r.wrapping_add(1) & mlcc::CREDIT_MASK;
+                r.r_credit_bps = rate;
+            }
+        }
+        let mut b = HeapBuf::from_bytes(frame);
+        if int::strip_int(&mut b, HEADER_LEN).is_ok() {
+            *frame = b.data().to_vec();
+        }
+    }
+}
+
+impl HostAgent for MlccHost {
+    fn on_qp_created(&mut self, host: &HostAddr, qp: &QpInfo, _out: &mut Vec<Vec<u8>>) {
+        let line = host.rate_bps as f64;
+        let peer = u32::from(qp.peer_ip);
+        if qp.requester {
+            if qp.remote {
+                self.req.insert((peer, qp.peer_qpn), qp.local_qpn);
+                self.req_state.insert(
+                    qp.local_qpn,
+                    Requester {
+                        hpcc: Hpcc::new(params(line, INITIAL_RTT_NS)),
+                        base_rtt: INITIAL_RTT_NS,
+                        tx_time: vec![(u32::MAX, 0); TX_RING].into_boxed_slice(),
+                        snd_nxt: 0,
+                        last_update: 0,
+                        line_bps: line,
+                    },
+                );
+            }
+        } else {
+            self.resp_by_peer.insert((peer, qp.peer_qpn), qp.local_qpn);
+            self.resp.insert(
+                qp.local_qpn,
+                Responder {
+                    local_qpn: qp.local_qpn,
+                    remote: qp.remote,
+                    hpcc: Hpcc::new(params(line, INITIAL_RTT_NS)),
+                    base_rtt: INITIAL_RTT_NS,
+                    c_r: 0,
+                    r_credit_bps: line,
+                    last_round: None,
+                },
+            );
+        }
+    }
+
+    /// Inter-DC requester QPs run at the rates this agent computes.
+    fn rate_control(&self, qp: &QpInfo) -> bool {
+        qp.requester && qp.remote
+    }
+
+    fn on_tx(&mut self, _host: &HostAddr, now: u64, kind: TxKind, frame: &mut Vec<u8>) {
+        let Some((_, dst, dport)) = ipv4_udp(frame) else {
+            return;
+        };
+        if dport != ROCE_V2_PORT {
+            return;
+        }
+        let Some(bth) = frame.get(42..).and_then(|b| Bth::new_checked(b).ok()) else {
+            return;
+        };
+        match kind {
+            TxKind::Data { local_qpn } => {
+                if let Some(q) = self.req_state.get_mut(&local_qpn) {
+                    let psn = bth.psn();
+                    q.tx_time[psn as usize % TX_RING] = (psn, now);
+                    if roce::psn_le(q.snd_nxt, psn) {
+                        q.snd_nxt = roce::psn_add(psn, 1);
+                    }
+                }
+            }
+            TxKind::Control => {
+                if bth.opcode() != opcode::RC_ACKNOWLEDGE {
+                    return;
+                }
+                let Some(r) = self
+                    .resp_by_peer
+                    .get(&(dst, bth.dest_qp()))
+                    .and_then(|q| self.resp.get(q))
+                    .filter(|r| r.remote)
+                else {
+                    return;
+                };
+                let m = Mceth {
+                    flags: MCETH_CREDIT,
+                    qpn: r.local_qpn,
+                    c_r: r.c_r,
+                    r_credit_kbps: mlcc::kbps(r.r_credit_bps as u64),
+                    r_dqm_kbps: 0,
+                };
+                let mut out = vec![0u8; frame.len() + mlcc::MCETH_LEN];
+                if let Ok(n) = mlcc::append_mceth(frame, HEADER_LEN, &m, &mut out) {
+                    out.truncate(n);
+                    *frame = out;
+                }
+            }
+        }
+    }
+
+    fn on_rx(&mut self, _host: &HostAddr, now: u64, frame: &mut Vec<u8>) -> RxAction {
+        let Some((src, _, dport)) = ipv4_udp(frame) else {
+            return RxAction::Pass;
+        };
+        if dport == self.int_port {
+            self.on_data(now, frame);
+            return RxAction::Pass;
+        }
+        if dport != ROCE_V2_PORT {
+            return RxAction::Pass;
+        }
+        let Some(bth) = frame.get(42..).and_then(|b| Bth::new_checked(b).ok()) else {
+            return RxAction::Pass;
+        };
+        match bth.opcode() {
+            opcode::CNP => self.on_switch_int(now, frame, src),
+            opcode::RC_ACKNOWLEDGE => match mlcc::locate_mceth(frame, HEADER_LEN) {
+                Ok((_, m)) if m.flags & MCETH_DQM != 0 => {
+                    let local = bth.dest_qp();
+                    if !self.req_state.contains_key(&local) {
+                        return RxAction::Pass;
+                    }
+                    RxAction::Rate {
+                        local_qpn: local,
+                        loop_id: LOOP_DQM,
+                        bps: m.r_dqm_kbps as u64 * 1000,
+                        pass: true,
+                    }
+                }
+                _ => RxAction::Pass,
+            },
+            _ => RxAction::Pass,
+        }
+    }
+}
