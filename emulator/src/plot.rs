@@ -166,10 +166,28 @@ fn draw_lines<DB: DrawingBackend>(
         .draw();
 }
 
-/// Queued bytes (KB) per port that ever queued, the deepest first.
+/// Queued bytes (KB) per port that ever queued, and per switch whose pipeline holds packets
+/// in its own queues (MLCC's PFQs, `NAME:pipeline`), the deepest first.
 pub fn queue_series(r: &Report) -> Vec<Series> {
     let o = &r.outcome;
     let mut out: Vec<(u64, Series)> = Vec::new();
+    for (s, (name, _)) in o.switches.iter().enumerate() {
+        let peak = o
+            .switch_samples
+            .iter()
+            .map(|sw| sw[s].held_bytes)
+            .max()
+            .unwrap_or(0);
+        if peak > 0 {
+            let pts: Vec<(f64, f64)> = o
+                .samples
+                .iter()
+                .zip(&o.switch_samples)
+                .map(|((t, _), sw)| (*t as f64 / 1e3, sw[s].held_bytes as f64 / 1e3))
+                .collect();
+            out.push((peak, (format!("{name}:pipeline"), pts)));
+        }
+    }
     for (s, ((name, _), ports)) in o.switches.iter().zip(&o.port_names).enumerate() {
         for (p, port) in ports.iter().enumerate() {
             let pts: Vec<(f64, f64)> = o

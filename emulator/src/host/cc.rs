@@ -108,3 +108,27 @@ impl Cc {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_rate_is_the_least_loop() {
+        let mut c = Cc::Agent(AgentRate::new(25e9));
+        assert_eq!(c.rate_bps(25e9, 8000.0), 25e9);
+        if let Cc::Agent(a) = &mut c {
+            a.set(0, 20e9);
+            a.set(1, 12e9);
+            a.set(9, 1.0); // no such loop: ignored
+        }
+        assert_eq!(c.rate_bps(25e9, 8000.0), 12e9);
+        if let Cc::Agent(a) = &mut c {
+            a.set(1, 30e9);
+        }
+        assert_eq!(c.rate_bps(25e9, 8000.0), 20e9);
+        // Never above the line.
+        assert_eq!(c.rate_bps(10e9, 8000.0), 10e9);
+        assert_eq!(c.window(), None);
+    }
+}

@@ -341,3 +341,221 @@ impl HostAgent for MlccHost {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use longhaul_dataplane::wire::ethernet::MacAddr;
+    use longhaul_dataplane::wire::roce::{
+        build_ack_v4, build_roce_v4, AckSpec, BthRepr, RoceAddrs,
+    };
+    use longhaul_dataplane::wire::{icrc, mlcc::MlccHop};
+    use std::net::Ipv4Addr;
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+    const REQ: u32 = 0x101;
+    const RESP: u32 = 0x80_0001;
+
+    fn host(ip: Ipv4Addr) -> HostAddr {
+        HostAddr {
+            ip,
+            mac: [2; 6],
+            gw_mac: [3; 6],
+            rate_bps: 25_000_000_000,
+        }
+    }
+
+    fn addrs(src: Ipv4Addr, dst: Ipv4Addr) -> RoceAddrs<Ipv4Addr> {
+        RoceAddrs {
+            src_mac: MacAddr([2; 6]),
+            dst_mac: MacAddr([3; 6]),
+            src_ip: src,
+            dst_ip: dst,
+            udp_sport: 49153,
+            dscp: 26,
+            ecn: 0,
+        }
+    }
+
+    fn data(psn: u32) -> Vec<u8> {
+        let bth = BthRepr {
+            opcode: opcode::RC_RDMA_WRITE_MIDDLE,
+            pkey: 0xffff,
+            dest_qp: RESP,
+            psn,
+            ..BthRepr::default()
+        };
+        let mut b = vec![0u8; 1200];
+        let n = build_roce_v4(&mut b, &addrs(A, B), &bth, &[7u8; 1000]).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    /// `f` with the MLCC INT the receiver-side DCI adds (C_D) and hops at `ts` with `tx` bytes.
+    fn with_int(f: &[u8], c_d: Option<u16>, ts: u64, tx: u64, qlen: u32) -> Vec<u8> {
+        let mut b = HeapBuf::from_bytes(f);
+        int::insert_int_md(&mut b, 14, &mlcc::int_config(5000, 3, c_d)).unwrap();
+        mlcc::push(
+            &mut b,
+            14,
+            &MlccHop {
+                node_id: 9,
+                queue_id: 3,
+                qlen,
+                ts,
+                tx_bytes: tx,
+                rate_mbps: 25_000,
+            },
+        )
+        .unwrap();
+        b.data().to_vec()
+    }
+
+    fn qp(requester: bool, remote: bool) -> QpInfo {
+        QpInfo {
+            peer_ip: if requester { B } else { A },
+            local_qpn: if requester { REQ } else { RESP },
+            peer_qpn: if requester { RESP } else { REQ },
+            requester,
+            remote,
+        }
+    }
+
+    fn ack_from_b(psn: u32) -> Vec<u8> {
+        let spec = AckSpec {
+            dest_qp: REQ,
+            psn,
+            syndrome: 0x1f,
+            msn: 0,
+            pkey: 0xffff,
+        };
+        let mut b = [0u8; 128];
+        let n = build_ack_v4(&mut b, &addrs(B, A), &spec).unwrap();
+        b[..n].to_vec()
+    }
+
+    /// Algorithm 1 at the receiver: C_R starts at 0 with R_credit = line rate; data whose C_D
+    /// equals C_R ends a round (C_R + 1, R_credit from HPCC on the INT); every ACK carries
+    /// both; the data reaches the RNIC without INT and with its ICRC.
+    #[test]
+    fn receiver_credit_rounds_and_mceth() {
+        let mut h = MlccHost::default();
+        let me = host(B);
+        h.on_qp_created(&me, &qp(false, true), &mut Vec::new());
+        let mceth_of = |h: &mut MlccHost| {
+            let mut a = ack_from_b(0);
+            h.on_tx(&me, 0, TxKind::Control, &mut a);
+            assert_eq!(icrc::verify(&a, 14), Ok(true));
+            mlcc::locate_mceth(&a, 14).unwrap().1
+        };
+        let m = mceth_of(&mut h);
+        assert_eq!((m.qpn, m.c_r, m.r_credit_kbps), (RESP, 0, 25_000_000));
+        // No C_D yet (the DCI has not seen an ACK): no round.
+        let mut f = with_int(&data(0), None, 1_000, 0, 0);
+        assert_eq!(h.on_rx(&me, 1_000, &mut f), RxAction::Pass);
+        assert_eq!(f, data(0), "INT stripped, the original frame");
+        assert_eq!(mceth_of(&mut h).c_r, 0);
+        // C_D 0 = C_R: round 1. The hop's 25 Gb/s link (3.125 B/ns) sent 31,250 bytes in the
+        // 10 us since the last sample and holds 31,250 bytes (the last sample had 0: HPCC takes
+        // the smaller). With T = 10 us (not measured yet), B x T = 31,250 bytes:
+        // u = 0 / 31250 + 3.125 / 3.125 = 1 >= eta, so W = Wc / (1 / 0.95) + W_AI and
+        // R_credit = 0.95 x 25 Gb/s + 50 Mb/s = 23.8 Gb/s.
+        let mut f = with_int(&data(1), Some(0), 11_000, 31_250, 31_250);
+        h.on_rx(&me, 11_000, &mut f);
+        let m = mceth_of(&mut h);
+        assert_eq!(m.c_r, 1);
+        assert!(m.r_credit_kbps.abs_diff(23_800_000) <= 1, "{m:?}");
+        // C_D 0 again (stale): no round.
+        let mut f = with_int(&data(2), Some(0), 12_000, 34_375, 31_250);
+        h.on_rx(&me, 12_000, &mut f);
+        assert_eq!(mceth_of(&mut h).c_r, 1);
+    }
+
+    /// The sender: a Switch-INT gives the near-source loop's rate (taken, not for the RNIC);
+    /// an ACK with R_DQM gives the DQM loop's (and goes on to the RNIC); other ACKs pass.
+    #[test]
+    fn sender_rates_from_switch_int_and_dqm() {
+        let mut h = MlccHost::default();
+        let me = host(A);
+        let q = qp(true, true);
+        h.on_qp_created(&me, &q, &mut Vec::new());
+        assert!(h.rate_control(&q));
+        assert!(!h.rate_control(&qp(true, false)));
+        for psn in 0..2 {
+            let mut d = data(psn);
+            h.on_tx(
+                &me,
+                psn as u64 * 100,
+                TxKind::Data { local_qpn: REQ },
+                &mut d,
+            );
+        }
+        let sw_int = |psn: u32, ts: u64, tx: u64| {
+            let f = with_int(&data(psn), None, ts, tx, 50_000);
+            let m = mlcc::locate(&f, 14, 5000).unwrap();
+            let mut out = [0u8; 512];
+            let n = mlcc::build_switch_int(&f, 14, &m, 48, [4; 6], [4; 6], &mut out).unwrap();
+            out[..n].to_vec()
+        };
+        let mut s = sw_int(0, 1_000, 0);
+        let first = h.on_rx(&me, 3_000, &mut s);
+        assert_eq!(
+            first,
+            RxAction::Rate {
+                local_qpn: REQ,
+                loop_id: LOOP_NS,
+                bps: 25_000_000_000,
+                pass: false
+            },
+            "the first sample only records"
+        );
+        // A busy link with a queue: the rate falls.
+        let mut s = sw_int(1, 4_000, 9_375);
+        match h.on_rx(&me, 3_100, &mut s) {
+            RxAction::Rate { loop_id, bps, .. } => {
+                assert_eq!(loop_id, LOOP_NS);
+                assert!(bps < 25_000_000_000, "{bps}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // An ACK with R_DQM.
+        let mut a = ack_from_b(1);
+        let m = Mceth {
+            flags: MCETH_CREDIT | MCETH_DQM,
+            qpn: RESP,
+            c_r: 3,
+            r_credit_kbps: 10_000_000,
+            r_dqm_kbps: 9_000_000,
+        };
+        let mut out = vec![0u8; 200];
+        let n = mlcc::append_mceth(&a, 14, &m, &mut out).unwrap();
+        a = out[..n].to_vec();
+        assert_eq!(
+            h.on_rx(&me, 5_000, &mut a),
+            RxAction::Rate {
+                local_qpn: REQ,
+                loop_id: LOOP_DQM,
+                bps: 9_000_000_000,
+                pass: true
+            }
+        );
+        let mut plain = ack_from_b(1);
+        assert_eq!(h.on_rx(&me, 5_000, &mut plain), RxAction::Pass);
+    }
+
+    /// Intra-DC QPs: INT stripped, no credit fields, no rate control.
+    #[test]
+    fn intra_dc_qps_are_left_alone() {
+        let mut h = MlccHost::default();
+        let me = host(B);
+        h.on_qp_created(&me, &qp(false, false), &mut Vec::new());
+        let mut f = with_int(&data(0), Some(0), 1_000, 0, 0);
+        assert_eq!(h.on_rx(&me, 1_000, &mut f), RxAction::Pass);
+        assert_eq!(f, data(0));
+        let mut a = ack_from_b(0);
+        let before = a.clone();
+        h.on_tx(&me, 0, TxKind::Control, &mut a);
+        assert_eq!(a, before);
+    }
+}
