@@ -717,6 +717,11 @@ ML_FB_N = 8
 ML_FB_E = 5
 
 
+def mlcc_hop(node_id, queue_id, qocc, ts, tx_bytes, rate_mbps):
+    from mlcc_model import hop
+    return hop(node_id, queue_id, qocc, ts, tx_bytes, rate_mbps)
+
+
 def ml_fb_hops(k):
     t = T0 + 9 * US + k * US
     spine = mlcc_hop(12, 3, 1500 * k + 300, t - 700, 0x1_0000_0000 + 1058 * k, 100_000)
@@ -792,7 +797,6 @@ def case_int_source_tor():
     Expected on host1: the packet routed, no INT (INT only on up0)."""
     ml_cfg("int_source_tor")
     from mlcc_model import roce_frame
-    from scapy.contrib.roce import AETH
     start = T0 + 10 * US
     recs = []
     up = [(0x04, b""), (0x06, reth(0x7E00_0000_0000, 0x4321, 2048)), (0x08, b"")]
@@ -812,11 +816,6 @@ def case_int_source_tor():
     recs.append((start + 8 * US, local))
     return {"in_host0.pcap": recs,
             "expected_host1.pcap": [(start + 8 * US, forwarded(local, ML_TOR_MAC_HOST1, ML_MAC_HOST1))]}
-
-
-def mlcc_hop(node_id, queue_id, qocc, ts, tx_bytes, rate_mbps):
-    from mlcc_model import hop
-    return hop(node_id, queue_id, qocc, ts, tx_bytes, rate_mbps)
 
 
 CASES = {

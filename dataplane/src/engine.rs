@@ -1064,9 +1064,16 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     continue;
                 }
             }
-            let st = &mut self.ports[idx].stats;
+            // An egress stage may have grown or shrunk the frame (INT): the wire time and the
+            // port's bytes are those of what is sent.
+            let sent = pkt.len() as u64;
+            let port = &mut self.ports[idx];
+            if sent != len {
+                port.tm.resize_tx(len, sent);
+            }
+            let st = &mut port.stats;
             st.tx_pkts += 1;
-            st.tx_bytes += len;
+            st.tx_bytes += sent;
             tx(pkt);
             n += 1;
             self.send_pfc_actions(now);

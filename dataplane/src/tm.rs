@@ -536,6 +536,25 @@ impl<B: PacketBuf> TrafficManager<B> {
         self.stats.tx_bytes += len;
     }
 
+    /// The frame just handed out (by [`dequeue`](Self::dequeue) or [`bypass`](Self::bypass)) is
+    /// `new_len` bytes on the wire instead of `old_len` (an egress stage added or removed bytes:
+    /// INT): the link's busy time and the byte counter follow.
+    pub fn resize_tx(&mut self, old_len: u64, new_len: u64) {
+        if old_len == new_len {
+            return;
+        }
+        let old = serialization_ns(old_len + self.overhead, self.rate_bps);
+        let new = serialization_ns(new_len + self.overhead, self.rate_bps);
+        if new >= old {
+            self.busy_until = self.busy_until.saturating_add(new - old);
+            self.stats.busy_ns += new - old;
+        } else {
+            self.busy_until = self.busy_until.saturating_sub(old - new);
+            self.stats.busy_ns = self.stats.busy_ns.saturating_sub(old - new);
+        }
+        self.stats.tx_bytes = (self.stats.tx_bytes + new_len).saturating_sub(old_len);
+    }
+
     /// The earliest time at or after `now` at which [`dequeue`](Self::dequeue) returns a frame,
     /// assuming no further arrivals or received pause frames: `max(now, busy_until)` if a control
     /// frame is queued or a non-empty class is unpaused at that time; otherwise the earliest
@@ -1204,5 +1223,30 @@ mod tests {
         assert!(tm.dequeue(t).is_none(), "priority 3 pauses queue 2 too");
         // 1000 quanta x 512 bit at 10 Gb/s = 51.2 us.
         assert_eq!(tm.next_event(t), Some(t + 51_200));
+    }
+
+    #[test]
+    fn resize_tx_follows_what_egress_sent() {
+        let cfg = TmConfig {
+            rate_bps: 8_000_000_000, // 1 byte per ns
+            frame_overhead_bytes: 0,
+            ..TmConfig::default()
+        };
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&cfg);
+        let p = tm
+            .bypass(HeapBuf::from_bytes(&[0u8; 1000]), 0)
+            .ok()
+            .unwrap();
+        assert_eq!(tm.next_event(0), None);
+        tm.enqueue(HeapBuf::from_bytes(&[0u8; 100]), 0)
+            .ok()
+            .unwrap();
+        assert_eq!(tm.next_event(0), Some(1000));
+        // Egress added 44 bytes of INT: the link is busy 44 ns longer.
+        tm.resize_tx(p.len() as u64, 1044);
+        assert_eq!(tm.next_event(0), Some(1044));
+        assert_eq!(tm.stats.tx_bytes, 1044);
+        tm.resize_tx(1044, 1000);
+        assert_eq!(tm.next_event(0), Some(1000));
     }
 }

@@ -198,7 +198,7 @@ def routed(frame, src_mac, dst_mac):
     else:
         p[IPv6].hlim -= 1
     out = bytes(p)
-    assert len(out) == len(frame) and out[14 + 20:] == bytes(frame)[14 + 20:] or IP not in p
+    assert len(out) == len(frame)
     return out
 
 

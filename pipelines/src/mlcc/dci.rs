@@ -17,7 +17,7 @@
 
 use super::config::MlccConfig;
 use super::feedback::Feedback;
-use super::receiver::Receiver;
+use super::receiver::{DcPorts, Receiver};
 use super::FlowKey;
 use crate::baseline::int::{is_rc_data, IntStage, DEFAULT_MAX_HOPS};
 use crate::baseline::{BaselineCommand, Forwarding};
@@ -145,41 +145,19 @@ impl MlccDci {
             .iter()
             .filter(|p| m.dc_ports.contains(&p.id))
             .collect();
-        let mtu = dc_info.iter().map(|p| p.mtu as u32).max().unwrap_or(1500);
-        let min_rate = dc_info.iter().map(|p| p.rate_bps).min().unwrap_or(1);
-        let max_rate = dc_info.iter().map(|p| p.rate_bps).max().unwrap_or(1);
-        let max_port = cfg.ports.iter().map(|p| p.id).max().unwrap_or(0);
-        let dpdk = longhaul_runtime::platform::uses_dpdk(cfg);
-        let build = |on: bool| {
-            let r = m.receiver.as_ref().filter(|_| on)?;
-            Some((r, &m.dc_ports))
+        let ports = DcPorts {
+            ids: m.dc_ports.clone(),
+            max_port: cfg.ports.iter().map(|p| p.id).max().unwrap_or(0),
+            mtu: dc_info.iter().map(|p| p.mtu as u32).max().unwrap_or(1500),
+            min_rate_bps: dc_info.iter().map(|p| p.rate_bps).min().unwrap_or(1),
+            max_rate_bps: dc_info.iter().map(|p| p.rate_bps).max().unwrap_or(1),
         };
+        let dpdk = longhaul_runtime::platform::uses_dpdk(cfg);
+        let build = |on: bool| m.receiver.as_ref().filter(|_| on);
         let receivers = Receivers {
-            heap: build(!dpdk).map(|(r, dc)| {
-                Receiver::new(
-                    r,
-                    m.int_udp_port,
-                    int_max_hops,
-                    dc,
-                    max_port,
-                    mtu,
-                    min_rate,
-                    max_rate,
-                )
-            }),
+            heap: build(!dpdk).map(|r| Receiver::new(r, m.int_udp_port, int_max_hops, &ports)),
             #[cfg(feature = "dpdk")]
-            mbuf: build(dpdk).map(|(r, dc)| {
-                Receiver::new(
-                    r,
-                    m.int_udp_port,
-                    int_max_hops,
-                    dc,
-                    max_port,
-                    mtu,
-                    min_rate,
-                    max_rate,
-                )
-            }),
+            mbuf: build(dpdk).map(|r| Receiver::new(r, m.int_udp_port, int_max_hops, &ports)),
         };
         MlccDci {
             feedback: m.feedback.as_ref().map(|f| Feedback::new(f, &fwd)),

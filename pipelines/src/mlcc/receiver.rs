@@ -81,19 +81,23 @@ pub struct Receiver<B: PacketBuf> {
     pub stats: ReceiverStats,
 }
 
+/// What the receiver-side role needs to know of the switch's DC ports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DcPorts {
+    pub ids: Vec<u16>,
+    /// The largest port id of the switch.
+    pub max_port: u16,
+    /// The largest DC port MTU (the PFQ shapers' burst).
+    pub mtu: u32,
+    /// The slowest and fastest DC port rates (the backlog retry; DQM's default ceiling).
+    pub min_rate_bps: u64,
+    pub max_rate_bps: u64,
+}
+
 impl<B: PacketBuf> Receiver<B> {
-    /// `max_rate_bps`: DQM's ceiling; `(mtu, rate)` of the DC ports for the shaper burst and the
-    /// backlog retry.
-    pub fn new(
-        cfg: &ReceiverConfig,
-        int_port: u16,
-        int_max_hops: u8,
-        dc_ports: &[u16],
-        max_port: u16,
-        port_mtu: u32,
-        min_port_rate_bps: u64,
-        max_port_rate_bps: u64,
-    ) -> Self {
+    pub fn new(cfg: &ReceiverConfig, int_port: u16, int_max_hops: u8, ports: &DcPorts) -> Self {
+        let (port_mtu, min_port_rate_bps, max_port_rate_bps) =
+            (ports.mtu, ports.min_rate_bps, ports.max_rate_bps);
         let params = DqmParams {
             theta_ns: cfg.theta_ns,
             d_t_ns: cfg.d_t_ns,
@@ -130,8 +134,8 @@ impl<B: PacketBuf> Receiver<B> {
             int_max_hops,
             pfq,
             flows,
-            port_depth: vec![0; max_port as usize + 1],
-            dc_ports: dc_ports.to_vec(),
+            port_depth: vec![0; ports.max_port as usize + 1],
+            dc_ports: ports.ids.clone(),
             retry_ns,
             deadline: None,
             next_scan: 0,
