@@ -41,6 +41,10 @@ pub enum Action {
     Recirculate,
     /// The pipeline used it up (a control message, a punted packet): free it, count nothing.
     Consume,
+    /// The pipeline keeps the packet in a queue of its own (a per-flow queue): the engine hands
+    /// it over by value with [`Pipeline::hold`]; the pipeline sends it on later with
+    /// [`Ctx::inject`]. Ingress only (egress treats it as a drop).
+    Hold,
 }
 
 /// A pipeline: the programmable stages of the switch (PSA ingress and egress controls).
@@ -64,6 +68,12 @@ pub trait Pipeline<P: BufPool> {
         Action::Forward
     }
 
+    /// Take the packet the ingress stage answered [`Action::Hold`] for. `Err` gives it back: the
+    /// engine drops it, counted as `pipeline`.
+    fn hold(&mut self, _ctx: &mut Ctx<'_, P>, pkt: P::Buf) -> Result<(), P::Buf> {
+        Err(pkt)
+    }
+
     /// Called from [`Switch::poll`] when `now` has reached [`Pipeline::next_deadline`].
     fn on_time(&mut self, _ctx: &mut Ctx<'_, P>) {}
 
@@ -72,7 +82,7 @@ pub trait Pipeline<P: BufPool> {
         None
     }
 
-    /// Packets the pipeline holds in its own queues (per-flow queues taken with [`Ctx::take`]),
+    /// Packets the pipeline holds in its own queues ([`Action::Hold`]: per-flow queues),
     /// counted as buffered by [`Switch::buffered_packets`] (conservation, drain at the end of a
     /// replay).
     fn held_packets(&self) -> u64 {
@@ -264,7 +274,7 @@ impl<'a, P: BufPool> Ctx<'a, P> {
         }
     }
 
-    /// Hand a packet the pipeline held in its own queue (taken with [`Ctx::take`]) to the traffic
+    /// Hand a packet the pipeline held in its own queue ([`Action::Hold`]) to the traffic
     /// manager of `meta.egress_port`, as [`Ctx::emit`] does but without marking it generated.
     /// `false` (packet freed, counted in `emit_drops`) when the per-burst list is full: check
     /// [`Ctx::emit_room`] first.
@@ -283,15 +293,6 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     #[inline]
     pub fn emit_room(&self) -> usize {
         self.emitted.capacity() - self.emitted.len()
-    }
-
-    /// Take ownership of the packet being processed, to hold it in a pipeline's own queue: `pkt`
-    /// is swapped with an empty buffer from the pool, which the engine frees when the stage
-    /// returns [`Action::Consume`]. `None` (nothing changed) when the pool is empty. Costs a pool
-    /// allocation and free; the frame is not copied.
-    pub fn take(&mut self, pkt: &mut P::Buf) -> Option<P::Buf> {
-        let empty = self.pool.alloc()?;
-        Some(core::mem::replace(pkt, empty))
     }
 
     /// Bytes port `id` has sent so far (0 for no such port): INT's tx bytes.
@@ -768,6 +769,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             }
             Action::Recirculate => self.recirculate(now, pkt),
             Action::Consume => self.pool.free(pkt),
+            Action::Hold => {
+                let mut ctx = ctx!(self, now);
+                if let Err(pkt) = self.pipeline.hold(&mut ctx, pkt) {
+                    self.stats.drops.inc(DropReason::Pipeline);
+                    self.pool.free(pkt);
+                }
+            }
         }
         self.flush_emitted(now);
     }

@@ -11,13 +11,18 @@
 //! [`DropReason::QueueFull`] (counted in `flow_refused`); a packet for a full queue is refused
 //! with [`DropReason::QueueFull`] (counted in `queue_full`).
 //!
-//! Service: [`PerFlowQueues::dequeue`] serves, round robin over queue slots, the first queue whose
-//! head packet conforms to its shaper at `now`, and charges the shaper. A queue that becomes empty
+//! Service: [`PerFlowQueues::dequeue`] serves the queue whose head packet conforms to its shaper
+//! earliest (at or before `now`; queues ready at the same nanosecond in the order they became
+//! ready: round robin), and charges the shaper. A calendar (a binary heap of next-conforming
+//! times, one current entry per non-empty queue, stale ones skipped by generation) makes that
+//! O(log n) per packet whatever the number of queues. A queue that becomes empty
 //! is released at once when `release_on_empty` is set; otherwise it keeps its flow (and its rate)
 //! until [`PerFlowQueues::release`]. A released queue's next flow starts with `default_rate_bps`
 //! and a full bucket.
 
+use core::cmp::Reverse;
 use core::hash::Hash;
+use std::collections::BinaryHeap;
 
 use hashbrown::HashMap;
 
@@ -35,6 +40,11 @@ const SEEDS: [u64; 4] = [
     0x082e_fa98_ec4e_6c89,
 ];
 
+/// Calendar entries per queue before stale ones are swept (in place: no allocation).
+const CALENDAR_SLACK: usize = 4;
+/// Heads [`PerFlowQueues::dequeue_where`] looks past in one call.
+pub const MAX_REFUSED: usize = 4;
+
 /// Per-flow queue set configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PfqConfig {
@@ -50,6 +60,17 @@ pub struct PfqConfig {
     pub burst_bytes: u64,
     /// Release a queue as soon as it is empty (else keep it until `release`).
     pub release_on_empty: bool,
+}
+
+/// What [`PerFlowQueues::admits`] says of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Its flow's queue (existing or new) takes it.
+    Yes,
+    /// Its flow's queue is full (or a new queue could never hold it).
+    QueueFull,
+    /// A new flow and every queue is in use.
+    NoQueue,
 }
 
 /// Counters of a [`PerFlowQueues`].
@@ -87,7 +108,16 @@ pub struct PerFlowQueues<B: PacketBuf, K: Hash + Eq + Copy = u64> {
     map: HashMap<K, u32, ahash::RandomState>,
     slots: Vec<Slot<B, K>>,
     free: Vec<u32>,
-    cursor: usize,
+    /// The calendar: (time the head of slot `i` conforms, push order, slot, its generation) of
+    /// every non-empty queue, earliest first. An entry whose generation is not the slot's is
+    /// stale (the queue emptied, changed rate or changed flow since) and is skipped.
+    calendar: BinaryHeap<Reverse<(Nanos, u64, u32, u32)>>,
+    /// Per slot: bumped whenever its calendar entry stops being valid.
+    gen: Vec<u32>,
+    /// Pushes so far (FIFO among queues ready at the same nanosecond: round robin).
+    seq: u64,
+    /// Entries set aside by `dequeue_where` (head refused by `ready`), pushed back after.
+    blocked: Vec<(Nanos, u64, u32, u32)>,
     held_pkts: u64,
     held_bytes: u64,
     stats: PfqStats,
@@ -113,7 +143,10 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             map: HashMap::with_capacity_and_hasher(cfg.max_flows.saturating_mul(2) + 1, hasher),
             slots,
             free,
-            cursor: 0,
+            calendar: BinaryHeap::with_capacity(CALENDAR_SLACK * cfg.max_flows + 1),
+            gen: vec![0; cfg.max_flows],
+            seq: 0,
+            blocked: Vec::with_capacity(cfg.max_flows),
             held_pkts: 0,
             held_bytes: 0,
             stats: PfqStats::default(),
@@ -159,8 +192,12 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         let s = &mut self.slots[idx];
         s.release_pending = false;
         let len = pkt.len() as u64;
+        let was_empty = s.q.is_empty();
         match s.q.push(pkt) {
             Ok(()) => {
+                if was_empty {
+                    self.schedule(idx, now);
+                }
                 self.stats.enq_pkts += 1;
                 self.held_pkts += 1;
                 self.held_bytes += len;
@@ -186,61 +223,122 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             s.release_pending = false;
             self.free.push(idx as u32);
             self.stats.releases += 1;
+            if let Some(g) = self.gen.get_mut(idx) {
+                *g = g.wrapping_add(1);
+            }
         }
+    }
+
+    /// Put slot `i`'s head on the calendar (a new generation: any older entry goes stale).
+    fn schedule(&mut self, i: usize, now: Nanos) {
+        let Some(g) = self.gen.get_mut(i) else {
+            return;
+        };
+        *g = g.wrapping_add(1);
+        let g = *g;
+        let s = &self.slots[i];
+        let Some(len) = s.q.head_len() else {
+            return;
+        };
+        let t = s.shaper.next_conforming(len as u64, now);
+        if t == Nanos::MAX {
+            return; // stopped (rate 0): a rate change schedules it again
+        }
+        if self.calendar.len() + 1 >= self.calendar.capacity() {
+            self.sweep();
+        }
+        self.seq += 1;
+        self.calendar.push(Reverse((t, self.seq, i as u32, g)));
+    }
+
+    /// Drop the stale entries (in place: the heap keeps its memory).
+    fn sweep(&mut self) {
+        let gen = &self.gen;
+        self.calendar
+            .retain(|Reverse((_, _, i, g))| gen.get(*i as usize) == Some(g));
+    }
+
+    #[inline]
+    fn is_current(&self, e: &(Nanos, u64, u32, u32)) -> bool {
+        self.gen.get(e.2 as usize) == Some(&e.3)
     }
 
     /// The next packet at `now`: round robin over the queues whose head conforms to their
     /// shaper; `None` when no head conforms (see [`next_ready`](Self::next_ready)). The shaper of
-    /// the served queue is charged the packet's length. O(max_flows) per call in the worst case.
+    /// the served queue is charged the packet's length. Only non-empty queues are visited (a
+    /// bitmap of them), so a call costs O(non-empty queues) at worst.
     pub fn dequeue(&mut self, now: Nanos) -> Option<B> {
         self.dequeue_where(now, |_| true).map(|(_, p)| p)
     }
 
     /// As [`dequeue`](Self::dequeue), skipping queues whose head packet `ready` refuses (e.g.
-    /// its egress port is backlogged); returns the packet with its queue slot.
+    /// its egress port is backlogged); returns the packet with its queue slot. O(log n) per
+    /// packet (the calendar). After [`MAX_REFUSED`] refused heads in one call it gives up
+    /// (`None`): a backlogged port refuses every head bound to it, and looking past all of
+    /// them on every call would cost O(n log n).
     pub fn dequeue_where(
         &mut self,
         now: Nanos,
         mut ready: impl FnMut(&B) -> bool,
     ) -> Option<(usize, B)> {
-        let n = self.slots.len();
-        for k in 0..n {
-            let i = (self.cursor + k) % n;
-            let s = &mut self.slots[i];
-            let Some(len) = s.q.head_len() else {
-                continue;
-            };
-            if !s.shaper.conforms(len as u64, now) || !s.q.head().is_some_and(&mut ready) {
+        let mut found = None;
+        while let Some(&Reverse(e)) = self.calendar.peek() {
+            if !self.is_current(&e) {
+                self.calendar.pop();
                 continue;
             }
-            let pkt = s.q.pop()?;
-            s.shaper.consume(len as u64, now);
-            let empty = s.q.is_empty();
-            let release = empty && (self.cfg.release_on_empty || s.release_pending);
-            self.stats.deq_pkts += 1;
-            self.stats.deq_bytes += len as u64;
-            self.held_pkts -= 1;
-            self.held_bytes -= len as u64;
-            self.cursor = (i + 1) % n;
-            if release {
-                self.release_slot(i);
+            if e.0 > now {
+                break;
             }
-            return Some((i, pkt));
+            self.calendar.pop();
+            let i = e.2 as usize;
+            if self.slots[i].q.head().is_some_and(&mut ready) {
+                found = Some(i);
+                break;
+            }
+            self.blocked.push(e);
+            if self.blocked.len() >= MAX_REFUSED {
+                break;
+            }
         }
-        None
+        while let Some(e) = self.blocked.pop() {
+            self.calendar.push(Reverse(e));
+        }
+        let i = found?;
+        let s = &mut self.slots[i];
+        let len = s.q.head_len()? as u64;
+        let pkt = s.q.pop()?;
+        s.shaper.consume(len, now);
+        let empty = s.q.is_empty();
+        let release = empty && (self.cfg.release_on_empty || s.release_pending);
+        self.stats.deq_pkts += 1;
+        self.stats.deq_bytes += len;
+        self.held_pkts -= 1;
+        self.held_bytes -= len;
+        if empty {
+            if let Some(g) = self.gen.get_mut(i) {
+                *g = g.wrapping_add(1);
+            }
+        } else {
+            self.schedule(i, now);
+        }
+        if release {
+            self.release_slot(i);
+        }
+        Some((i, pkt))
     }
 
     /// The earliest time at or after `now` at which some queue's head conforms (exact, per
-    /// [`Shaper::next_conforming`]); `None` if every queue is empty or stopped (rate 0).
-    pub fn next_ready(&self, now: Nanos) -> Option<Nanos> {
-        self.slots
-            .iter()
-            .filter_map(|s| {
-                let len = s.q.head_len()?;
-                let t = s.shaper.next_conforming(len as u64, now);
-                (t != Nanos::MAX).then_some(t)
-            })
-            .min()
+    /// [`Shaper::next_conforming`]); `None` if every queue is empty or stopped (rate 0). Sweeps
+    /// stale calendar entries off the top, hence `&mut`.
+    pub fn next_ready(&mut self, now: Nanos) -> Option<Nanos> {
+        while let Some(&Reverse(e)) = self.calendar.peek() {
+            if self.is_current(&e) {
+                return Some(e.0.max(now));
+            }
+            self.calendar.pop();
+        }
+        None
     }
 
     /// When slot `i`'s head packet conforms (see [`next_ready`](Self::next_ready)); `None` when
@@ -257,7 +355,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     pub fn set_rate(&mut self, flow: &K, rate_bps: u64, now: Nanos) -> bool {
         match self.map.get(flow) {
             Some(&i) => {
-                self.slots[i as usize].shaper.set_rate(rate_bps, now);
+                self.set_slot_rate(i as usize, rate_bps, now);
                 true
             }
             None => false,
@@ -313,7 +411,25 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
 
     /// No packet queued in any queue.
     pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(|s| s.q.is_empty())
+        self.held_pkts == 0
+    }
+
+    /// Would [`enqueue`](Self::enqueue) take a `len`-byte packet of `flow` now?
+    pub fn admits(&self, flow: &K, len: usize) -> Admission {
+        match self.map.get(flow) {
+            Some(&i) => {
+                if self.slots[i as usize].q.fits(len) {
+                    Admission::Yes
+                } else {
+                    Admission::QueueFull
+                }
+            }
+            None if self.free.is_empty() => Admission::NoQueue,
+            None if self.cfg.queue_pkts == 0 || (len as u64) > self.cfg.queue_bytes => {
+                Admission::QueueFull
+            }
+            None => Admission::Yes,
+        }
     }
 
     /// The queue slot of `flow`, if it has one.
@@ -337,6 +453,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     pub fn set_slot_rate(&mut self, i: usize, rate_bps: u64, now: Nanos) {
         if let Some(s) = self.slots.get_mut(i) {
             s.shaper.set_rate(rate_bps, now);
+            self.schedule(i, now);
         }
     }
 

@@ -233,7 +233,7 @@ impl MlccDci {
         if to_dc {
             if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
                 if let Some(key) = Self::data_key(pkt.data(), l3, pkt.meta().bth_off as usize) {
-                    return rx.on_data(ctx, pkt, key);
+                    return rx.on_data(key, pkt.len());
                 }
             }
         }
@@ -279,6 +279,13 @@ where
 
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: BaselineCommand) -> Result<(), &'static str> {
         self.fwd.command(ctx.now, cmd)
+    }
+
+    fn hold(&mut self, ctx: &mut Ctx<'_, P>, pkt: P::Buf) -> Result<(), P::Buf> {
+        match ReceiverFor::<P::Buf>::get(&mut self.receivers) {
+            Some(rx) => rx.hold(pkt, ctx.now),
+            None => Err(pkt),
+        }
     }
 
     fn on_time(&mut self, ctx: &mut Ctx<'_, P>) {

@@ -3,8 +3,8 @@
 //! of Algorithm 1 (C_R and R_credit read from ACKs, C_D written into data); DQM ([`super::dqm`])
 //! writing the smoothed end-to-end rate into the ACKs.
 //!
-//! - **Data** (WAN -> DC, RoCE RC data, INT erased at ingress): taken out of the pipeline
-//!   ([`Ctx::take`]) into its flow's PFQ. A new flow gets a free PFQ (dequeued at
+//! - **Data** (WAN -> DC, RoCE RC data, INT erased at ingress): held by the pipeline
+//!   ([`Action::Hold`]) in its flow's PFQ. A new flow gets a free PFQ (dequeued at
 //!   `initial_rate`, its DQM state reset). When every PFQ is in use the packet takes the shared
 //!   queue (its class's queue, as the baseline forwards it; `mlcc.pfq.shared`). A full PFQ drops
 //!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP.
@@ -24,7 +24,8 @@
 use super::config::ReceiverConfig;
 use super::dqm::{Dqm, DqmParams};
 use super::FlowKey;
-use longhaul_dataplane::asic::pfq::{PerFlowQueues, PfqConfig};
+use longhaul_dataplane::asic::pfq::{Admission, PerFlowQueues, PfqConfig};
+use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::{Action, Ctx};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::time::Nanos;
@@ -42,8 +43,6 @@ pub struct ReceiverStats {
     pub shared: u64,
     /// Data packets dropped because their PFQ was full.
     pub queue_full: u64,
-    /// Data packets that could not be taken (buffer pool empty; sent through the shared queue).
-    pub no_buffer: u64,
     /// Dequeued packets the INT could not be reinserted into (sent without it).
     pub int_failed: u64,
     /// ACKs with credit fields for a flow with a PFQ.
@@ -78,6 +77,8 @@ pub struct Receiver<B: PacketBuf> {
     retry_ns: Nanos,
     deadline: Option<Nanos>,
     next_scan: Nanos,
+    /// The flow of the packet `on_data` answered `Hold` for (the engine hands it over next).
+    pending: Option<FlowKey>,
     pub stats: ReceiverStats,
 }
 
@@ -139,6 +140,7 @@ impl<B: PacketBuf> Receiver<B> {
             retry_ns,
             deadline: None,
             next_scan: 0,
+            pending: None,
             stats: ReceiverStats::default(),
         }
     }
@@ -173,20 +175,32 @@ impl<B: PacketBuf> Receiver<B> {
         };
     }
 
-    /// WAN -> DC RoCE data routed to a DC port (`meta.egress_port`, class set, INT erased):
-    /// into its flow's PFQ. Returns what the stage does with `pkt` (`Consume` when queued).
-    pub fn on_data<P: BufPool<Buf = B>>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut B,
-        key: FlowKey,
-    ) -> Action {
-        let now = ctx.now;
-        let Some(owned) = ctx.take(pkt) else {
-            self.stats.no_buffer += 1;
-            return Action::Forward;
+    /// WAN -> DC RoCE data of flow `key` routed to a DC port (`meta.egress_port`, class set,
+    /// INT erased), `len` bytes: `Hold` when its PFQ takes it (then [`Receiver::hold`]),
+    /// `Forward` through the shared queue when every PFQ is in use, `Drop` when its PFQ is full.
+    pub fn on_data(&mut self, key: FlowKey, len: usize) -> Action {
+        match self.pfq.admits(&key, len) {
+            Admission::Yes => {
+                self.pending = Some(key);
+                Action::Hold
+            }
+            Admission::QueueFull => {
+                self.stats.queue_full += 1;
+                Action::Drop(DropReason::QueueFull)
+            }
+            Admission::NoQueue => {
+                self.stats.shared += 1;
+                Action::Forward
+            }
+        }
+    }
+
+    /// The packet [`Receiver::on_data`] said `Hold` for: into its flow's PFQ.
+    pub fn hold(&mut self, pkt: B, now: Nanos) -> Result<(), B> {
+        let Some(key) = self.pending.take() else {
+            return Err(pkt);
         };
-        match self.pfq.enqueue_slot(key, owned, now) {
+        match self.pfq.enqueue_slot(key, pkt, now) {
             Ok((slot, new)) => {
                 if let Some(f) = self.flows.get_mut(slot) {
                     if new {
@@ -195,7 +209,7 @@ impl<B: PacketBuf> Receiver<B> {
                     f.last_seen = now;
                 }
                 self.stats.enqueued += 1;
-                if self.pfq.in_use() == 1 && new {
+                if new && self.pfq.in_use() == 1 {
                     self.next_scan = now + self.cfg.idle_timeout_ns / 4;
                 }
                 // Only this queue changed: its head's time joins the deadline.
@@ -206,21 +220,10 @@ impl<B: PacketBuf> Receiver<B> {
                     let scan = self.next_scan.max(now);
                     self.deadline = Some(self.deadline.map_or(scan, |d| d.min(scan)));
                 }
-                Action::Consume
+                Ok(())
             }
-            Err((p, r)) => {
-                if self.pfq.contains(&key) {
-                    self.stats.queue_full += 1;
-                    ctx.pool.free(p);
-                    Action::Drop(r)
-                } else {
-                    // Every PFQ in use: the shared queue. Put the packet back in place.
-                    let empty = core::mem::replace(pkt, p);
-                    ctx.pool.free(empty);
-                    self.stats.shared += 1;
-                    Action::Forward
-                }
-            }
+            // Unreachable after `admits`; the engine counts it.
+            Err((p, _)) => Err(p),
         }
     }
 
@@ -344,7 +347,6 @@ impl<B: PacketBuf> Receiver<B> {
         out("mlcc.pfq.dequeued", s.dequeued);
         out("mlcc.pfq.shared", s.shared);
         out("mlcc.pfq.queue_full", s.queue_full);
-        out("mlcc.pfq.no_buffer", s.no_buffer);
         out("mlcc.pfq.int_failed", s.int_failed);
         out("mlcc.pfq.backlogged", s.backlogged);
         out("mlcc.pfq.reclaimed", s.reclaimed);
