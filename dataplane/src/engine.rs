@@ -325,6 +325,12 @@ impl<'a, P: BufPool> Ctx<'a, P> {
         Some((tm.depth_bytes(queue), tm.depth_pkts(queue)))
     }
 
+    /// Bytes queued on port `port` in all its egress queues (0 for no such port).
+    #[inline]
+    pub fn port_queued_bytes(&mut self, port: u16) -> u64 {
+        self.tm_of(port).map_or(0, |tm| tm.total_bytes())
+    }
+
     /// Hold egress queue `queue` of port `port` until `until` (the traffic manager's
     /// data-plane queue pause, [`TrafficManager::hold`]). `false`: no such port or queue.
     pub fn hold_queue(&mut self, port: u16, queue: u8, until: Nanos) -> bool {

@@ -451,12 +451,13 @@ fn close_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<
 /// the IPv4/IPv6 packet whose IP header is at `l3_off`; sets the UDP destination port to
 /// `cfg.int_port` (the original goes into the shim) and updates lengths and checksums. Needs 16
 /// bytes of headroom ([`WireError::NoRoom`] otherwise, frame unchanged). Errors leave the frame
-/// unchanged. The L3 offset is unchanged (headers move with the front of the frame).
+/// unchanged. The L3 offset is unchanged (headers move with the front of the frame). Returns
+/// where the new INT is (for [`push_hop_at`]).
 pub fn insert_int_md<B: PacketBuf + ?Sized>(
     buf: &mut B,
     l3_off: usize,
     cfg: &IntConfig,
-) -> Result<(), WireError> {
+) -> Result<IntLayout, WireError> {
     let hop_ml = hop_words(cfg.instructions)?
         .checked_add(cfg.ds_words)
         .filter(|w| *w <= 31)
@@ -492,7 +493,15 @@ pub fn insert_int_md<B: PacketBuf + ?Sized>(
     s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
     adjust_lengths(d, &lay, n as isize)?;
     refresh_udp_checksum(d, &lay);
-    Ok(())
+    Ok(IntLayout {
+        udp_off: lay.udp_off,
+        shim_off: at,
+        stack_off: at + n,
+        stack_len: 0,
+        int_len: n,
+        instructions: cfg.instructions,
+        hop_len: hop_ml as usize * 4,
+    })
 }
 
 /// Where the INT headers of a packet are.
@@ -588,6 +597,42 @@ pub fn push_hop<B: PacketBuf + ?Sized>(
 ) -> Result<bool, WireError> {
     let lay = locate_udp(buf.data(), l3_off)?;
     let il = locate_int_in(buf.data(), &lay)?;
+    push_hop_in(buf, &lay, &il, hop, ds)
+}
+
+/// As [`push_hop`] on an INT already located (`il`, from [`locate_int`] or [`insert_int_md`]
+/// on this frame, unchanged since): no second parse of the headers.
+pub fn push_hop_at<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    il: &IntLayout,
+    hop: &HopMetadata,
+    ds: &[u8],
+) -> Result<bool, WireError> {
+    let v4 = match buf.data().get(l3_off).map(|b| b >> 4) {
+        Some(4) => true,
+        Some(6) => false,
+        _ => return Err(WireError::BadIpHeader),
+    };
+    if il.udp_off < l3_off || il.shim_off != il.udp_off + udp::HEADER_LEN {
+        return Err(WireError::BadLength);
+    }
+    let lay = UdpLayout {
+        v4,
+        l3_off,
+        udp_off: il.udp_off,
+    };
+    push_hop_in(buf, &lay, il, hop, ds)
+}
+
+fn push_hop_in<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    lay: &UdpLayout,
+    il: &IntLayout,
+    hop: &HopMetadata,
+    ds: &[u8],
+) -> Result<bool, WireError> {
+    let l3_off = lay.l3_off;
     let md_off = il.shim_off + SHIM_LEN;
     let rhc = buf.data().get(md_off + 3).copied().unwrap_or(0);
     if rhc == 0 {
@@ -628,8 +673,8 @@ pub fn push_hop<B: PacketBuf + ?Sized>(
     d[il.stack_off + std_len..il.stack_off + std_len + ds.len()].copy_from_slice(ds);
     d[il.shim_off + 1] = ((il.int_len + n) / 4) as u8;
     d[md_off + 3] = rhc - 1;
-    adjust_lengths(d, &lay, n as isize)?;
-    refresh_udp_checksum(d, &lay);
+    adjust_lengths(d, lay, n as isize)?;
+    refresh_udp_checksum(d, lay);
     Ok(true)
 }
 

@@ -195,6 +195,18 @@ pub fn push<B: PacketBuf + ?Sized>(
     int::push_hop(buf, l3_off, &std, &ds)
 }
 
+/// Push `hop` onto the MLCC INT located as `il` (from [`locate`] or `int::insert_int_md` on
+/// this frame, unchanged since): [`int::push_hop_at`].
+pub fn push_at<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    il: &IntLayout,
+    hop: &MlccHop,
+) -> Result<bool, WireError> {
+    let (std, ds) = hop.split();
+    int::push_hop_at(buf, l3_off, il, &std, &ds)
+}
+
 /// The `i`-th hop record (0 = newest) of a located INT.
 pub fn hop(frame: &[u8], m: &MlccInt, i: usize) -> Option<MlccHop> {
     if i >= m.hops {

@@ -190,17 +190,17 @@ impl IntStage {
         let hop = self.hop(ctx, m.egress_port, m.egress_queue());
         let l3 = m.l3_off as usize;
         let r = (|| -> Result<bool, WireError> {
-            if source {
+            let il = if source {
                 insert_int_md(
                     pkt,
                     l3,
                     &mlcc::int_config(self.cfg.udp_port, self.cfg.max_hops, None),
-                )?;
+                )?
             } else {
                 // Only our domain's INT takes our hop.
-                mlcc::locate(pkt.data(), l3, self.cfg.udp_port)?;
-            }
-            mlcc::push(pkt, l3, &hop)
+                mlcc::locate(pkt.data(), l3, self.cfg.udp_port)?.layout
+            };
+            mlcc::push_at(pkt, l3, &il, &hop)
         })();
         match r {
             Ok(true) => {

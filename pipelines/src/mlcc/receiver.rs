@@ -27,7 +27,7 @@ use super::FlowKey;
 use longhaul_dataplane::asic::pfq::{Admission, PerFlowQueues, PfqConfig};
 use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::{Action, Ctx};
-use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
+use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::int::insert_int_md;
 use longhaul_dataplane::wire::mlcc::{self, MCETH_CREDIT};
@@ -280,16 +280,24 @@ impl<B: PacketBuf> Receiver<B> {
     pub fn on_time<P: BufPool<Buf = B>>(&mut self, ctx: &mut Ctx<'_, P>) {
         let now = ctx.now;
         for &p in &self.dc_ports {
-            let d = (0..NUM_CLASSES as u8)
-                .map(|q| ctx.queue_depth(p, q).map_or(0, |(b, _)| b))
-                .sum();
+            let d = ctx.port_queued_bytes(p);
             if let Some(x) = self.port_depth.get_mut(p as usize) {
                 *x = d;
             }
         }
+        let limit = self.cfg.port_backlog_bytes;
+        let all_full = |depth: &[u64], ids: &[u16]| {
+            ids.iter()
+                .all(|&p| depth.get(p as usize).is_none_or(|d| *d >= limit))
+        };
         let mut blocked = false;
         while ctx.emit_room() > 0 {
-            let limit = self.cfg.port_backlog_bytes;
+            if all_full(&self.port_depth, &self.dc_ports) {
+                // Every DC port is backlogged: no head can go (and asking the calendar would
+                // only set them aside and back).
+                blocked = self.pfq.held_pkts() > 0;
+                break;
+            }
             let depth = &self.port_depth;
             let got = self.pfq.dequeue_where(now, |b| {
                 let ok = depth
