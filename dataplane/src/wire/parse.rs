@@ -384,6 +384,21 @@ fn mac48(b: &[u8], off: usize) -> u64 {
     u64::from_be_bytes(m)
 }
 
+/// (source, destination, UDP destination port) of an untagged IPv4 UDP frame (the emulator's
+/// modeled hosts send nothing else), `None` for anything else.
+pub fn ipv4_udp(frame: &[u8]) -> Option<(u32, u32, u16)> {
+    if frame.get(12..14)? != [0x08, 0x00] || frame.get(23)? != &17 {
+        return None;
+    }
+    let ihl = (frame.get(14)? & 0x0f) as usize * 4;
+    let b = frame.get(26..34)?;
+    let src = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let dst = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+    let u = super::ethernet::HEADER_LEN + ihl;
+    let dport = u16::from_be_bytes([*frame.get(u + 2)?, *frame.get(u + 3)?]);
+    Some((src, dst, dport))
+}
+
 /// The IP source and destination of the IPv4 or IPv6 header at `l3_off` as `u128`s (IPv4 as
 /// IPv4-mapped IPv6, `::ffff:a.b.c.d`): one key type for flow tables of both families.
 pub fn ip_pair_u128(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {

@@ -325,6 +325,24 @@ impl Forwarding {
         self.apply_stage(pkt, p, e)
     }
 
+    /// The stages every mechanism's ingress starts with: parse (anomaly policy), classify
+    /// (`meta.class`, `meta.queue` = the class's), look up; the frame is not rewritten yet
+    /// ([`Forwarding::apply_stage`] does that).
+    #[inline(always)]
+    pub fn classify_and_look_up<B: PacketBuf>(
+        &mut self,
+        now: u64,
+        pkt: &mut B,
+    ) -> Result<(Parsed, Egress), DropReason> {
+        let (p, routable) = self.parse_stage(pkt)?;
+        let class = self.classify(&p);
+        let m = pkt.meta_mut();
+        m.class = class;
+        m.queue = longhaul_dataplane::packet::QUEUE_OF_CLASS;
+        let e = self.lookup_stage(now, pkt, &p, routable)?;
+        Ok((p, e))
+    }
+
     /// Route a packet this switch generated (a CNP, a pseudo-ACK, a Switch-INT: built as if
     /// received on `meta.ingress_port`, addressed to that port's MAC) like any received packet:
     /// parse, look up, rewrite. `false` (nothing to send) when it has no route.

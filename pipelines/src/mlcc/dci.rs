@@ -24,7 +24,7 @@ use crate::baseline::{BaselineCommand, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
-use longhaul_dataplane::packet::{BufPool, HeapBuf, PacketBuf, QUEUE_OF_CLASS};
+use longhaul_dataplane::packet::{BufPool, HeapBuf, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::int::strip_int;
 use longhaul_dataplane::wire::parse::ip_pair_u128;
@@ -181,19 +181,11 @@ impl MlccDci {
         Receivers: ReceiverFor<P::Buf>,
     {
         let now = ctx.now;
-        let (p, routable) = match self.fwd.parse_stage(pkt) {
+        let (p, egress) = match self.fwd.classify_and_look_up(now, pkt) {
             Ok(x) => x,
             Err(r) => return Action::Drop(r),
         };
-        let class = self.fwd.classify(&p);
-        let m = pkt.meta_mut();
-        m.class = class;
-        m.queue = QUEUE_OF_CLASS;
-        let in_port = m.ingress_port;
-        let egress = match self.fwd.lookup_stage(now, pkt, &p, routable) {
-            Ok(e) => e,
-            Err(r) => return Action::Drop(r),
-        };
+        let in_port = pkt.meta().ingress_port;
         let out_port = egress.port();
         let l3 = p.l3_off as usize;
         let to_wan = self.dc.contains(in_port) && self.wan.contains(out_port);

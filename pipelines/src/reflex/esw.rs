@@ -26,7 +26,7 @@ use crate::baseline::{BaselineCommand, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
-use longhaul_dataplane::packet::{BufPool, PacketBuf, QUEUE_OF_CLASS};
+use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::parse::{ip_pair_u128, Parsed};
 use longhaul_dataplane::wire::reflex::{self, ReflexView};
@@ -181,19 +181,12 @@ impl ReflexEsw {
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let now = ctx.now;
-        let (p, routable) = match self.fwd.parse_stage(pkt) {
+        let (p, egress) = match self.fwd.classify_and_look_up(now, pkt) {
             Ok(x) => x,
             Err(r) => return Action::Drop(r),
         };
-        let class = self.fwd.classify(&p);
-        let m = pkt.meta_mut();
-        m.class = class;
-        m.queue = QUEUE_OF_CLASS;
-        let in_port = m.ingress_port;
-        let egress = match self.fwd.lookup_stage(now, pkt, &p, routable) {
-            Ok(e) => e,
-            Err(r) => return Action::Drop(r),
-        };
+        let class = pkt.meta().class;
+        let in_port = pkt.meta().ingress_port;
         let out_port = egress.port();
         if self.ndt.is_some() {
             if self.wan.contains(in_port) && self.dc.contains(out_port) && class == self.data_class

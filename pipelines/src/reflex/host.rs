@@ -15,6 +15,7 @@
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::wire::ethernet::HEADER_LEN;
 use longhaul_dataplane::wire::int;
+use longhaul_dataplane::wire::parse::ipv4_udp;
 use longhaul_dataplane::wire::reflex::{self, ReflexHop, DEFAULT_INT_PORT, FLAG_ECHO};
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
@@ -34,20 +35,6 @@ impl Default for ReflexHost {
             last_hop: HashMap::new(),
         }
     }
-}
-
-/// IPv4 untagged frames only (the emulator's hosts send nothing else).
-fn ipv4_udp(frame: &[u8]) -> Option<(u32, u32, u16)> {
-    if frame.get(12..14)? != [0x08, 0x00] || frame.get(23)? != &17 {
-        return None;
-    }
-    let ihl = (frame.get(14)? & 0x0f) as usize * 4;
-    let b = frame.get(26..34)?;
-    let src = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let dst = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-    let u = HEADER_LEN + ihl;
-    let dport = u16::from_be_bytes([*frame.get(u + 2)?, *frame.get(u + 3)?]);
-    Some((src, dst, dport))
 }
 
 fn insert(frame: &mut Vec<u8>, int_port: u16, hop: ReflexHop, flags: u16) {
