@@ -306,7 +306,8 @@ fn cmd_replay(
     }
     for arg in &inputs {
         let (port, _, path) = port_arg(&cfg, arg)?;
-        let records = read_pcap(&path).with_context(|| format!("reading {}", path.display()))?;
+        // read_pcap's errors name the file already.
+        let records = read_pcap(&path).map_err(|e| anyhow!("{e}"))?;
         ins.push(ReplayInput { port, records });
     }
     let mut outs = Vec::new();

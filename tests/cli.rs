@@ -294,3 +294,19 @@ fn emulate_writes_outputs_and_names_bad_scenarios() {
         "{err}"
     );
 }
+
+/// A file that is not a pcap: one line naming the file once (issue 20).
+#[test]
+fn a_bad_pcap_is_named_once() {
+    let dir = tmpdir("badpcap");
+    let p = dir.join("x.pcap");
+    std::fs::write(&p, b"garbage").unwrap();
+    let out = bin()
+        .args(["replay", "--in", &format!("dc0={}", p.display())])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(e.matches("x.pcap").count(), 1, "{e}");
+    assert!(e.contains("not a pcap file"), "{e}");
+}

@@ -238,6 +238,9 @@ pub struct SwitchConfig {
     pub buffer_bytes: u64,
     /// Seed of every dataplane RNG (RED marking), for reproducible replay.
     pub seed: u64,
+    /// The most memory the config may ask for (packet pool, tables, per-flow queues): checked
+    /// at validation so an oversized config is refused instead of aborting on allocation.
+    pub memory_limit_bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

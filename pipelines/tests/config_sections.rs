@@ -193,3 +193,74 @@ fn reflex_section_errors() {
     };
     has(&v, "enable NSF ([reflex.nsf]) and/or NDT ([reflex.ndt])");
 }
+
+fn shipped(name: &str, edit: impl Fn(String) -> String) -> Result<Config, Vec<ConfigError>> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../configs")
+        .join(name);
+    let text = edit(std::fs::read_to_string(&p).unwrap());
+    longhaul_pipelines::parse_config_all(&text, &p)
+}
+
+fn errors_of(r: Result<Config, Vec<ConfigError>>) -> String {
+    match r {
+        Ok(_) => String::new(),
+        Err(e) => e
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// Bifrost grants whole frames: a slot shorter than the largest frame of the governed ports
+/// (330 ns at 100 Gb/s against 4200 + 24 bytes) would never grant one and never drain (issue
+/// 20's finding); 340 ns is fine.
+#[test]
+fn bifrost_slot_shorter_than_a_frame_is_refused() {
+    let slot = |ns: u32| move |t: String| t.replace("slot_ns = 10000", &format!("slot_ns = {ns}"));
+    let e = errors_of(shipped("bifrost-dci.toml", slot(330)));
+    assert!(
+        e.contains("bifrost.slot_ns") && e.contains("at least one whole frame (T >= 338 ns)"),
+        "{e}"
+    );
+    assert_eq!(errors_of(shipped("bifrost-dci.toml", slot(340))), "");
+}
+
+/// Memory a config asks for is checked against `switch.memory_limit_bytes` (default 3/4 of the
+/// machine's): the packet pool, THEMIS's tables, MLCC's PFQs.
+#[test]
+fn memory_beyond_the_limit_is_refused() {
+    let limit = |t: String| {
+        t.replacen(
+            "[switch]\n",
+            "[switch]\nmemory_limit_bytes = 104857600   # 100 MiB\n",
+            1,
+        )
+    };
+    let e = errors_of(shipped("baseline.toml", |t| {
+        limit(t).replace("pool_buffers = 65536", "pool_buffers = 1000000")
+    }));
+    assert!(
+        e.contains("switch.pool_buffers")
+            && e.contains("more than switch.memory_limit_bytes (100 MiB"),
+        "{e}"
+    );
+    let e = errors_of(shipped("themis-esw.toml", |t| {
+        limit(t).replace("qp_capacity = 1024", "qp_capacity = 16777216")
+    }));
+    assert!(e.contains("themis: the THEMIS tables"), "{e}");
+    let e = errors_of(shipped("mlcc-dci.toml", |t| {
+        limit(t).replace("max_flows = 64 ", "max_flows = 65536 ")
+    }));
+    assert!(e.contains("mlcc.receiver.max_flows: the PFQs"), "{e}");
+    // The default limit (3/4 of this machine's memory): the documented maximum pool of 4.5 KB
+    // buffers (73 GiB) is refused on any machine with less than 97 GiB.
+    let e = errors_of(shipped("baseline.toml", |t| {
+        t.replace("pool_buffers = 65536", "pool_buffers = 16777216")
+    }));
+    assert!(
+        e.contains("switch.pool_buffers") && e.contains("74752 MiB"),
+        "{e}"
+    );
+}

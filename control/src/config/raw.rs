@@ -127,6 +127,7 @@ pub(super) struct RawSwitch {
     pub buffer_data_room: Option<S<i64>>,
     pub buffer_bytes: Option<S<i64>>,
     pub seed: Option<S<i64>>,
+    pub memory_limit_bytes: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -26,6 +26,24 @@ use std::path::{Path, PathBuf};
 
 // Defaults and limits (documented in docs/config.md; keep the two in step).
 pub(super) const DEFAULT_POOL_BUFFERS: i64 = 65_536;
+/// Bytes a pool buffer takes beyond its data room: the headroom (128) and the metadata with
+/// the allocator's own (64).
+pub const BUFFER_OVERHEAD_BYTES: u64 = 192;
+
+/// `switch.memory_limit_bytes` by default: 3/4 of the machine's memory (`MemTotal` of
+/// /proc/meminfo), 16 GiB where that cannot be read.
+pub fn default_memory_limit() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
+    total.map_or(16 << 30, |b| b / 4 * 3).max(1 << 20)
+}
+
+fn span_of<T>(v: &Option<S<T>>) -> Span {
+    v.as_ref().and_then(span)
+}
 pub(super) const MAX_POOL_BUFFERS: i64 = 16 * 1024 * 1024;
 pub(super) const DEFAULT_BUFFER_DATA_ROOM: i64 = 4480;
 pub(super) const DEFAULT_BUFFER_BYTES: i64 = 32 * 1024 * 1024;
@@ -204,6 +222,24 @@ impl<'a> Validator<'a> {
         match v {
             Some(v) => self.int(key, v, lo, hi).unwrap_or(default),
             None => default,
+        }
+    }
+
+    /// Refuse (at `key`) what needs `bytes` of memory when that is more than the switch's
+    /// `memory_limit_bytes`: a config the machine cannot hold is an error here, not an
+    /// allocation failure at start.
+    pub fn memory(&mut self, key: &str, at: Span, what: &str, bytes: u64, sw: &SwitchConfig) {
+        if bytes > sw.memory_limit_bytes {
+            self.err(
+                key,
+                at,
+                format!(
+                    "{what} needs {} MiB, more than switch.memory_limit_bytes ({} MiB; by \
+                     default 3/4 of this machine's memory)",
+                    bytes >> 20,
+                    sw.memory_limit_bytes >> 20
+                ),
+            );
         }
     }
 
@@ -650,14 +686,31 @@ impl<'a> Validator<'a> {
             MAX_BUFFER_BYTES,
         );
         let seed = self.int_or("switch.seed", &sw.seed, DEFAULT_SEED, 0, i64::MAX);
-        SwitchConfig {
+        let memory_limit_bytes = self.int_or(
+            "switch.memory_limit_bytes",
+            &sw.memory_limit_bytes,
+            default_memory_limit() as i64,
+            1 << 20,
+            1 << 50,
+        ) as u64;
+        let cfg = SwitchConfig {
             name,
             pipeline,
             pool_buffers: pool_buffers as usize,
             buffer_data_room: buffer_data_room as usize,
             buffer_bytes: buffer_bytes as u64,
             seed: seed as u64,
-        }
+            memory_limit_bytes,
+        };
+        let pool = cfg.pool_buffers as u64 * (cfg.buffer_data_room as u64 + BUFFER_OVERHEAD_BYTES);
+        self.memory(
+            "switch.pool_buffers",
+            span_of(&sw.pool_buffers),
+            "the packet pool (pool_buffers x (buffer_data_room + 192))",
+            pool,
+            &cfg,
+        );
+        cfg
     }
 
     fn ports(&mut self, raw: &[S<RawPort>], sw: &SwitchConfig) -> Vec<PortConfig> {

@@ -180,6 +180,21 @@ fn validate(cx: &mut Validator<'_>, b: Option<&RawBifrost>, cfg: &Config) -> Opt
         .map(|p| u64::from(p.mtu) + u64::from(p.frame_overhead))
         .max()
         .unwrap_or(0);
+    if slot_bytes < largest_frame {
+        // Grants are whole frames: a slot shorter than the largest frame grants none, the
+        // upstream stays paused for good and nothing drains.
+        let min_ns = (largest_frame as u128 * 8_000_000_000).div_ceil(rate_bps.max(1) as u128);
+        cx.err(
+            k("slot_ns"),
+            b.slot_ns.as_ref().and_then(span),
+            format!(
+                "T = {slot_ns} ns carries {slot_bytes} bytes at {} Gb/s, less than the largest \
+                 frame of the governed ports ({largest_frame} bytes: mtu + frame_overhead): \
+                 a slot must grant at least one whole frame (T >= {min_ns} ns)",
+                rate_bps as f64 / 1e9
+            ),
+        );
+    }
     let bound = bdp_bytes + 2 * slot_bytes;
     let h = match cx.need(&k("buffer_bytes"), &b.buffer_bytes) {
         Some(v) => {

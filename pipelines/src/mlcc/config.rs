@@ -338,6 +338,20 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawMlcc>, cfg: &Config) -> Option
              ([mlcc.receiver])",
         );
     }
+    if let Some(r) = &receiver {
+        // The PFQ rings and the DQM histories are allocated at start.
+        let per_flow = r.queue_pkts as u64 * 16 + (r.history + r.m) as u64 * 8 + 1024;
+        cx.memory(
+            "mlcc.receiver.max_flows",
+            t.receiver
+                .as_ref()
+                .and_then(|x| x.max_flows.as_ref())
+                .and_then(span),
+            "the PFQs (max_flows x (queue_pkts x 16 + history x 8) bytes)",
+            r.max_flows as u64 * per_flow,
+            &cfg.switch,
+        );
+    }
     Some(MlccConfig {
         dc_ports,
         wan_ports,

@@ -290,6 +290,20 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawThemis>, cfg: &Config) -> Opti
             "enable PNP ([themis.pnp]) and/or TRP ([themis.trp])",
         );
     }
+    // Every table and register is allocated at start: refuse what the machine cannot hold.
+    let entries = pnp
+        .as_ref()
+        .map_or(0, |p| p.qp_capacity + p.register_size + p.inter_dc_capacity)
+        + trp.as_ref().map_or(0, |t| {
+            t.cnp_cache_size + t.cnp_store_capacity + t.recirc_capacity_pkts
+        });
+    cx.memory(
+        "themis",
+        None,
+        "the THEMIS tables, registers and recirculation ring (their capacities x 256 bytes)",
+        entries as u64 * TABLE_ENTRY_BYTES,
+        &cfg.switch,
+    );
     Some(ThemisConfig {
         dc_ports,
         wan_ports,
@@ -297,3 +311,8 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawThemis>, cfg: &Config) -> Opti
         trp,
     })
 }
+
+/// What a table entry costs, counted generously (key, value, hash table control bytes, the
+/// power-of-two rounding of its buckets, and the control thread's master copy of the tables),
+/// for the memory check. Measured: qp_capacity 16777216 takes 3.9 GB (about 230 bytes each).
+pub const TABLE_ENTRY_BYTES: u64 = 256;
