@@ -1,6 +1,7 @@
 //! The steady-state per-packet path allocates nothing (DESIGN.md section 3): a counting global
 //! allocator watches a warmed-up baseline switch forward, queue, ECN-mark and PFC-pause traffic
-//! through the same event loop `longhaul replay` uses.
+//! through the same event loop `longhaul replay` uses; and the MLCC DCI's receiver side (per-flow
+//! queues, their calendar, INT reinserted and pushed).
 //!
 //! This file is its own test binary, so the counting allocator sees only this test.
 
@@ -72,8 +73,12 @@ impl InputSource for Loop {
     }
 }
 
+/// The tests share the counter: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn steady_state_forwarding_allocates_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut cfg =
         longhaul_pipelines::load_config(&root.join("configs/baseline.toml")).expect("config");
@@ -120,5 +125,67 @@ fn steady_state_forwarding_allocates_nothing() {
     assert_eq!(s.offered - warm.offered, 20_000);
     assert!(marks > 0, "the window exercised ECN marking");
     assert!(pfc_tx > 0, "the window exercised PFC");
+    assert_eq!(allocs, 0, "allocations on the steady-state path");
+}
+
+/// The trace reversed into wan0 of configs/mlcc-dci.toml (every packet inter-DC data entering
+/// the DC: its flow's PFQ, the calendar, the INT reinserted and the DCI's hop pushed), 64 flows.
+#[test]
+fn mlcc_receiver_allocates_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cfg = longhaul_pipelines::load_config(&root.join("configs/mlcc-dci.toml")).expect("config");
+    let frames: Vec<Vec<u8>> = read_pcap(root.join("examples/roce-64flows.pcap"))
+        .expect("trace")
+        .into_iter()
+        .map(|r| {
+            let mut f = r.data;
+            f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]); // to wan0's MAC
+            let (src, dst) = (f[26..30].to_vec(), f[30..34].to_vec());
+            f[26..30].copy_from_slice(&dst);
+            f[30..34].copy_from_slice(&src);
+            f
+        })
+        .collect();
+    let mut sw = Switch::new(
+        switch_spec(&cfg),
+        heap_pool(&cfg),
+        longhaul_pipelines::mlcc::dci::MlccDci::new(&cfg),
+    );
+    let mut d: Driver<HeapBuf> = Driver::default();
+    struct Wan(Loop);
+    impl InputSource for Wan {
+        fn peek_ts(&self) -> Option<Nanos> {
+            self.0.peek_ts()
+        }
+        fn next_frame(&mut self) -> Option<(usize, &[u8])> {
+            self.0.next_frame().map(|(_, f)| (1, f)) // wan0 is index 1
+        }
+    }
+    let mut src = Wan(Loop {
+        frames,
+        next: 0,
+        t: 1_000,
+        gap: 30,
+        end: 4_000,
+    });
+    let mut sink = |_: usize, _: Nanos, _: &HeapBuf| {};
+    advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    src.0.end += 20_000;
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    COUNTING.store(false, Ordering::SeqCst);
+    let allocs = ALLOCS.load(Ordering::SeqCst);
+    let mut held = 0;
+    longhaul_dataplane::engine::Pipeline::<longhaul_dataplane::packet::HeapPool>::counters(
+        sw.pipeline(),
+        &mut |k, v| {
+            if k == "mlcc.pfq.enqueued" {
+                held = v;
+            }
+        },
+    );
+    assert!(held >= 24_000, "every packet went through a PFQ: {held}");
     assert_eq!(allocs, 0, "allocations on the steady-state path");
 }

@@ -146,7 +146,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             calendar: BinaryHeap::with_capacity(CALENDAR_SLACK * cfg.max_flows + 1),
             gen: vec![0; cfg.max_flows],
             seq: 0,
-            blocked: Vec::with_capacity(cfg.max_flows),
+            blocked: Vec::with_capacity(MAX_REFUSED),
             held_pkts: 0,
             held_bytes: 0,
             stats: PfqStats::default(),
