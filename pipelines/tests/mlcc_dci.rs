@@ -444,6 +444,14 @@ fn config_errors_name_the_key() {
     });
     assert!(e.contains("int.udp_port"), "{e}");
     let e = errors("mlcc-dci.toml", |t| {
+        let (a, b) = (t.find("\n[int]\n").unwrap(), t.find("\n[mlcc]\n").unwrap());
+        format!("{}{}", &t[..a], &t[b..])
+    });
+    assert!(
+        e.contains("mlcc.receiver") && e.contains("add an [int] table"),
+        "{e}"
+    );
+    let e = errors("mlcc-dci.toml", |t| {
         let cut = t.find("[mlcc.feedback]").unwrap();
         t[..cut].to_string()
     });

@@ -504,6 +504,63 @@ pub fn insert_int_md<B: PacketBuf + ?Sized>(
     })
 }
 
+/// INT source and first hop in one pass: as [`insert_int_md`] followed by [`push_hop`] (the
+/// shim, the INT-MD header with RemainingHopCount `cfg.max_hops - 1`, and `hop` with the domain's
+/// metadata `ds`), with one header parse, one gap and one length update. Needs `16 + HopML x 4`
+/// bytes of headroom; `cfg.max_hops` must be at least 1 ([`WireError::Unsupported`]); errors
+/// leave the frame unchanged.
+pub fn insert_int_md_with_hop<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    cfg: &IntConfig,
+    hop: &HopMetadata,
+    ds: &[u8],
+) -> Result<(), WireError> {
+    let std_words = hop_words(cfg.instructions)?;
+    let hop_ml = std_words
+        .checked_add(cfg.ds_words)
+        .filter(|w| *w <= 31)
+        .ok_or(WireError::Unsupported)?;
+    if cfg.max_hops == 0 || std_words as usize * 4 + ds.len() > hop_ml as usize * 4 {
+        return Err(WireError::Unsupported);
+    }
+    let lay = locate_udp(buf.data(), l3_off)?;
+    let hop_len = hop_ml as usize * 4;
+    let n = SHIM_LEN + MD_HEADER_LEN + hop_len;
+    {
+        let d = buf.data();
+        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
+        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
+        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
+            return Err(WireError::BadLength);
+        }
+    }
+    if buf.headroom() < n {
+        return Err(WireError::NoRoom);
+    }
+    let at = lay.udp_off + udp::HEADER_LEN;
+    open_gap(buf, at, n)?;
+    let d = buf.data_mut();
+    let orig_port = be16(d, lay.udp_off + 2).unwrap_or(0);
+    put16(d, lay.udp_off + 2, cfg.int_port);
+    let s = &mut d[at..at + n];
+    s[0] = (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2);
+    s[1] = (n / 4) as u8;
+    s[2..4].copy_from_slice(&orig_port.to_be_bytes());
+    let w0 = ((VERSION as u32) << 28) | ((hop_ml as u32) << 8) | (cfg.max_hops - 1) as u32;
+    s[4..8].copy_from_slice(&w0.to_be_bytes());
+    s[8..10].copy_from_slice(&cfg.instructions.to_be_bytes());
+    s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
+    s[12..14].copy_from_slice(&cfg.ds_instruction.to_be_bytes());
+    s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
+    let h = &mut s[SHIM_LEN + MD_HEADER_LEN..];
+    let std_len = hop.write(cfg.instructions, h)?;
+    h[std_len..std_len + ds.len()].copy_from_slice(ds);
+    adjust_lengths(d, &lay, n as isize)?;
+    refresh_udp_checksum(d, &lay);
+    Ok(())
+}
+
 /// Where the INT headers of a packet are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IntLayout {
@@ -908,5 +965,36 @@ mod tests {
             hop(1).write(INS_SUPPORTED, &mut o[..31]),
             Err(WireError::NoRoom)
         );
+    }
+
+    #[test]
+    fn source_and_first_hop_in_one_pass_is_the_two_step_result() {
+        let cfg = IntConfig {
+            instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
+            ds_instruction: 0xc000,
+            ds_words: 3,
+            ds_flags: 0x8005,
+            domain_id: 0x4d4c,
+            max_hops: 3,
+            ..CFG
+        };
+        let ds = [9u8; 12];
+        for orig in [hex(SEND_V4), hex(WRITE_V6)] {
+            let mut a = HeapBuf::from_bytes(&orig);
+            insert_int_md(&mut a, 14, &cfg).unwrap();
+            push_hop(&mut a, 14, &hop(1), &ds).unwrap();
+            let mut b = HeapBuf::from_bytes(&orig);
+            insert_int_md_with_hop(&mut b, 14, &cfg, &hop(1), &ds).unwrap();
+            assert_eq!(a.data(), b.data());
+            strip_int(&mut b, 14).unwrap();
+            assert_eq!(b.data(), &orig[..]);
+        }
+        let mut c = HeapBuf::from_bytes(&hex(SEND_V4));
+        let none = IntConfig { max_hops: 0, ..cfg };
+        assert_eq!(
+            insert_int_md_with_hop(&mut c, 14, &none, &hop(1), &ds),
+            Err(WireError::Unsupported)
+        );
+        assert_eq!(c.data(), &hex(SEND_V4)[..]);
     }
 }

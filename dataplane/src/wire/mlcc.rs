@@ -207,6 +207,21 @@ pub fn push_at<B: PacketBuf + ?Sized>(
     int::push_hop_at(buf, l3_off, il, &std, &ds)
 }
 
+/// Make the RoCEv2 packet (IP header at `l3_off`) an MLCC INT packet whose first hop is `hop`:
+/// the INT source and its own hop in one pass ([`int::insert_int_md_with_hop`]), `c_d` in the
+/// DS Flags.
+pub fn source<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    int_port: u16,
+    max_hops: u8,
+    c_d: Option<u16>,
+    hop: &MlccHop,
+) -> Result<(), WireError> {
+    let (std, ds) = hop.split();
+    int::insert_int_md_with_hop(buf, l3_off, &int_config(int_port, max_hops, c_d), &std, &ds)
+}
+
 /// The `i`-th hop record (0 = newest) of a located INT.
 pub fn hop(frame: &[u8], m: &MlccInt, i: usize) -> Option<MlccHop> {
     if i >= m.hops {

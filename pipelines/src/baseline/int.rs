@@ -18,7 +18,6 @@
 use longhaul_control::config::{span, Config, PortRef, TypedSection, Validator, S};
 use longhaul_dataplane::engine::Ctx;
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
-use longhaul_dataplane::wire::int::insert_int_md;
 use longhaul_dataplane::wire::mlcc::{self, MlccHop};
 use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::roce::{opcode, ROCE_V2_PORT};
@@ -165,6 +164,18 @@ impl IntStage {
     /// Egress: source or push as the module doc says.
     #[inline]
     pub fn egress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) {
+        self.egress_with(ctx, pkt, None);
+    }
+
+    /// [`IntStage::egress`], with `c_d` in the DS Flags when this switch is the source (the MLCC
+    /// receiver-side DCI's credit for the packet's flow).
+    #[inline]
+    pub fn egress_with<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        c_d: Option<u16>,
+    ) {
         let m = *pkt.meta();
         if !self
             .on_port
@@ -189,19 +200,14 @@ impl IntStage {
         };
         let hop = self.hop(ctx, m.egress_port, m.egress_queue());
         let l3 = m.l3_off as usize;
-        let r = (|| -> Result<bool, WireError> {
-            let il = if source {
-                insert_int_md(
-                    pkt,
-                    l3,
-                    &mlcc::int_config(self.cfg.udp_port, self.cfg.max_hops, None),
-                )?
-            } else {
-                // Only our domain's INT takes our hop.
-                mlcc::locate(pkt.data(), l3, self.cfg.udp_port)?.layout
-            };
-            mlcc::push_at(pkt, l3, &il, &hop)
-        })();
+        let r = if source {
+            // The header and our hop in one pass.
+            mlcc::source(pkt, l3, self.cfg.udp_port, self.cfg.max_hops, c_d, &hop).map(|_| true)
+        } else {
+            // Only our domain's INT takes our hop.
+            mlcc::locate(pkt.data(), l3, self.cfg.udp_port)
+                .and_then(|m| mlcc::push_at(pkt, l3, &m.layout, &hop))
+        };
         match r {
             Ok(true) => {
                 self.stats.sourced += source as u64;

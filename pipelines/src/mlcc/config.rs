@@ -338,6 +338,14 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawMlcc>, cfg: &Config) -> Option
              ([mlcc.receiver])",
         );
     }
+    if receiver.is_some() && cfg.section::<IntStageConfig>().is_none() {
+        cx.err(
+            "mlcc.receiver",
+            None,
+            "the receiver-side DCI is the INT source of its DC (the credit C_D rides in the INT \
+             it adds with its own hop): add an [int] table with switch_id and ports = the DC ports",
+        );
+    }
     if let Some(r) = &receiver {
         // The PFQ rings and the DQM histories are allocated at start.
         let per_flow = r.queue_pkts as u64 * 16 + (r.history + r.m) as u64 * 8 + 1024;

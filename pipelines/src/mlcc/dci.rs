@@ -9,17 +9,18 @@
 //! 3. The frame rewrite (TTL, MACs).
 //! 4. WAN -> DC (receiver-side role): INT erased if present; RoCE RC data into its flow's PFQ.
 //!
-//! Egress: the baseline's `[int]` stage on the DC ports, when configured: it pushes the DCI's own
-//! hop onto the INT the PFQ dequeue reinserted (or sources INT for data that took the shared
-//! queue).
+//! Egress: the baseline's `[int]` stage on the DC ports (required with the receiver-side role):
+//! the DCI is the INT source of its DC, its own hop the first, with `C_D` in the DS Flags for a
+//! packet that left a PFQ (carried in `meta.user`, `receiver::USER_C_D`); data that took the
+//! shared queue gets INT without `C_D`.
 //!
 //! Inter-DC RoCE data without INT leaving the DC is counted in `mlcc.no_int` and forwarded.
 
 use super::config::MlccConfig;
 use super::feedback::Feedback;
-use super::receiver::{DcPorts, Receiver};
+use super::receiver::{c_d_of, DcPorts, Receiver};
 use super::FlowKey;
-use crate::baseline::int::{is_rc_data, IntStage, DEFAULT_MAX_HOPS};
+use crate::baseline::int::{is_rc_data, IntStage};
 use crate::baseline::{BaselineCommand, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
@@ -137,9 +138,6 @@ impl MlccDci {
         });
         let fwd = Forwarding::new(cfg);
         let int = IntStage::from_config(cfg);
-        let int_max_hops = cfg
-            .section::<crate::baseline::int::IntStageConfig>()
-            .map_or(DEFAULT_MAX_HOPS as u8, |i| i.max_hops);
         let dc_info: Vec<_> = cfg
             .ports
             .iter()
@@ -155,9 +153,9 @@ impl MlccDci {
         let dpdk = longhaul_runtime::platform::uses_dpdk(cfg);
         let build = |on: bool| m.receiver.as_ref().filter(|_| on);
         let receivers = Receivers {
-            heap: build(!dpdk).map(|r| Receiver::new(r, m.int_udp_port, int_max_hops, &ports)),
+            heap: build(!dpdk).map(|r| Receiver::new(r, &ports)),
             #[cfg(feature = "dpdk")]
-            mbuf: build(dpdk).map(|r| Receiver::new(r, m.int_udp_port, int_max_hops, &ports)),
+            mbuf: build(dpdk).map(|r| Receiver::new(r, &ports)),
         };
         MlccDci {
             feedback: m.feedback.as_ref().map(|f| Feedback::new(f, &fwd)),
@@ -264,7 +262,7 @@ where
     #[inline]
     fn egress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         if let Some(i) = self.int.as_mut() {
-            i.egress(ctx, pkt);
+            i.egress_with(ctx, pkt, c_d_of(pkt.meta().user));
         }
         Action::Forward
     }

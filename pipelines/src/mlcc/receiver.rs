@@ -10,9 +10,9 @@
 //!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP.
 //! - **Dequeue** ([`Receiver::on_time`]): round robin over the PFQs whose head conforms to its
 //!   rate, while the head's DC port holds less than `port_backlog_bytes` (the PFQs feed the port's
-//!   queue, they do not flood it). Each packet gets the MLCC INT reinserted with `C_D` in its DS
-//!   Flags (the DCI is the INT source of the receiver-side DC; its own hop is pushed at egress by
-//!   `[int]`), then goes to the traffic manager.
+//!   queue, they do not flood it). Each packet carries its flow's `C_D` in `meta.user` to the
+//!   traffic manager; at the DC port's egress `[int]` makes the DCI the INT source with `C_D` in
+//!   the DS Flags and the DCI's hop (one pass).
 //! - **ACK** (DC -> WAN, an RC ACK with an MCETH): a new `C_R` is an epoch: `C_D = C_R`, the
 //!   PFQ's rate = `R_credit` (clamped to [min_rate, max_rate]), DQM's epoch. Every ACK steps
 //!   DQM's token bucket and carries `R_bar` back (MCETH R_DQM, ICRC recomputed).
@@ -29,8 +29,17 @@ use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::{Action, Ctx};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::time::Nanos;
-use longhaul_dataplane::wire::int::insert_int_md;
 use longhaul_dataplane::wire::mlcc::{self, MCETH_CREDIT};
+
+/// `meta.user` of a packet leaving a PFQ: this bit set, the low 15 bits are its flow's C_D
+/// (read by the DCI's egress, [`c_d_of`]).
+pub const USER_C_D: u32 = 0x8000_0000;
+
+/// The C_D a PFQ packet carries in `meta.user`, if any.
+#[inline]
+pub fn c_d_of(user: u32) -> Option<u16> {
+    (user & USER_C_D != 0).then_some((user as u16) & mlcc::CREDIT_MASK)
+}
 
 /// Counters of the receiver-side role.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,8 +52,6 @@ pub struct ReceiverStats {
     pub shared: u64,
     /// Data packets dropped because their PFQ was full.
     pub queue_full: u64,
-    /// Dequeued packets the INT could not be reinserted into (sent without it).
-    pub int_failed: u64,
     /// ACKs with credit fields for a flow with a PFQ.
     pub acks: u64,
     /// ACKs with credit fields for a flow without a PFQ.
@@ -66,8 +73,6 @@ struct FlowState {
 pub struct Receiver<B: PacketBuf> {
     cfg: ReceiverConfig,
     params: DqmParams,
-    int_port: u16,
-    int_max_hops: u8,
     pfq: PerFlowQueues<B, FlowKey>,
     flows: Vec<FlowState>,
     /// Port id -> bytes queued toward it (filled per [`Receiver::on_time`]).
@@ -96,7 +101,7 @@ pub struct DcPorts {
 }
 
 impl<B: PacketBuf> Receiver<B> {
-    pub fn new(cfg: &ReceiverConfig, int_port: u16, int_max_hops: u8, ports: &DcPorts) -> Self {
+    pub fn new(cfg: &ReceiverConfig, ports: &DcPorts) -> Self {
         let (port_mtu, min_port_rate_bps, max_port_rate_bps) =
             (ports.mtu, ports.min_rate_bps, ports.max_rate_bps);
         let params = DqmParams {
@@ -131,8 +136,6 @@ impl<B: PacketBuf> Receiver<B> {
         Receiver {
             cfg: cfg.clone(),
             params,
-            int_port,
-            int_max_hops,
             pfq,
             flows,
             port_depth: vec![0; ports.max_port as usize + 1],
@@ -275,7 +278,7 @@ impl<B: PacketBuf> Receiver<B> {
         }
     }
 
-    /// Dequeue what may go now (as many as the engine's emit list takes), reinsert INT with C_D,
+    /// Dequeue what may go now (as many as the engine's emit list takes), C_D into `meta.user`,
     /// and reclaim idle PFQs.
     pub fn on_time<P: BufPool<Buf = B>>(&mut self, ctx: &mut Ctx<'_, P>) {
         let now = ctx.now;
@@ -313,12 +316,10 @@ impl<B: PacketBuf> Receiver<B> {
             if let Some(d) = self.port_depth.get_mut(port) {
                 *d += pkt.len() as u64;
             }
+            // C_D rides in the packet's metadata to the DC port's egress, where the INT stage
+            // makes the DCI the INT source with it (and pushes the DCI's hop: one pass).
             let c_d = self.flows.get(slot).and_then(|f| f.dqm.c_d());
-            let l3 = pkt.meta().l3_off as usize;
-            let cfg = mlcc::int_config(self.int_port, self.int_max_hops, c_d);
-            if insert_int_md(&mut pkt, l3, &cfg).is_err() {
-                self.stats.int_failed += 1;
-            }
+            pkt.meta_mut().user = c_d.map_or(0, |c| USER_C_D | c as u32);
             if let Some(f) = self.flows.get_mut(slot) {
                 f.dqm.on_data(now);
             }
@@ -355,7 +356,6 @@ impl<B: PacketBuf> Receiver<B> {
         out("mlcc.pfq.dequeued", s.dequeued);
         out("mlcc.pfq.shared", s.shared);
         out("mlcc.pfq.queue_full", s.queue_full);
-        out("mlcc.pfq.int_failed", s.int_failed);
         out("mlcc.pfq.backlogged", s.backlogged);
         out("mlcc.pfq.reclaimed", s.reclaimed);
         out("mlcc.pfq.in_use", self.pfq.in_use() as u64);
