@@ -204,9 +204,13 @@ impl IntStage {
             // The header and our hop in one pass.
             mlcc::source(pkt, l3, self.cfg.udp_port, self.cfg.max_hops, c_d, &hop).map(|_| true)
         } else {
-            // Only our domain's INT takes our hop.
-            mlcc::locate(pkt.data(), l3, self.cfg.udp_port)
-                .and_then(|m| mlcc::push_at(pkt, l3, &m.layout, &hop))
+            // Only our domain's INT on data takes our hop (an ACK echoing INT passes as it is).
+            mlcc::locate(pkt.data(), l3, self.cfg.udp_port).and_then(|m| {
+                match pkt.data().get(m.bth_off).copied() {
+                    Some(op) if is_rc_data(op) => mlcc::push_at(pkt, l3, &m.layout, &hop),
+                    _ => Err(WireError::Unsupported),
+                }
+            })
         };
         match r {
             Ok(true) => {

@@ -20,14 +20,16 @@
 //!   such rounds;
 //! - every ACK of the QP carries `C_R` and `R_credit` in an MCETH (line 13).
 //!
-//! Intra-DC QPs: INT stripped from their data, nothing else (they keep the scenario's congestion
-//! control). The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
+//! **Intra-DC QPs**: HPCC end to end. The responder strips the data's INT and echoes it in its
+//! next ACK (the MLCC INT, RemainingHopCount 0: no switch adds to it on the way back); the
+//! requester runs [`Hpcc`] on the echo (base RTT: the least data-to-ACK time) and hands the
+//! RNIC the plain ACK. The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
 //! switches must use it.
 
 use super::hpcc::{Hpcc, HpccParams, IntHop};
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::wire::ethernet::HEADER_LEN;
-use longhaul_dataplane::wire::mlcc::{self, Mceth, MCETH_CREDIT, MCETH_DQM};
+use longhaul_dataplane::wire::mlcc::{self, Mceth, MlccHop, MCETH_CREDIT, MCETH_DQM};
 use longhaul_dataplane::wire::parse::ipv4_udp;
 use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
@@ -68,6 +70,8 @@ struct Responder {
     c_r: u16,
     r_credit_bps: f64,
     last_round: Option<u64>,
+    /// Intra-DC: the hop records of the latest data, oldest first, for the next ACK.
+    echo: Vec<MlccHop>,
 }
 
 fn params(line_bps: f64, rtt: u64) -> HpccParams {
@@ -168,6 +172,51 @@ impl MlccHost {
         }
     }
 
+    /// An INT packet: data for one of our responder QPs, or an intra-DC ACK echoing its data's
+    /// INT (HPCC end to end: the rate of the QP it acknowledges).
+    fn on_int(&mut self, now: u64, frame: &mut Vec<u8>) -> RxAction {
+        let Ok(m) = mlcc::locate(frame, HEADER_LEN, self.int_port) else {
+            return RxAction::Pass;
+        };
+        let Some(bth) = frame
+            .get(m.bth_off..)
+            .and_then(|b| Bth::new_checked(b).ok())
+        else {
+            return RxAction::Pass;
+        };
+        if bth.opcode() != opcode::RC_ACKNOWLEDGE {
+            self.on_data(now, frame);
+            return RxAction::Pass;
+        }
+        let (local, psn) = (bth.dest_qp(), bth.psn());
+        let (hops, n) = int_hops(frame, &m);
+        let mut b = HeapBuf::from_bytes(frame);
+        if int::strip_int(&mut b, HEADER_LEN).is_ok() {
+            *frame = b.data().to_vec();
+        }
+        let Some(q) = self.req_state.get_mut(&local) else {
+            return RxAction::Pass;
+        };
+        // Base RTT: data transmission to its ACK.
+        let (p, t) = q.tx_time[psn as usize % TX_RING];
+        if p == psn && now > t && now - t < q.base_rtt {
+            let old = q.base_rtt;
+            q.base_rtt = now - t;
+            q.hpcc.rescale(old, q.base_rtt);
+        }
+        let update = roce::psn_le(q.last_update, psn);
+        if update {
+            q.last_update = q.snd_nxt;
+        }
+        let r = q.hpcc.on_int(&hops[..n], update).min(q.line_bps);
+        RxAction::Rate {
+            local_qpn: local,
+            loop_id: LOOP_NS,
+            bps: r as u64,
+            pass: true,
+        }
+    }
+
     /// MLCC data for one of our responder QPs: strip, credit round.
     fn on_data(&mut self, now: u64, frame: &mut Vec<u8>) {
         let Ok(m) = mlcc::locate(frame, HEADER_LEN, self.int_port) else {
@@ -177,6 +226,18 @@ impl MlccHost {
             .get(m.bth_off..)
             .and_then(|b| Bth::new_checked(b).ok())
             .map(|b| b.dest_qp());
+        if let Some(r) = qpn
+            .and_then(|q| self.resp.get_mut(&q))
+            .filter(|r| !r.remote)
+        {
+            // Intra-DC (HPCC end to end): the next ACK echoes this packet's INT.
+            r.echo.clear();
+            for i in (0..m.hops).rev() {
+                if let Some(h) = mlcc::hop(frame, &m, i) {
+                    r.echo.push(h);
+                }
+            }
+        }
         if let Some(r) = qpn.and_then(|q| self.resp.get_mut(&q)).filter(|r| r.remote) {
             let (hops, n) = int_hops(frame, &m);
             let round = m.c_d == Some(r.c_r);
@@ -209,7 +270,7 @@ impl HostAgent for MlccHost {
         let line = host.rate_bps as f64;
         let peer = u32::from(qp.peer_ip);
         if qp.requester {
-            if qp.remote {
+            {
                 self.req.insert((peer, qp.peer_qpn), qp.local_qpn);
                 self.req_state.insert(
                     qp.local_qpn,
@@ -235,14 +296,16 @@ impl HostAgent for MlccHost {
                     c_r: 0,
                     r_credit_bps: line,
                     last_round: None,
+                    echo: Vec::new(),
                 },
             );
         }
     }
 
-    /// Inter-DC requester QPs run at the rates this agent computes.
+    /// Requester QPs run at the rates this agent computes (inter-DC: R_MLCC; intra-DC: HPCC on
+    /// the INT their ACKs echo).
     fn rate_control(&self, qp: &QpInfo) -> bool {
-        qp.requester && qp.remote
+        qp.requester
     }
 
     fn on_tx(&mut self, _host: &HostAddr, now: u64, kind: TxKind, frame: &mut Vec<u8>) {
@@ -273,10 +336,26 @@ impl HostAgent for MlccHost {
                     .resp_by_peer
                     .get(&(dst, bth.dest_qp()))
                     .and_then(|q| self.resp.get(q))
-                    .filter(|r| r.remote)
                 else {
                     return;
                 };
+                if !r.remote {
+                    // Intra-DC: echo the latest data's INT (HPCC's ACK), RemainingHopCount 0
+                    // so no switch on the way back adds to it.
+                    if r.echo.is_empty() {
+                        return;
+                    }
+                    let mut b = HeapBuf::from_bytes(frame);
+                    let cfg = mlcc::int_config(self.int_port, r.echo.len() as u8, None);
+                    if int::insert_int_md(&mut b, HEADER_LEN, &cfg).is_ok()
+                        && r.echo
+                            .iter()
+                            .all(|h| mlcc::push(&mut b, HEADER_LEN, h).is_ok())
+                    {
+                        *frame = b.data().to_vec();
+                    }
+                    return;
+                }
                 let m = Mceth {
                     flags: MCETH_CREDIT,
                     qpn: r.local_qpn,
@@ -298,8 +377,7 @@ impl HostAgent for MlccHost {
             return RxAction::Pass;
         };
         if dport == self.int_port {
-            self.on_data(now, frame);
-            return RxAction::Pass;
+            return self.on_int(now, frame);
         }
         if dport != ROCE_V2_PORT {
             return RxAction::Pass;
@@ -468,7 +546,10 @@ mod tests {
         let q = qp(true, true);
         h.on_qp_created(&me, &q, &mut Vec::new());
         assert!(h.rate_control(&q));
-        assert!(!h.rate_control(&qp(true, false)));
+        assert!(
+            h.rate_control(&qp(true, false)),
+            "intra-DC: HPCC on the echoed INT"
+        );
         for psn in 0..2 {
             let mut d = data(psn);
             h.on_tx(
@@ -531,18 +612,40 @@ mod tests {
         assert_eq!(h.on_rx(&me, 5_000, &mut plain), RxAction::Pass);
     }
 
-    /// Intra-DC QPs: INT stripped, no credit fields, no rate control.
+    /// Intra-DC QPs (HPCC end to end): the responder strips the data's INT and echoes it in
+    /// its next ACK (RemainingHopCount 0, no credit fields); the requester takes the echo as an
+    /// INT sample for its rate and hands the RNIC the plain ACK.
     #[test]
-    fn intra_dc_qps_are_left_alone() {
+    fn intra_dc_acks_echo_the_int() {
         let mut h = MlccHost::default();
         let me = host(B);
         h.on_qp_created(&me, &qp(false, false), &mut Vec::new());
-        let mut f = with_int(&data(0), Some(0), 1_000, 0, 0);
+        let mut f = with_int(&data(0), None, 1_000, 0, 0);
         assert_eq!(h.on_rx(&me, 1_000, &mut f), RxAction::Pass);
         assert_eq!(f, data(0));
         let mut a = ack_from_b(0);
-        let before = a.clone();
+        let plain = a.clone();
         h.on_tx(&me, 0, TxKind::Control, &mut a);
-        assert_eq!(a, before);
+        let m = mlcc::locate(&a, 14, 5000).expect("the echo");
+        assert_eq!((m.hops, m.c_d), (1, None));
+        assert_eq!(a[14 + 20 + 8 + 4 + 3], 0, "RemainingHopCount 0");
+        assert_eq!(mlcc::hop(&a, &m, 0).unwrap().node_id, 9);
+        assert!(mlcc::locate_mceth(&a, 14).is_err());
+        // The requester's side.
+        let mut s = MlccHost::default();
+        let them = host(A);
+        s.on_qp_created(&them, &qp(true, false), &mut Vec::new());
+        let mut d = data(0);
+        s.on_tx(&them, 0, TxKind::Data { local_qpn: REQ }, &mut d);
+        match s.on_rx(&them, 5_000, &mut a) {
+            RxAction::Rate {
+                local_qpn,
+                loop_id,
+                pass,
+                ..
+            } => assert_eq!((local_qpn, loop_id, pass), (REQ, LOOP_NS, true)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(a, plain, "the RNIC gets the ACK without INT");
     }
 }
