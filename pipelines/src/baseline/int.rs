@@ -6,8 +6,9 @@
 //! timestamp are the ones an HPCC-style sender wants):
 //! - a RoCEv2 RC data packet (SEND / RDMA WRITE opcodes, UDP port 4791) without INT gets the INT
 //!   shim and MD header of the MLCC domain (the switch is the INT source) and then its hop;
-//! - a packet already carrying the MLCC INT on `udp_port` gets its hop pushed (transit); when
-//!   RemainingHopCount is 0 the E bit is set instead;
+//! - RC data already carrying the MLCC INT on `udp_port` gets its hop pushed (transit); when
+//!   RemainingHopCount is 0 the E bit is set instead. An ACK carrying INT (an MLCC receiver's
+//!   echo of its data's INT) passes unchanged;
 //! - anything else passes unchanged. INT is best effort: a packet INT cannot be added to (no
 //!   headroom, a length that would overflow) leaves unchanged and is counted.
 //!

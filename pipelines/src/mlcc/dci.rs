@@ -28,9 +28,9 @@ use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, HeapBuf, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::int::strip_int;
+use longhaul_dataplane::wire::mlcc;
 use longhaul_dataplane::wire::parse::ip_pair_u128;
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
-use longhaul_dataplane::wire::{mlcc, WireError};
 
 /// The DCI's own counters (the roles have theirs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,15 +56,11 @@ pub struct Receivers {
 /// The receiver-side role for buffers of type `B`.
 pub trait ReceiverFor<B: PacketBuf> {
     fn get(&mut self) -> Option<&mut Receiver<B>>;
-    fn get_ref(&self) -> Option<&Receiver<B>>;
 }
 
 impl ReceiverFor<HeapBuf> for Receivers {
     fn get(&mut self) -> Option<&mut Receiver<HeapBuf>> {
         self.heap.as_mut()
-    }
-    fn get_ref(&self) -> Option<&Receiver<HeapBuf>> {
-        self.heap.as_ref()
     }
 }
 
@@ -72,9 +68,6 @@ impl ReceiverFor<HeapBuf> for Receivers {
 impl ReceiverFor<longhaul_dataplane::dpdk::Mbuf> for Receivers {
     fn get(&mut self) -> Option<&mut Receiver<longhaul_dataplane::dpdk::Mbuf>> {
         self.mbuf.as_mut()
-    }
-    fn get_ref(&self) -> Option<&Receiver<longhaul_dataplane::dpdk::Mbuf>> {
-        self.mbuf.as_ref()
     }
 }
 
@@ -205,7 +198,7 @@ impl MlccDci {
                         pkt.meta_mut().bth_off = p.l4_off + 8;
                     }
                 }
-                Err(WireError::Unsupported) | Err(_) => self.stats.bad_int += 1,
+                Err(_) => self.stats.bad_int += 1,
             }
         } else if to_wan && p.is_roce() {
             let op = pkt.data().get(p.bth_off as usize).copied().unwrap_or(0xff);
