@@ -115,16 +115,29 @@ fn int_hops(frame: &[u8], m: &mlcc::MlccInt) -> ([IntHop; super::hpcc::MAX_HOPS]
     // The stack is newest first; HPCC wants them in path order.
     for (k, slot) in out.iter_mut().take(n).enumerate() {
         if let Some(h) = mlcc::hop(frame, m, n - 1 - k) {
-            *slot = IntHop {
-                node_id: h.node_id,
-                qlen: h.qlen,
-                ts: h.ts,
-                tx_bytes: h.tx_bytes,
-                rate_mbps: h.rate_mbps,
-            };
+            *slot = h.into();
         }
     }
     (out, n)
+}
+
+impl Requester {
+    /// An INT sample about data packet `psn`, at `now`: the base RTT (the least time from the
+    /// packet's transmission to its sample), then HPCC, its reference window moved once per
+    /// RTT (when the sample is about a packet sent after the last move). Returns the rate.
+    fn sample(&mut self, now: u64, psn: u32, hops: &[IntHop]) -> f64 {
+        let (p, t) = self.tx_time[psn as usize % TX_RING];
+        if p == psn && now > t && now - t < self.base_rtt {
+            let old = self.base_rtt;
+            self.base_rtt = now - t;
+            self.hpcc.rescale(old, self.base_rtt);
+        }
+        let update = roce::psn_le(self.last_update, psn);
+        if update {
+            self.last_update = self.snd_nxt;
+        }
+        self.hpcc.on_int(hops, update).min(self.line_bps)
+    }
 }
 
 impl MlccHost {
@@ -139,31 +152,14 @@ impl MlccHost {
         let Some(q) = self.req_state.get_mut(&local) else {
             return RxAction::Consumed;
         };
-        // Near-source base RTT: data transmission to its Switch-INT.
-        let (psn, t) = q.tx_time[s.data_psn as usize % TX_RING];
-        if psn == s.data_psn && now > t && now - t < q.base_rtt {
-            let old = q.base_rtt;
-            q.base_rtt = now - t;
-            q.hpcc.rescale(old, q.base_rtt);
-        }
         let mut hops = [IntHop::default(); super::hpcc::MAX_HOPS];
         let n = s.hops().min(hops.len());
         for (k, slot) in hops.iter_mut().take(n).enumerate() {
             if let Some(h) = s.hop(n - 1 - k) {
-                *slot = IntHop {
-                    node_id: h.node_id,
-                    qlen: h.qlen,
-                    ts: h.ts,
-                    tx_bytes: h.tx_bytes,
-                    rate_mbps: h.rate_mbps,
-                };
+                *slot = h.into();
             }
         }
-        let update = roce::psn_le(q.last_update, s.data_psn);
-        if update {
-            q.last_update = q.snd_nxt;
-        }
-        let r = q.hpcc.on_int(&hops[..n], update).min(q.line_bps);
+        let r = q.sample(now, s.data_psn, &hops[..n]);
         RxAction::Rate {
             local_qpn: local,
             loop_id: LOOP_NS,
@@ -197,18 +193,7 @@ impl MlccHost {
         let Some(q) = self.req_state.get_mut(&local) else {
             return RxAction::Pass;
         };
-        // Base RTT: data transmission to its ACK.
-        let (p, t) = q.tx_time[psn as usize % TX_RING];
-        if p == psn && now > t && now - t < q.base_rtt {
-            let old = q.base_rtt;
-            q.base_rtt = now - t;
-            q.hpcc.rescale(old, q.base_rtt);
-        }
-        let update = roce::psn_le(q.last_update, psn);
-        if update {
-            q.last_update = q.snd_nxt;
-        }
-        let r = q.hpcc.on_int(&hops[..n], update).min(q.line_bps);
+        let r = q.sample(now, psn, &hops[..n]);
         RxAction::Rate {
             local_qpn: local,
             loop_id: LOOP_NS,

@@ -54,6 +54,18 @@ pub struct IntHop {
     pub rate_mbps: u32,
 }
 
+impl From<longhaul_dataplane::wire::mlcc::MlccHop> for IntHop {
+    fn from(h: longhaul_dataplane::wire::mlcc::MlccHop) -> IntHop {
+        IntHop {
+            node_id: h.node_id,
+            qlen: h.qlen,
+            ts: h.ts,
+            tx_bytes: h.tx_bytes,
+            rate_mbps: h.rate_mbps,
+        }
+    }
+}
+
 /// Most hops a loop remembers.
 pub const MAX_HOPS: usize = 8;
 
