@@ -447,6 +447,50 @@ fn close_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<
     Ok(())
 }
 
+/// Open the gap for the shim, the INT-MD header and `extra` bytes of stack right after the UDP
+/// header, and write the shim (original port, length) and the header (HopML `hop_ml`,
+/// RemainingHopCount `rhc`, `cfg`'s instructions, domain, DS Instruction and Flags); the UDP
+/// port becomes `cfg.int_port`. Lengths and checksums are left to the caller. Returns the UDP
+/// layout and the shim's offset. Errors (length overflow, no headroom) leave the frame unchanged.
+fn open_int<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    cfg: &IntConfig,
+    hop_ml: u8,
+    extra: usize,
+    rhc: u8,
+) -> Result<(UdpLayout, usize), WireError> {
+    let lay = locate_udp(buf.data(), l3_off)?;
+    let n = SHIM_LEN + MD_HEADER_LEN + extra;
+    {
+        let d = buf.data();
+        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
+        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
+        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
+            return Err(WireError::BadLength);
+        }
+    }
+    if buf.headroom() < n || n / 4 > u8::MAX as usize {
+        return Err(WireError::NoRoom);
+    }
+    let at = lay.udp_off + udp::HEADER_LEN;
+    open_gap(buf, at, n)?;
+    let d = buf.data_mut();
+    let orig_port = be16(d, lay.udp_off + 2).unwrap_or(0);
+    put16(d, lay.udp_off + 2, cfg.int_port);
+    let s = &mut d[at..at + SHIM_LEN + MD_HEADER_LEN];
+    s[0] = (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2);
+    s[1] = (n / 4) as u8;
+    s[2..4].copy_from_slice(&orig_port.to_be_bytes());
+    let w0 = ((VERSION as u32) << 28) | ((hop_ml as u32) << 8) | rhc as u32;
+    s[4..8].copy_from_slice(&w0.to_be_bytes());
+    s[8..10].copy_from_slice(&cfg.instructions.to_be_bytes());
+    s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
+    s[12..14].copy_from_slice(&cfg.ds_instruction.to_be_bytes());
+    s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
+    Ok((lay, at))
+}
+
 /// INT source: insert the shim and an INT-MD header (empty stack) right after the UDP header of
 /// the IPv4/IPv6 packet whose IP header is at `l3_off`; sets the UDP destination port to
 /// `cfg.int_port` (the original goes into the shim) and updates lengths and checksums. Needs 16
@@ -462,35 +506,9 @@ pub fn insert_int_md<B: PacketBuf + ?Sized>(
         .checked_add(cfg.ds_words)
         .filter(|w| *w <= 31)
         .ok_or(WireError::Unsupported)?;
-    let lay = locate_udp(buf.data(), l3_off)?;
     let n = SHIM_LEN + MD_HEADER_LEN;
-    // Check length overflow before touching anything.
-    {
-        let d = buf.data();
-        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
-        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
-        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
-            return Err(WireError::BadLength);
-        }
-    }
-    if buf.headroom() < n {
-        return Err(WireError::NoRoom);
-    }
-    let at = lay.udp_off + udp::HEADER_LEN;
-    open_gap(buf, at, n)?;
+    let (lay, at) = open_int(buf, l3_off, cfg, hop_ml, 0, cfg.max_hops)?;
     let d = buf.data_mut();
-    let orig_port = be16(d, lay.udp_off + 2).unwrap_or(0);
-    put16(d, lay.udp_off + 2, cfg.int_port);
-    let s = &mut d[at..at + n];
-    s[0] = (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2);
-    s[1] = (n / 4) as u8;
-    s[2..4].copy_from_slice(&orig_port.to_be_bytes());
-    let w0 = ((VERSION as u32) << 28) | ((hop_ml as u32) << 8) | cfg.max_hops as u32;
-    s[4..8].copy_from_slice(&w0.to_be_bytes());
-    s[8..10].copy_from_slice(&cfg.instructions.to_be_bytes());
-    s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
-    s[12..14].copy_from_slice(&cfg.ds_instruction.to_be_bytes());
-    s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
     adjust_lengths(d, &lay, n as isize)?;
     refresh_udp_checksum(d, &lay);
     Ok(IntLayout {
@@ -524,35 +542,11 @@ pub fn insert_int_md_with_hop<B: PacketBuf + ?Sized>(
     if cfg.max_hops == 0 || std_words as usize * 4 + ds.len() > hop_ml as usize * 4 {
         return Err(WireError::Unsupported);
     }
-    let lay = locate_udp(buf.data(), l3_off)?;
     let hop_len = hop_ml as usize * 4;
     let n = SHIM_LEN + MD_HEADER_LEN + hop_len;
-    {
-        let d = buf.data();
-        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
-        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
-        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
-            return Err(WireError::BadLength);
-        }
-    }
-    if buf.headroom() < n {
-        return Err(WireError::NoRoom);
-    }
-    let at = lay.udp_off + udp::HEADER_LEN;
-    open_gap(buf, at, n)?;
+    let (lay, at) = open_int(buf, l3_off, cfg, hop_ml, hop_len, cfg.max_hops - 1)?;
     let d = buf.data_mut();
-    let orig_port = be16(d, lay.udp_off + 2).unwrap_or(0);
-    put16(d, lay.udp_off + 2, cfg.int_port);
     let s = &mut d[at..at + n];
-    s[0] = (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2);
-    s[1] = (n / 4) as u8;
-    s[2..4].copy_from_slice(&orig_port.to_be_bytes());
-    let w0 = ((VERSION as u32) << 28) | ((hop_ml as u32) << 8) | (cfg.max_hops - 1) as u32;
-    s[4..8].copy_from_slice(&w0.to_be_bytes());
-    s[8..10].copy_from_slice(&cfg.instructions.to_be_bytes());
-    s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
-    s[12..14].copy_from_slice(&cfg.ds_instruction.to_be_bytes());
-    s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
     let h = &mut s[SHIM_LEN + MD_HEADER_LEN..];
     let std_len = hop.write(cfg.instructions, h)?;
     h[std_len..std_len + ds.len()].copy_from_slice(ds);
