@@ -65,8 +65,9 @@ pub struct PfqConfig {
 /// What [`PerFlowQueues::admits`] says of a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
-    /// Its flow's queue (existing or new) takes it.
-    Yes,
+    /// Its flow's queue takes it: the flow's slot, or `None` for a new queue (pass it to
+    /// [`PerFlowQueues::enqueue_admitted`]).
+    Yes(Option<usize>),
     /// Its flow's queue is full (or a new queue could never hold it).
     QueueFull,
     /// A new flow and every queue is in use.
@@ -169,9 +170,22 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         pkt: B,
         now: Nanos,
     ) -> Result<(usize, bool), (B, DropReason)> {
+        let slot = self.map.get(&flow).map(|&i| i as usize);
+        self.enqueue_admitted(flow, slot, pkt, now)
+    }
+
+    /// As [`enqueue_slot`](Self::enqueue_slot) with the flow's slot as [`admits`](Self::admits)
+    /// just found it (`Admission::Yes(slot)`, the queues unchanged since): no second lookup.
+    pub fn enqueue_admitted(
+        &mut self,
+        flow: K,
+        slot: Option<usize>,
+        pkt: B,
+        now: Nanos,
+    ) -> Result<(usize, bool), (B, DropReason)> {
         let mut new = false;
-        let idx = match self.map.get(&flow) {
-            Some(&i) => i as usize,
+        let idx = match slot.filter(|&i| i < self.slots.len()) {
+            Some(i) => i,
             None => {
                 let Some(i) = self.free.pop() else {
                     self.stats.flow_refused += 1;
@@ -419,7 +433,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         match self.map.get(flow) {
             Some(&i) => {
                 if self.slots[i as usize].q.fits(len) {
-                    Admission::Yes
+                    Admission::Yes(Some(i as usize))
                 } else {
                     Admission::QueueFull
                 }
@@ -428,7 +442,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             None if self.cfg.queue_pkts == 0 || (len as u64) > self.cfg.queue_bytes => {
                 Admission::QueueFull
             }
-            None => Admission::Yes,
+            None => Admission::Yes(None),
         }
     }
 

@@ -82,8 +82,9 @@ pub struct Receiver<B: PacketBuf> {
     retry_ns: Nanos,
     deadline: Option<Nanos>,
     next_scan: Nanos,
-    /// The flow of the packet `on_data` answered `Hold` for (the engine hands it over next).
-    pending: Option<FlowKey>,
+    /// The flow (and its slot, when it has one) of the packet `on_data` answered `Hold` for
+    /// (the engine hands it over next).
+    pending: Option<(FlowKey, Option<usize>)>,
     pub stats: ReceiverStats,
 }
 
@@ -183,8 +184,8 @@ impl<B: PacketBuf> Receiver<B> {
     /// `Forward` through the shared queue when every PFQ is in use, `Drop` when its PFQ is full.
     pub fn on_data(&mut self, key: FlowKey, len: usize) -> Action {
         match self.pfq.admits(&key, len) {
-            Admission::Yes => {
-                self.pending = Some(key);
+            Admission::Yes(slot) => {
+                self.pending = Some((key, slot));
                 Action::Hold
             }
             Admission::QueueFull => {
@@ -200,10 +201,10 @@ impl<B: PacketBuf> Receiver<B> {
 
     /// The packet [`Receiver::on_data`] said `Hold` for: into its flow's PFQ.
     pub fn hold(&mut self, pkt: B, now: Nanos) -> Result<(), B> {
-        let Some(key) = self.pending.take() else {
+        let Some((key, slot)) = self.pending.take() else {
             return Err(pkt);
         };
-        match self.pfq.enqueue_slot(key, pkt, now) {
+        match self.pfq.enqueue_admitted(key, slot, pkt, now) {
             Ok((slot, new)) => {
                 if let Some(f) = self.flows.get_mut(slot) {
                     if new {
