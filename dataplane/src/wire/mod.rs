@@ -9,6 +9,7 @@
 //!   [`WireError::NoRoom`] when the buffer is too small. Nothing here allocates.
 //! - Multi-byte fields are big-endian (network order) unless stated otherwise (the ICRC is stored
 //!   least significant byte first).
+pub mod arp;
 pub mod checksum;
 pub mod ecn;
 pub mod ethernet;
@@ -17,6 +18,7 @@ pub mod int;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mlcc;
+pub mod ndp;
 pub mod parse;
 pub mod pfc;
 pub mod reflex;
