@@ -26,7 +26,8 @@ pub use sections::{SectionConfig, Sections};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub use validate::pause_time_ns;
 pub use validate::{
-    fmt_mac, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS, MIN_RATE_GBPS,
+    fmt_ip, fmt_mac, parse_ip, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS,
+    MIN_RATE_GBPS,
 };
 
 /// `switch.pipeline` when the file does not say.
@@ -215,6 +216,11 @@ pub struct Config {
     pub parser: ParserConfig,
     pub l2: Vec<L2Entry>,
     pub routes: Vec<Route>,
+    /// `[[wire]]`: port pairs in the transparent `wire` mode, each pair once (lower id first).
+    /// Every other port is `routed`.
+    pub wire: Vec<(u16, u16)>,
+    /// `[neighbors]`: ARP / IPv6 neighbour discovery on routed ports and static entries.
+    pub neighbors: NeighborConfig,
     /// `[control]`: control thread, management API, metrics.
     pub control: ControlConfig,
     /// `[dpdk]`: EAL arguments and the mbuf pool; present iff the section is (required when a
@@ -256,6 +262,110 @@ pub struct PortConfig {
     pub frame_overhead: u16,
     /// Where a live run (`longhaul run`) takes the port's packets from and sends them to.
     pub io: PortIo,
+    /// `addresses`: the port's own IP addresses with their subnets (a routed port answers ARP /
+    /// neighbour solicitations for them, and reaches the subnets directly).
+    pub addresses: Vec<PortAddr>,
+}
+
+/// One of a routed port's addresses (`"10.0.0.1/24"`): the address and its subnet's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortAddr {
+    V4 { addr: u32, len: u8 },
+    V6 { addr: u128, len: u8 },
+}
+
+impl PortAddr {
+    /// The subnet (host bits cleared).
+    pub fn subnet(&self) -> IpPrefix {
+        match *self {
+            PortAddr::V4 { addr, len } => IpPrefix::V4 {
+                addr: addr & v4_mask(len),
+                len,
+            },
+            PortAddr::V6 { addr, len } => IpPrefix::V6 {
+                addr: addr & v6_mask(len),
+                len,
+            },
+        }
+    }
+
+    /// The address, IPv4 as an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`).
+    pub fn mapped(&self) -> u128 {
+        match *self {
+            PortAddr::V4 { addr, .. } => map_v4(addr),
+            PortAddr::V6 { addr, .. } => addr,
+        }
+    }
+
+    /// Whether `ip` (IPv4-mapped for IPv4) is in the subnet.
+    pub fn contains(&self, ip: u128) -> bool {
+        self.subnet().contains_mapped(ip)
+    }
+}
+
+/// `ip` as an IPv4-mapped IPv6 address.
+pub const fn map_v4(ip: u32) -> u128 {
+    0xffff_0000_0000 | ip as u128
+}
+
+/// The IPv4 address of an IPv4-mapped one.
+pub fn unmap_v4(ip: u128) -> Option<u32> {
+    (ip >> 32 == 0xffff).then_some(ip as u32)
+}
+
+pub(crate) fn v4_mask(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len.min(32))
+    }
+}
+
+fn v6_mask(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len.min(128))
+    }
+}
+
+/// `[neighbors]`: how routed ports resolve next hops (ARP, RFC 826; IPv6 neighbour discovery,
+/// RFC 4861) and the static entries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NeighborConfig {
+    /// Learned entries a worker holds at most (static entries come on top).
+    pub capacity: usize,
+    /// A learned entry is used without question this long after it was confirmed (RFC 4861's
+    /// REACHABLE_TIME).
+    pub reachable_ns: u64,
+    /// After that, unicast probes every `retrans_ns` while the entry is still used; after
+    /// `probes` unanswered ones it is dropped and the next hop solicited by broadcast again.
+    pub probes: u32,
+    /// Between two solicitations (or probes) of one neighbour (RETRANS_TIMER).
+    pub retrans_ns: u64,
+    /// `[[neighbors.static]]`: entries that never age.
+    pub statics: Vec<StaticNeighbor>,
+}
+
+impl Default for NeighborConfig {
+    fn default() -> Self {
+        NeighborConfig {
+            capacity: 4096,
+            reachable_ns: 30_000_000_000,
+            probes: 3,
+            retrans_ns: 1_000_000_000,
+            statics: Vec::new(),
+        }
+    }
+}
+
+/// A static neighbour entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticNeighbor {
+    pub port: u16,
+    /// IPv4-mapped for IPv4.
+    pub ip: u128,
+    pub mac: [u8; 6],
 }
 
 /// A port's live I/O (`ports[].io`). Replay ignores it (its inputs come from the command line).
@@ -484,6 +594,21 @@ pub struct Route {
     pub prefix: IpPrefix,
     /// Egress port id.
     pub port: u16,
-    /// Destination MAC written into forwarded frames (the next hop's).
+    /// Destination MAC written into forwarded frames (the next hop's), when given.
     pub next_hop_mac: [u8; 6],
+    /// `next_hop`: the gateway's address (IPv4-mapped for IPv4), whose MAC the port resolves
+    /// by ARP / neighbour discovery; `None` with `next_hop_mac`.
+    pub next_hop: Option<u128>,
+}
+
+impl IpPrefix {
+    /// Whether `ip` (IPv4-mapped for IPv4) is in the prefix.
+    pub fn contains_mapped(&self, ip: u128) -> bool {
+        match *self {
+            IpPrefix::V4 { addr, len } => {
+                unmap_v4(ip).is_some_and(|a| a & v4_mask(len) == addr)
+            }
+            IpPrefix::V6 { addr, len } => unmap_v4(ip).is_none() && ip & v6_mask(len) == addr,
+        }
+    }
 }

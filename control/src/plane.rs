@@ -424,6 +424,8 @@ pub fn needs_rebuild(old: &Config, new: &Config) -> bool {
         || old.qos != new.qos
         || old.pfc != new.pfc
         || old.parser != new.parser
+        || old.wire != new.wire
+        || old.neighbors != new.neighbors
         || old.sections != new.sections
 }
 

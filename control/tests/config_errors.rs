@@ -865,7 +865,8 @@ fn bad_macs_in_l2_and_routes() {
     assert_err(
         &with("[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"a\"\n"),
         "routes[0].next_hop_mac",
-        "missing (this key is required)",
+        "missing: a route needs next_hop_mac (static) or next_hop (a gateway address, resolved \
+         by ARP / neighbour discovery)",
     );
 }
 

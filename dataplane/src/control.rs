@@ -91,6 +91,27 @@ pub enum Command<C> {
     Snapshot { id: u64 },
 }
 
+impl<C> Command<C> {
+    /// The same command with the pipeline command mapped by `f` (a mechanism wrapping the
+    /// baseline's commands in its own).
+    pub fn map<D>(self, f: impl FnOnce(C) -> D) -> Command<D> {
+        match self {
+            Command::Pipeline(c) => Command::Pipeline(f(c)),
+            Command::Inject {
+                port,
+                recirculate,
+                frame,
+            } => Command::Inject {
+                port,
+                recirculate,
+                frame,
+            },
+            Command::SetPortRate { port, rate_bps } => Command::SetPortRate { port, rate_bps },
+            Command::Snapshot { id } => Command::Snapshot { id },
+        }
+    }
+}
+
 /// A command on its way to a worker.
 #[derive(Debug)]
 pub struct Envelope<C> {

@@ -41,10 +41,13 @@ pub enum DropReason {
     BadPort,
     /// The frame is larger than the egress port's MTU.
     TooBig,
+    /// Routed toward a next hop whose MAC is not known yet (being resolved by ARP / neighbour
+    /// discovery, or not answering).
+    NeighborUnresolved,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 17] = [
+    pub const ALL: [DropReason; 18] = [
         DropReason::Truncated,
         DropReason::BadLength,
         DropReason::UnknownEtherType,
@@ -62,6 +65,7 @@ impl DropReason {
         DropReason::Pipeline,
         DropReason::BadPort,
         DropReason::TooBig,
+        DropReason::NeighborUnresolved,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -85,6 +89,7 @@ impl DropReason {
             DropReason::Pipeline => "pipeline",
             DropReason::BadPort => "bad_port",
             DropReason::TooBig => "too_big",
+            DropReason::NeighborUnresolved => "neighbor_unresolved",
         }
     }
 }

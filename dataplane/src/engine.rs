@@ -685,6 +685,19 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         &mut self.pool
     }
 
+    /// Run `f` with the pipeline and a stage context at engine time `now`: benchmarks and tests
+    /// that drive one stage directly. What the stage emits is freed, not sent.
+    pub fn with_ctx<R>(&mut self, now: Nanos, f: impl FnOnce(&mut L, &mut Ctx<'_, P>) -> R) -> R {
+        let r = {
+            let mut ctx = ctx!(self, now);
+            f(&mut self.pipeline, &mut ctx)
+        };
+        while let Some(p) = self.emitted.pop() {
+            self.pool.free(p);
+        }
+        r
+    }
+
     pub fn pipeline(&self) -> &L {
         &self.pipeline
     }

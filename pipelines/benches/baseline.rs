@@ -14,7 +14,7 @@ use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
-use longhaul_pipelines::baseline::{Baseline, Forwarding};
+use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;
 use std::hint::black_box;
@@ -60,7 +60,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("baseline");
 
     g.throughput(Throughput::Elements(frames.len() as u64));
-    let mut fwd = Forwarding::new(&cfg);
+    let mut stage = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
     let bufs: Vec<HeapBuf> = frames.iter().map(|f| HeapBuf::from_bytes(f)).collect();
     g.bench_function("ingress", |b| {
         b.iter_batched_ref(
@@ -70,9 +70,11 @@ fn bench(c: &mut Criterion) {
                     .collect::<Vec<_>>()
             },
             |pkts| {
-                for p in pkts.iter_mut() {
-                    black_box(fwd.ingress(0, p));
-                }
+                stage.with_ctx(0, |b, ctx| {
+                    for p in pkts.iter_mut() {
+                        black_box(b.fwd.ingress(ctx, p));
+                    }
+                })
             },
             BatchSize::LargeInput,
         )

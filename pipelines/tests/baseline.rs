@@ -254,7 +254,7 @@ fn to_addr(base: &[u8], dst: [u8; 4]) -> Vec<u8> {
 fn a_command_takes_effect_on_the_next_packets_and_not_before() {
     use longhaul_control::config::IpPrefix;
     use longhaul_dataplane::control::Command;
-    use longhaul_pipelines::baseline::{BaselineCommand, NextHop};
+    use longhaul_pipelines::baseline::{BaselineCommand, NextHop, Via};
     let cfg = config();
     let mut h = harness(&cfg);
     let f = to_addr(&roce_frames()[0], [192, 0, 2, 7]);
@@ -272,6 +272,7 @@ fn a_command_takes_effect_on_the_next_packets_and_not_before() {
         next_hop: NextHop {
             port: 3,
             mac: [2, 0, 0, 0, 0x20, 2],
+            via: Via::Mac,
         },
     };
     assert!(h

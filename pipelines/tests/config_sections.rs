@@ -57,8 +57,8 @@ fn unknown_table_names_generic_tables_and_sections() {
     assert!(
         e.msg.starts_with(
             "unknown field `bogus`, expected one of `switch`, `ports`, `qos`, `pfc`, `parser`, \
-             `l2`, `routes`, `control`, `dpdk`, `int`, `themis`, `spray`, `reflex`, `mlcc`, \
-             `bifrost`"
+             `l2`, `routes`, `wire`, `neighbors`, `control`, `dpdk`, `int`, `themis`, `spray`, \
+             `reflex`, `mlcc`, `bifrost`"
         ),
         "{e}"
     );

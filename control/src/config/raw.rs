@@ -30,6 +30,8 @@ pub(super) struct RawConfig {
     pub parser: Option<RawParser>,
     pub l2: Option<Vec<S<RawL2>>>,
     pub routes: Option<Vec<S<RawRoute>>>,
+    pub wire: Option<Vec<S<RawWire>>>,
+    pub neighbors: Option<RawNeighbors>,
     pub control: Option<RawControl>,
     pub dpdk: Option<RawDpdk>,
 }
@@ -37,7 +39,17 @@ pub(super) struct RawConfig {
 /// The generic top-level tables, in the order unknown-key errors list them (a mechanism may not
 /// take one of these names).
 pub const GENERIC_TABLES: &[&str] = &[
-    "switch", "ports", "qos", "pfc", "parser", "l2", "routes", "control", "dpdk",
+    "switch",
+    "ports",
+    "qos",
+    "pfc",
+    "parser",
+    "l2",
+    "routes",
+    "wire",
+    "neighbors",
+    "control",
+    "dpdk",
 ];
 
 /// Reads a [`RawConfig`]; `sections` are the registered mechanisms' tables.
@@ -71,6 +83,8 @@ impl<'de> Visitor<'de> for RawConfigSeed<'_> {
                 "parser" => raw.parser = Some(map.next_value()?),
                 "l2" => raw.l2 = Some(map.next_value()?),
                 "routes" => raw.routes = Some(map.next_value()?),
+                "wire" => raw.wire = Some(map.next_value()?),
+                "neighbors" => raw.neighbors = Some(map.next_value()?),
                 "control" => raw.control = Some(map.next_value()?),
                 "dpdk" => raw.dpdk = Some(map.next_value()?),
                 // A registered section: its mechanism reads it.
@@ -141,6 +155,7 @@ pub(super) struct RawPort {
     pub frame_overhead: Option<S<i64>>,
     // Not `Spanned` (see `RawClass::ecn`): `io.kind = "memory"` must work too.
     pub io: Option<RawPortIo>,
+    pub addresses: Option<S<Vec<S<String>>>>,
 }
 
 /// `ports[].io`: how a live run moves the port's packets.
@@ -328,6 +343,34 @@ pub(super) struct RawRoute {
     pub prefix: Option<S<String>>,
     pub port: Option<S<PortRef>>,
     pub next_hop_mac: Option<S<String>>,
+    pub next_hop: Option<S<String>>,
+}
+
+/// `[[wire]]`: a port pair in the transparent mode.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWire {
+    pub ports: Option<S<Vec<S<PortRef>>>>,
+}
+
+/// `[neighbors]`: ARP / neighbour discovery settings and static entries.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNeighbors {
+    pub capacity: Option<S<i64>>,
+    pub reachable_ms: Option<S<i64>>,
+    pub probes: Option<S<i64>>,
+    pub retrans_ms: Option<S<i64>>,
+    #[serde(rename = "static")]
+    pub statics: Option<Vec<S<RawStaticNeighbor>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStaticNeighbor {
+    pub ip: Option<S<String>>,
+    pub mac: Option<S<String>>,
+    pub port: Option<S<PortRef>>,
 }
 
 /// A reference to a port: its name (a string) or its id (an integer).

@@ -18,6 +18,8 @@ use super::{
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use std::fmt;
 mod dpdk;
+mod forwarding;
+pub use forwarding::{fmt_ip, parse_ip};
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -333,6 +335,7 @@ impl<'a> Validator<'a> {
         let pfc = self.pfc(&pfc_raw, &switch, &ports, &qos, &class_keys, largest_frame);
 
         let parser = self.parser(raw.parser.as_ref());
+        let wire = self.wire(raw.wire.as_ref(), &ports);
 
         let mut l2: Vec<L2Entry> = Vec::new();
         let mut l2_seen: HashMap<[u8; 6], usize> = HashMap::new();
@@ -345,7 +348,11 @@ impl<'a> Validator<'a> {
                 .map(|m| (self.mac(&format!("{key}.mac"), m, false), span(m)));
             let port = self
                 .required(&format!("{key}.port"), &e.port, &table)
-                .and_then(|p| self.port_ref(&format!("{key}.port"), p));
+                .and_then(|p| self.port_ref(&format!("{key}.port"), p).map(|id| (id, span(p))));
+            if let Some((id, at)) = &port {
+                self.routed_port(&format!("{key}.port"), at.clone(), *id, &wire);
+            }
+            let port = port.map(|(id, _)| id);
             if let Some((mac, mspan)) = mac {
                 if let Some(j) = l2_seen.get(&mac) {
                     self.err(
@@ -380,10 +387,38 @@ impl<'a> Validator<'a> {
                 });
             let port = self
                 .required(&format!("{key}.port"), &r.port, &table)
-                .and_then(|p| self.port_ref(&format!("{key}.port"), p));
-            let nh = self
-                .required(&format!("{key}.next_hop_mac"), &r.next_hop_mac, &table)
-                .map(|m| self.mac(&format!("{key}.next_hop_mac"), m, true));
+                .and_then(|p| self.port_ref(&format!("{key}.port"), p).map(|id| (id, span(p))));
+            if let Some((id, at)) = &port {
+                self.routed_port(&format!("{key}.port"), at.clone(), *id, &wire);
+            }
+            let port = port.map(|(id, _)| id);
+            let (nh, via) = match (&r.next_hop_mac, &r.next_hop) {
+                (Some(m), None) => (Some(self.mac(&format!("{key}.next_hop_mac"), m, true)), None),
+                (None, Some(ip)) => {
+                    let pc = port.and_then(|id| ports.iter().find(|p| p.id == id));
+                    let p = prefix.as_ref().map(|(p, _)| *p);
+                    let via = self.next_hop(&format!("{key}.next_hop"), ip, p, pc);
+                    (Some([0; 6]), via)
+                }
+                (Some(_), Some(ip)) => {
+                    self.err(
+                        format!("{key}.next_hop"),
+                        span(ip),
+                        "give next_hop (resolved by ARP / neighbour discovery) or next_hop_mac \
+                         (static), not both",
+                    );
+                    (None, None)
+                }
+                (None, None) => {
+                    self.err(
+                        format!("{key}.next_hop_mac"),
+                        table.clone(),
+                        "missing: a route needs next_hop_mac (static) or next_hop (a gateway \
+                         address, resolved by ARP / neighbour discovery)",
+                    );
+                    (None, None)
+                }
+            };
             if let Some((prefix, pspan)) = prefix {
                 let seen_key = match prefix {
                     IpPrefix::V4 { addr, len } => (false, u128::from(addr), len),
@@ -402,10 +437,12 @@ impl<'a> Validator<'a> {
                     prefix,
                     port: port.unwrap_or(0),
                     next_hop_mac: nh.unwrap_or([0; 6]),
+                    next_hop: via,
                 });
             }
         }
 
+        let neighbors = self.neighbors(raw.neighbors.as_ref(), &ports, &wire, &switch);
         let control = self.control(raw.control.as_ref());
         let dpdk = self.dpdk(raw.dpdk.as_ref(), &switch, &ports);
 
@@ -417,6 +454,8 @@ impl<'a> Validator<'a> {
             parser,
             l2,
             routes,
+            wire,
+            neighbors,
             control,
             dpdk,
             sections: Sections::default(),
@@ -793,6 +832,7 @@ impl<'a> Validator<'a> {
             );
 
             let io = self.port_io(&key("io"), p.io.as_ref(), &table);
+            let addresses = self.port_addresses(&key("addresses"), &p.addresses);
             // Two ports writing one file, or a port writing another's input, would corrupt both.
             if let (PortIo::Pcap { tx: Some(t), .. }, Some(tio)) = (&io, &p.io) {
                 let clash = ports
@@ -838,9 +878,11 @@ impl<'a> Validator<'a> {
                 mtu: mtu as u16,
                 frame_overhead: frame_overhead as u16,
                 io,
+                addresses,
             });
         }
         self.infos = infos;
+        self.addresses_across_ports(&ports);
         ports
     }
 

@@ -4,17 +4,25 @@
 //! JSON forms:
 //! - `l2` entry `{"mac": "02:00:00:00:10:01", "port": "dc0"}` (port by name or id), key
 //!   `{"mac": "..."}`;
-//! - `routes` entry `{"prefix": "10.1.0.0/16", "port": "wan0", "next_hop_mac": "02:..."}`, key
-//!   `{"prefix": "..."}`.
+//! - `routes` entry `{"prefix": "10.1.0.0/16", "port": "wan0", "next_hop_mac": "02:..."}` or
+//!   `{..., "next_hop": "192.0.2.1"}` (a gateway resolved by ARP / ND), key `{"prefix": "..."}`;
+//! - `neighbors` (static entries; learned ones are listed too) `{"port": "wan0", "ip":
+//!   "192.0.2.1", "mac": "02:..."}`, key `{"port": "wan0", "ip": "192.0.2.1"}`.
+//!
+//! Learning (DESIGN.md section 4b, `super::neighbor`): a punted ARP / ND packet whose sender is
+//! on one of the ingress port's subnets sets that neighbour on every worker. The master copy
+//! holds at most `[neighbors] capacity` learned entries (the oldest learned goes first); a
+//! static entry is never replaced by a learned one.
 //!
 //! Reload applies the difference of `[[l2]]` and `[[routes]]` live as table commands. A change
 //! to ports, QoS, PFC, parser or `[switch]` asks for a rebuild: the switch is built anew from the
 //! new config and swapped in by the worker between two iterations. A change to `[control]` is
 //! refused (restart needed) and the running config stays.
 
-use super::{BaselineCommand, NextHop};
+use super::neighbor::{learnable, PUNT_NEIGHBOR};
+use super::{BaselineCommand, NextHop, Via};
 use longhaul_control::api::ApiError;
-use longhaul_control::config::{Config, IpPrefix};
+use longhaul_control::config::{fmt_ip, parse_ip, Config, IpPrefix, PortAddr};
 use longhaul_control::plane::{needs_rebuild, PipelineControl, ReloadPlan};
 use longhaul_dataplane::control::{Command, Punt};
 use serde_json::{json, Value};
@@ -44,12 +52,34 @@ fn key_prefix(k: RouteKey) -> IpPrefix {
     }
 }
 
+/// A neighbour in the master copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Neighbor {
+    mac: [u8; 6],
+    is_static: bool,
+    /// Engine time of the punt it was learned from (0 for static entries).
+    learned_ns: u64,
+}
+
 /// The baseline's master tables.
 pub struct BaselineControl {
     /// Port name -> id, and id -> name.
     ports: Vec<(u16, String)>,
+    /// Port id -> its addresses (routed ports).
+    addrs: Vec<(u16, Vec<PortAddr>)>,
+    /// Ports in `[[wire]]` pairs (no routes, no neighbours).
+    wire_ports: Vec<u16>,
     l2: BTreeMap<[u8; 6], u16>,
     routes: BTreeMap<RouteKey, NextHop>,
+    neighbors: BTreeMap<(u16, u128), Neighbor>,
+    neighbor_capacity: usize,
+}
+
+/// The tables, for listings and "no such table" errors.
+const TABLES: &[&str] = &["l2", "routes", "neighbors"];
+
+fn no_table(table: &str) -> ApiError {
+    ApiError::NotFound(format!("no table '{table}' (tables: {})", TABLES.join(", ")))
 }
 
 fn mac_str(m: &[u8; 6]) -> String {
@@ -127,6 +157,12 @@ impl BaselineControl {
     pub fn new(cfg: &Config) -> Self {
         BaselineControl {
             ports: cfg.ports.iter().map(|p| (p.id, p.name.clone())).collect(),
+            addrs: cfg
+                .ports
+                .iter()
+                .map(|p| (p.id, p.addresses.clone()))
+                .collect(),
+            wire_ports: cfg.wire.iter().flat_map(|&(a, b)| [a, b]).collect(),
             l2: cfg.l2.iter().map(|e| (e.mac, e.port)).collect(),
             routes: cfg
                 .routes
@@ -137,11 +173,97 @@ impl BaselineControl {
                         NextHop {
                             port: r.port,
                             mac: r.next_hop_mac,
+                            via: r.next_hop.map_or(Via::Mac, Via::Gateway),
                         },
                     )
                 })
                 .collect(),
+            neighbors: cfg
+                .neighbors
+                .statics
+                .iter()
+                .map(|s| {
+                    let n = Neighbor {
+                        mac: s.mac,
+                        is_static: true,
+                        learned_ns: 0,
+                    };
+                    ((s.port, s.ip), n)
+                })
+                .collect(),
+            neighbor_capacity: cfg.neighbors.capacity,
         }
+    }
+
+    /// Whether `ip` is on one of `port`'s subnets.
+    fn on_link(&self, port: u16, ip: u128) -> bool {
+        self.addrs
+            .iter()
+            .find(|(id, _)| *id == port)
+            .is_some_and(|(_, a)| a.iter().any(|a| a.contains(ip)))
+    }
+
+    /// A routed port for a route or neighbour entry.
+    fn routed(&self, port: u16) -> Result<u16, ApiError> {
+        if self.wire_ports.contains(&port) {
+            return Err(ApiError::BadRequest(format!(
+                "port: '{}' is in a wire pair: a wire port forwards only to its pair",
+                self.port_name(port)
+            )));
+        }
+        Ok(port)
+    }
+
+    fn ip(&self, v: Option<&Value>, what: &str) -> Result<u128, ApiError> {
+        let s = v.and_then(Value::as_str).ok_or_else(|| {
+            ApiError::BadRequest(format!("{what}: expected an address like \"192.0.2.1\""))
+        })?;
+        parse_ip(s).map_err(|m| ApiError::BadRequest(format!("{what}: {m}")))
+    }
+
+    fn neighbor_json(&self, (port, ip): (u16, u128), n: &Neighbor) -> Value {
+        json!({
+            "port": self.port_name(port),
+            "ip": fmt_ip(ip),
+            "mac": mac_str(&n.mac),
+            "static": n.is_static,
+            "learned_ns": n.learned_ns,
+        })
+    }
+
+    /// Learn from a punted ARP / ND packet (see the module documentation).
+    fn learn(&mut self, punt: &Punt) -> Option<BaselineCommand> {
+        let (ip, mac) = learnable(punt)?;
+        let port = punt.port;
+        if !self.on_link(port, ip) {
+            return None;
+        }
+        let key = (port, ip);
+        if self.neighbors.get(&key).is_some_and(|n| n.is_static) {
+            return None;
+        }
+        let learned = self.neighbors.values().filter(|n| !n.is_static).count();
+        if !self.neighbors.contains_key(&key) && learned >= self.neighbor_capacity {
+            let oldest = self
+                .neighbors
+                .iter()
+                .filter(|(_, n)| !n.is_static)
+                .min_by_key(|(_, n)| n.learned_ns)
+                .map(|(k, _)| *k)?;
+            self.neighbors.remove(&oldest);
+        }
+        let n = Neighbor {
+            mac,
+            is_static: false,
+            learned_ns: punt.ts,
+        };
+        self.neighbors.insert(key, n);
+        Some(BaselineCommand::NeighborSet {
+            port,
+            ip,
+            mac: Some(mac),
+            is_static: false,
+        })
     }
 
     fn port_name(&self, id: u16) -> String {
@@ -186,11 +308,12 @@ impl BaselineControl {
     }
 
     fn route_json(&self, k: RouteKey, nh: &NextHop) -> Value {
-        json!({
-            "prefix": prefix_str(key_prefix(k)),
-            "port": self.port_name(nh.port),
-            "next_hop_mac": mac_str(&nh.mac),
-        })
+        let prefix = prefix_str(key_prefix(k));
+        let port = self.port_name(nh.port);
+        match nh.via {
+            Via::Gateway(ip) => json!({"prefix": prefix, "port": port, "next_hop": fmt_ip(ip)}),
+            _ => json!({"prefix": prefix, "port": port, "next_hop_mac": mac_str(&nh.mac)}),
+        }
     }
 
     fn only_keys(v: &Value, keys: &[&str]) -> Result<(), ApiError> {
@@ -226,11 +349,17 @@ where
 impl PipelineControl for BaselineControl {
     type Command = BaselineCommand;
 
-    /// The baseline punts nothing.
-    fn on_punt(&mut self, _punt: &Punt, _issue: &mut dyn FnMut(Command<BaselineCommand>)) {}
+    /// Learns neighbours from punted ARP / ND.
+    fn on_punt(&mut self, punt: &Punt, issue: &mut dyn FnMut(Command<BaselineCommand>)) {
+        if punt.reason == PUNT_NEIGHBOR {
+            if let Some(c) = self.learn(punt) {
+                issue(Command::Pipeline(c));
+            }
+        }
+    }
 
     fn tables(&self) -> Vec<String> {
-        vec!["l2".into(), "routes".into()]
+        TABLES.iter().map(|t| t.to_string()).collect()
     }
 
     fn list(&self, table: &str, offset: usize, limit: usize) -> Result<Value, ApiError> {
@@ -249,9 +378,14 @@ impl PipelineControl for BaselineControl {
                 offset,
                 limit,
             )),
-            _ => Err(ApiError::NotFound(format!(
-                "no table '{table}' (tables: l2, routes)"
-            ))),
+            "neighbors" => Ok(page(
+                self.neighbors.iter().map(|(k, n)| self.neighbor_json(*k, n)),
+                self.neighbors.len(),
+                table,
+                offset,
+                limit,
+            )),
+            _ => Err(no_table(table)),
         }
     }
 
@@ -272,7 +406,7 @@ impl PipelineControl for BaselineControl {
                 ))
             }
             "routes" => {
-                Self::only_keys(e, &["prefix", "port", "next_hop_mac"])?;
+                Self::only_keys(e, &["prefix", "port", "next_hop_mac", "next_hop"])?;
                 let prefix = e
                     .get("prefix")
                     .and_then(Value::as_str)
@@ -284,9 +418,42 @@ impl PipelineControl for BaselineControl {
                     .and_then(|s| {
                         parse_prefix(s).map_err(|m| ApiError::BadRequest(format!("prefix: {m}")))
                     })?;
-                let port = self.port(e.get("port"))?;
-                let mac = parse_mac(e.get("next_hop_mac"), "next_hop_mac")?;
-                let nh = NextHop { port, mac };
+                let port = self.routed(self.port(e.get("port"))?)?;
+                let nh = match (e.get("next_hop_mac"), e.get("next_hop")) {
+                    (m @ Some(_), None) => NextHop {
+                        port,
+                        mac: parse_mac(m, "next_hop_mac")?,
+                        via: Via::Mac,
+                    },
+                    (None, g @ Some(_)) => {
+                        let ip = self.ip(g, "next_hop")?;
+                        let v4 = matches!(prefix, IpPrefix::V4 { .. });
+                        if longhaul_control::config::unmap_v4(ip).is_some() != v4 {
+                            return Err(ApiError::BadRequest(
+                                "next_hop: not of the prefix's family".into(),
+                            ));
+                        }
+                        if !self.on_link(port, ip) {
+                            return Err(ApiError::BadRequest(format!(
+                                "next_hop: {} is on none of port '{}''s subnets",
+                                fmt_ip(ip),
+                                self.port_name(port)
+                            )));
+                        }
+                        NextHop {
+                            port,
+                            mac: [0; 6],
+                            via: Via::Gateway(ip),
+                        }
+                    }
+                    _ => {
+                        return Err(ApiError::BadRequest(
+                            "give next_hop_mac (static) or next_hop (a gateway resolved by ARP \
+                             / ND), one of them"
+                                .into(),
+                        ))
+                    }
+                };
                 self.routes.insert(route_key(prefix), nh);
                 Ok((
                     self.route_json(route_key(prefix), &nh),
@@ -296,9 +463,35 @@ impl PipelineControl for BaselineControl {
                     }],
                 ))
             }
-            _ => Err(ApiError::NotFound(format!(
-                "no table '{table}' (tables: l2, routes)"
-            ))),
+            "neighbors" => {
+                Self::only_keys(e, &["port", "ip", "mac"])?;
+                let port = self.routed(self.port(e.get("port"))?)?;
+                let ip = self.ip(e.get("ip"), "ip")?;
+                if !self.on_link(port, ip) {
+                    return Err(ApiError::BadRequest(format!(
+                        "ip: {} is on none of port '{}''s subnets",
+                        fmt_ip(ip),
+                        self.port_name(port)
+                    )));
+                }
+                let mac = parse_mac(e.get("mac"), "mac")?;
+                let n = Neighbor {
+                    mac,
+                    is_static: true,
+                    learned_ns: 0,
+                };
+                self.neighbors.insert((port, ip), n);
+                Ok((
+                    self.neighbor_json((port, ip), &n),
+                    vec![BaselineCommand::NeighborSet {
+                        port,
+                        ip,
+                        mac: Some(mac),
+                        is_static: true,
+                    }],
+                ))
+            }
+            _ => Err(no_table(table)),
         }
     }
 
@@ -336,9 +529,28 @@ impl PipelineControl for BaselineControl {
                     vec![BaselineCommand::RouteDelete { prefix }],
                 ))
             }
-            _ => Err(ApiError::NotFound(format!(
-                "no table '{table}' (tables: l2, routes)"
-            ))),
+            "neighbors" => {
+                Self::only_keys(k, &["port", "ip"])?;
+                let port = self.port(k.get("port"))?;
+                let ip = self.ip(k.get("ip"), "ip")?;
+                let n = self.neighbors.remove(&(port, ip)).ok_or_else(|| {
+                    ApiError::NotFound(format!(
+                        "no neighbour {} on '{}'",
+                        fmt_ip(ip),
+                        self.port_name(port)
+                    ))
+                })?;
+                Ok((
+                    self.neighbor_json((port, ip), &n),
+                    vec![BaselineCommand::NeighborSet {
+                        port,
+                        ip,
+                        mac: None,
+                        is_static: n.is_static,
+                    }],
+                ))
+            }
+            _ => Err(no_table(table)),
         }
     }
 
@@ -356,7 +568,10 @@ impl PipelineControl for BaselineControl {
             *self = BaselineControl::new(new);
             return Ok(ReloadPlan::Rebuild);
         }
-        let target = BaselineControl::new(new);
+        let mut target = BaselineControl::new(new);
+        // Learned neighbours stay (the workers keep theirs: the tables are not rebuilt).
+        let learned = self.neighbors.iter().filter(|(_, n)| !n.is_static);
+        target.neighbors.extend(learned.map(|(k, n)| (*k, *n)));
         let mut cmds = Vec::new();
         // Deletions first, then inserts (a replaced entry is an insert).
         for mac in self.l2.keys() {

@@ -1,17 +1,29 @@
 //! The baseline: a plain lossless RoCE switch (no paper mechanism), and the stages every other
 //! pipeline starts from.
 //!
-//! Ingress, in order:
+//! Each port is `routed` (the L3 hop below) or one of a `[[wire]]` pair (DESIGN.md section 4b):
+//! a wire port is a transparent bump in the wire: every frame it receives leaves by the pair's
+//! other port unchanged (ARP, ND, LLDP, anomalies included: counted, never dropped by the parser
+//! policy, never routed), and the mechanisms act only on the traffic they own. A packet a
+//! mechanism generates in reply to one that came in on a wire port goes back out of that port
+//! with the trigger's MACs swapped ([`Forwarding::reply_macs`], [`Forwarding::route_generated`]).
+//!
+//! Ingress of a routed port, in order:
 //! 1. **parse** (`wire::parse`): offsets into the metadata, the first anomaly found;
 //! 2. **anomaly policy**: each anomaly is counted by reason, then dropped or kept by the
 //!    configured policy (`[parser.policy]`). Frames too short to switch (`truncated`) and IP
 //!    headers that are not IP (`bad_ip_header`) are always dropped;
 //! 3. **classify**: traffic class from DSCP or PCP (`[qos] trust`);
+//! 3b. **neighbours** (`neighbor`): ARP and IPv6 neighbour discovery for the port's own
+//!    addresses are answered, learned from (through the control plane) or consumed; never
+//!    flooded;
 //! 4. **L2**: a destination MAC in the static L2 table is bridged unchanged to its port;
 //! 5. **L3**: otherwise an IP packet is routed by longest-prefix match on its destination:
 //!    TTL / hop limit decremented (IPv4 checksum updated incrementally; the RoCE ICRC masks the
 //!    TTL so it stays valid), source MAC = egress port's MAC, destination MAC = the route's next
-//!    hop. A TTL of 0 or 1 is dropped (`ttl_expired`), no match is dropped (`no_route`).
+//!    hop (static `next_hop_mac`, or resolved by `neighbor` for a `next_hop` gateway and for the
+//!    ports' connected subnets). A TTL of 0 or 1 is dropped (`ttl_expired`), no match is dropped
+//!    (`no_route`), a next hop not resolved yet is dropped (`neighbor_unresolved`).
 //!
 //! A kept anomaly whose L3 header is still usable (IPv4 options, fragments, a bad IPv4 checksum)
 //! is routed like any packet (a bad checksum stays bad: we do not repair what we did not break);
@@ -24,12 +36,14 @@
 pub mod control;
 pub mod int;
 pub mod mechanism;
+pub mod neighbor;
 
-use longhaul_control::config::{Config, IpPrefix, ParserConfig, Policy, Trust};
+use longhaul_control::config::{map_v4, Config, IpPrefix, ParserConfig, Policy, Trust};
 use longhaul_dataplane::asic::lpm::Lpm;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
 use longhaul_dataplane::counters::{DropCounters, DropReason};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
+use neighbor::Neighbors;
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::wire::ipv4::Ipv4Packet;
 use longhaul_dataplane::wire::ipv6::Ipv6Packet;
@@ -51,8 +65,24 @@ pub fn mac_key(mac: &[u8; 6]) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NextHop {
     pub port: u16,
+    /// The next hop's MAC: static ([`Via::Mac`]) or, once resolved, the neighbour's.
     pub mac: [u8; 6],
+    pub via: Via,
 }
+
+/// How a route's next-hop MAC is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// `next_hop_mac`: static.
+    Mac,
+    /// `next_hop`: the gateway's address (IPv4-mapped), resolved by ARP / ND.
+    Gateway(u128),
+    /// A port's connected subnet: the destination itself, resolved by ARP / ND.
+    Direct,
+}
+
+/// No wire peer.
+const NO_PEER: u16 = u16::MAX;
 
 /// A forwarding decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +114,11 @@ pub struct BaselineStats {
     pub bridged: u64,
     /// Packets routed by the LPM tables.
     pub routed: u64,
+    /// Packets passed between the ports of a `[[wire]]` pair.
+    pub wired: u64,
+    /// Routed packets addressed to one of the switch's own addresses (not answered: the
+    /// appliance terminates only ARP / ND), dropped as `no_route`.
+    pub to_local: u64,
 }
 
 /// The forwarding state and stages of the baseline switch.
@@ -105,6 +140,11 @@ pub struct Forwarding {
     l2_port_macs: u32,
     v4: Lpm<u32, NextHop>,
     v6: Lpm<u128, NextHop>,
+    /// Port id -> its `[[wire]]` peer ([`NO_PEER`]: routed).
+    wire_peer: Vec<u16>,
+    /// Whether any port has addresses (otherwise ARP / ND are not looked at: nothing to answer).
+    has_addresses: bool,
+    pub neigh: Neighbors,
     pub stats: BaselineStats,
 }
 
@@ -139,19 +179,37 @@ impl Forwarding {
             .filter(|r| matches!(r.prefix, IpPrefix::V4 { .. }))
             .count();
         let n6 = cfg.routes.len() - n4;
-        let mut v4 = Lpm::new(n4 + TABLE_HEADROOM);
-        let mut v6 = Lpm::new(n6 + TABLE_HEADROOM);
-        for r in &cfg.routes {
-            let nh = NextHop {
-                port: r.port,
-                mac: r.next_hop_mac,
-            };
+        // Connected subnets first, so a configured route for the same prefix replaces one.
+        let connected = cfg
+            .ports
+            .iter()
+            .flat_map(|p| p.addresses.iter().map(move |a| (a.subnet(), p.id)));
+        let configured = cfg.routes.iter().map(|r| {
+            let via = r.next_hop.map_or(Via::Mac, Via::Gateway);
+            (r.prefix, NextHop { port: r.port, mac: r.next_hop_mac, via })
+        });
+        let n_conn = cfg.ports.iter().map(|p| p.addresses.len()).sum::<usize>();
+        let mut v4 = Lpm::new(n4 + n_conn + TABLE_HEADROOM);
+        let mut v6 = Lpm::new(n6 + n_conn + TABLE_HEADROOM);
+        let all = connected
+            .map(|(prefix, port)| {
+                let nh = NextHop { port, mac: [0; 6], via: Via::Direct };
+                (prefix, nh)
+            })
+            .chain(configured);
+        for (prefix, nh) in all {
             // Cannot fail: validated prefixes, capacity covers every configured route.
-            let _ = match r.prefix {
+            let _ = match prefix {
                 IpPrefix::V4 { addr, len } => v4.insert(addr, len, nh),
                 IpPrefix::V6 { addr, len } => v6.insert(addr, len, nh),
             };
         }
+        let mut wire_peer = vec![NO_PEER; max_id + 1];
+        for &(a, b) in &cfg.wire {
+            wire_peer[a as usize] = b;
+            wire_peer[b as usize] = a;
+        }
+        let control_class = class_of(cfg.qos.trust, &cfg.qos.dscp_map, cfg.qos.default_class, 48);
         Forwarding {
             parse_opts: ParseOptions {
                 max_vlan_tags: cfg.parser.max_vlan_tags,
@@ -169,18 +227,85 @@ impl Forwarding {
             l2_port_macs,
             v4,
             v6,
+            wire_peer,
+            has_addresses: cfg.ports.iter().any(|p| !p.addresses.is_empty()),
+            neigh: Neighbors::new(cfg, control_class),
             stats: BaselineStats::default(),
         }
     }
 
-    /// Parse the frame and apply the anomaly policy. `Err` is the drop decision. `Ok(routable)`:
-    /// whether the L3 header may be used for routing.
+    /// The `[[wire]]` peer of `port`, `None` for a routed port.
     #[inline(always)]
-    pub fn parse_stage<B: PacketBuf>(&mut self, pkt: &mut B) -> Result<(Parsed, bool), DropReason> {
+    pub fn wire_peer(&self, port: u16) -> Option<u16> {
+        match self.wire_peer.get(port as usize) {
+            Some(&p) if p != NO_PEER => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The (source, destination) MACs of a packet this switch generates in reply to `trigger`
+    /// (received on `in_port`): on a wire port, the trigger's swapped (the reply looks like it
+    /// comes from the router the trigger was sent to, and goes back out of `in_port`, see
+    /// [`Forwarding::route_generated`]); on a routed port, the port's own MAC twice (the reply
+    /// is then routed like a received packet, which rewrites both).
+    pub fn reply_macs(&self, in_port: u16, trigger: &[u8]) -> Option<([u8; 6], [u8; 6])> {
+        if self.wire_peer(in_port).is_some() {
+            let dst = *trigger.get(6..12)?.first_chunk::<6>()?;
+            let src = *trigger.first_chunk::<6>()?;
+            return Some((src, dst));
+        }
+        let m = self.port_macs.get(in_port as usize).copied().flatten()?;
+        Some((m, m))
+    }
+
+    /// Parse the frame and apply the anomaly policy: the ingress of a routed port, or of a
+    /// generated frame. `Err` is the drop decision. `Ok(routable)`: whether the L3 header may be
+    /// used for routing.
+    #[inline(always)]
+    pub fn parse_checked<B: PacketBuf>(
+        &mut self,
+        pkt: &mut B,
+    ) -> Result<(Parsed, bool), DropReason> {
         let p = parse(pkt.data(), &self.parse_opts);
         // meta.flow_hash is left 0 ("not computed"): no baseline stage reads it, and hashing
         // every packet cost ~8% of the forwarding rate (perf/README.md).
         p.apply_to_meta(pkt.meta_mut());
+        self.policy(p)
+    }
+
+    /// The first ingress stage of every pipeline: parse, then
+    /// - on a wire port: anomalies counted, nothing dropped (`Ok((p, false))`: not routable, the
+    ///   lookup bridges it to the pair's other port);
+    /// - on a routed port: ARP / ND for the port's addresses taken by the neighbour stage
+    ///   (`Err(action)`: answered in place, or consumed), then the anomaly policy
+    ///   (`Err(Drop)`).
+    #[inline(always)]
+    pub fn parse_stage<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+    ) -> Result<(Parsed, bool), Action> {
+        let p = parse(pkt.data(), &self.parse_opts);
+        p.apply_to_meta(pkt.meta_mut());
+        let port = pkt.meta().ingress_port;
+        if self.wire_peer(port).is_some() {
+            if let Some(a) = p.anomaly {
+                self.stats.anomalies.inc(a);
+                self.stats.anomalies_forwarded += 1;
+            }
+            return Ok((p, false));
+        }
+        if self.has_addresses && matches!(p.l3, L3Kind::Other(_) | L3Kind::V6) {
+            if let Some(a) = self.neigh.ingress(ctx, pkt, &p, port) {
+                return Err(a);
+            }
+        }
+        self.policy(p).map_err(Action::Drop)
+    }
+
+    /// The anomaly policy over a parse result.
+    #[inline(always)]
+    fn policy(&mut self, p: Parsed) -> Result<(Parsed, bool), DropReason> {
         let Some(a) = p.anomaly else {
             return Ok((p, p.is_ip()));
         };
@@ -207,11 +332,7 @@ impl Forwarding {
     /// The class of a packet this switch generates with `dscp` (CNPs): the DSCP map when
     /// trusting DSCP, the default class otherwise.
     pub fn class_of_dscp(&self, dscp: u8) -> u8 {
-        let c = match self.trust {
-            Trust::Dscp => self.dscp_map[(dscp & 63) as usize],
-            _ => self.default_class,
-        };
-        c.min(NUM_CLASSES as u8 - 1)
+        class_of(self.trust, &self.dscp_map, self.default_class, dscp)
     }
 
     /// Traffic class from DSCP or PCP.
@@ -227,21 +348,28 @@ impl Forwarding {
         c.min(NUM_CLASSES as u8 - 1)
     }
 
-    /// The forwarding decision without touching the frame: L2 table by destination MAC, then
-    /// (when `routable`) LPM on the destination IP.
+    /// The forwarding decision without touching the frame: a wire port's peer; else the L2
+    /// table by destination MAC, then (when `routable`) LPM on the destination IP and, for a
+    /// route through a gateway or to a connected subnet, the neighbour's MAC (soliciting it
+    /// when unknown: `Err(NeighborUnresolved)`).
     #[inline(always)]
-    pub fn lookup_stage<B: PacketBuf>(
+    pub fn lookup_stage<P: BufPool>(
         &mut self,
-        now: u64,
-        pkt: &B,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &P::Buf,
         p: &Parsed,
         routable: bool,
     ) -> Result<Egress, DropReason> {
+        let in_port = pkt.meta().ingress_port;
+        if let Some(peer) = self.wire_peer(in_port) {
+            return Ok(Egress::Bridge(peer));
+        }
+        let now = ctx.now;
         let frame = pkt.data();
         if let Some(dst) = frame.first_chunk::<6>() {
             let key = mac_key(dst);
             let to_me = self.l2_port_macs == 0
-                && self.port_mac_keys.get(pkt.meta().ingress_port as usize) == Some(&key);
+                && self.port_mac_keys.get(in_port as usize) == Some(&key);
             if !to_me {
                 if let Some(&port) = self.l2.lookup(&key, now) {
                     return Ok(Egress::Bridge(port));
@@ -253,18 +381,33 @@ impl Forwarding {
         }
         let l3 = p.l3_off as usize;
         let rest = frame.get(l3..).ok_or(DropReason::Truncated)?;
-        let nh = match p.l3 {
+        let (nh, dst) = match p.l3 {
             L3Kind::V4 => {
                 let ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
-                self.v4.lookup(u32::from(ip.dst_addr()))
+                let d = u32::from(ip.dst_addr());
+                (self.v4.lookup(d), map_v4(d))
             }
             L3Kind::V6 => {
                 let ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
-                self.v6.lookup(ip.dst_u128())
+                let d = ip.dst_u128();
+                (self.v6.lookup(d), d)
             }
-            _ => None,
+            _ => (None, 0),
         };
-        nh.map(Egress::Route).ok_or(DropReason::NoRoute)
+        let mut nh = nh.ok_or(DropReason::NoRoute)?;
+        let target = match nh.via {
+            Via::Mac => return Ok(Egress::Route(nh)),
+            Via::Gateway(ip) => ip,
+            Via::Direct => {
+                if self.neigh.is_own(nh.port, dst) {
+                    self.stats.to_local += 1;
+                    return Err(DropReason::NoRoute);
+                }
+                dst
+            }
+        };
+        nh.mac = self.neigh.resolve(ctx, nh.port, target)?;
+        Ok(Egress::Route(nh))
     }
 
     /// Carry out a decision of [`Forwarding::lookup_stage`]: set `meta.egress_port`; for a route,
@@ -277,6 +420,11 @@ impl Forwarding {
         e: Egress,
     ) -> Result<(), DropReason> {
         let nh = match e {
+            Egress::Bridge(port) if self.wire_peer(port).is_some() => {
+                self.stats.wired += 1;
+                pkt.meta_mut().egress_port = port;
+                return Ok(());
+            }
             Egress::Bridge(port) => {
                 self.stats.bridged += 1;
                 pkt.meta_mut().egress_port = port;
@@ -314,43 +462,53 @@ impl Forwarding {
 
     /// L2 then L3 forwarding: sets `meta.egress_port`, rewrites the frame for routed packets.
     #[inline(always)]
-    pub fn forward_stage<B: PacketBuf>(
+    pub fn forward_stage<P: BufPool>(
         &mut self,
-        now: u64,
-        pkt: &mut B,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
         p: &Parsed,
         routable: bool,
     ) -> Result<(), DropReason> {
-        let e = self.lookup_stage(now, pkt, p, routable)?;
+        let e = self.lookup_stage(ctx, pkt, p, routable)?;
         self.apply_stage(pkt, p, e)
     }
 
-    /// The stages every mechanism's ingress starts with: parse (anomaly policy), classify
-    /// (`meta.class`, `meta.queue` = the class's), look up; the frame is not rewritten yet
-    /// ([`Forwarding::apply_stage`] does that).
+    /// The stages every mechanism's ingress starts with: parse (wire pairs, neighbours, anomaly
+    /// policy), classify (`meta.class`, `meta.queue` = the class's), look up; the frame is not
+    /// rewritten yet ([`Forwarding::apply_stage`] does that). `Err` is the packet's fate.
     #[inline(always)]
-    pub fn classify_and_look_up<B: PacketBuf>(
+    pub fn classify_and_look_up<P: BufPool>(
         &mut self,
-        now: u64,
-        pkt: &mut B,
-    ) -> Result<(Parsed, Egress), DropReason> {
-        let (p, routable) = self.parse_stage(pkt)?;
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+    ) -> Result<(Parsed, Egress), Action> {
+        let (p, routable) = self.parse_stage(ctx, pkt)?;
         let class = self.classify(&p);
         let m = pkt.meta_mut();
         m.class = class;
         m.queue = longhaul_dataplane::packet::QUEUE_OF_CLASS;
-        let e = self.lookup_stage(now, pkt, &p, routable)?;
+        let e = self
+            .lookup_stage(ctx, pkt, &p, routable)
+            .map_err(Action::Drop)?;
         Ok((p, e))
     }
 
-    /// Route a packet this switch generated (a CNP, a pseudo-ACK, a Switch-INT: built as if
-    /// received on `meta.ingress_port`, addressed to that port's MAC) like any received packet:
-    /// parse, look up, rewrite. `false` (nothing to send) when it has no route.
-    pub fn route_generated<B: PacketBuf>(&mut self, now: u64, g: &mut B) -> bool {
-        let Ok((p, routable)) = self.parse_stage(g) else {
+    /// Send a packet this switch generated in reply to one received on `meta.ingress_port` (a
+    /// CNP, a pseudo-ACK, a Switch-INT, a NAK; built with [`Forwarding::reply_macs`]): on a wire
+    /// port, back out of that port unchanged; on a routed port, routed like any received packet
+    /// (parse, look up, rewrite). `false` (nothing to send) when it has no route.
+    pub fn route_generated<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, g: &mut P::Buf) -> bool {
+        let in_port = g.meta().ingress_port;
+        if self.wire_peer(in_port).is_some() {
+            let p = parse(g.data(), &self.parse_opts);
+            p.apply_to_meta(g.meta_mut());
+            g.meta_mut().egress_port = in_port;
+            return true;
+        }
+        let Ok((p, routable)) = self.parse_checked(g) else {
             return false;
         };
-        let Ok(e) = self.lookup_stage(now, g, &p, routable) else {
+        let Ok(e) = self.lookup_stage(ctx, g, &p, routable) else {
             return false;
         };
         self.apply_stage(g, &p, e).is_ok()
@@ -358,13 +516,13 @@ impl Forwarding {
 
     /// The whole baseline ingress for one packet.
     #[inline]
-    pub fn ingress<B: PacketBuf>(&mut self, now: u64, pkt: &mut B) -> Action {
-        let (p, routable) = match self.parse_stage(pkt) {
+    pub fn ingress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        let (p, routable) = match self.parse_stage(ctx, pkt) {
             Ok(x) => x,
-            Err(r) => return Action::Drop(r),
+            Err(a) => return a,
         };
         pkt.meta_mut().class = self.classify(&p);
-        match self.forward_stage(now, pkt, &p, routable) {
+        match self.forward_stage(ctx, pkt, &p, routable) {
             Ok(()) => Action::Forward,
             Err(r) => Action::Drop(r),
         }
@@ -376,6 +534,9 @@ impl Forwarding {
         out("baseline.routed", s.routed);
         out("baseline.bridged", s.bridged);
         out("baseline.anomalies_forwarded", s.anomalies_forwarded);
+        out("baseline.wired", s.wired);
+        out("baseline.to_local", s.to_local);
+        self.neigh.counters(out);
         for r in DropReason::ALL {
             let v = s.anomalies.get(r);
             if v != 0 {
@@ -399,12 +560,22 @@ impl Forwarding {
         );
         out("routes_v4", lpm_counters(&self.v4));
         out("routes_v6", lpm_counters(&self.v6));
+        out("neighbors", self.neigh.table());
     }
 
     /// Static L2 entries (for listing).
     pub fn l2(&self) -> &ExactTable<u64, u16> {
         &self.l2
     }
+}
+
+/// The class of DSCP `dscp` under `trust` (the default class unless trusting DSCP).
+fn class_of(trust: Trust, dscp_map: &[u8; 64], default_class: u8, dscp: u8) -> u8 {
+    let c = match trust {
+        Trust::Dscp => dscp_map[(dscp & 63) as usize],
+        _ => default_class,
+    };
+    c.min(NUM_CLASSES as u8 - 1)
 }
 
 fn lpm_counters<A: longhaul_dataplane::asic::lpm::LpmAddr>(t: &Lpm<A, NextHop>) -> TableCounters {
@@ -451,6 +622,14 @@ pub enum BaselineCommand {
     },
     RouteDelete {
         prefix: IpPrefix,
+    },
+    /// Set a neighbour's MAC (learned: confirmed now; or static), or remove it (`mac: None`).
+    NeighborSet {
+        port: u16,
+        /// IPv4-mapped for IPv4.
+        ip: u128,
+        mac: Option<[u8; 6]>,
+        is_static: bool,
     },
 }
 
@@ -500,6 +679,12 @@ impl Forwarding {
                 };
                 r.map(|_| ()).ok_or("no such route")
             }
+            BaselineCommand::NeighborSet {
+                port,
+                ip,
+                mac,
+                is_static,
+            } => self.neigh.set(now, (port, ip), mac, is_static),
         }
     }
 }
@@ -540,7 +725,7 @@ impl<P: BufPool> Pipeline<P> for Baseline {
 
     #[inline]
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        self.fwd.ingress(ctx.now, pkt)
+        self.fwd.ingress(ctx, pkt)
     }
 
     #[inline]

@@ -172,9 +172,9 @@ impl MlccDci {
         Receivers: ReceiverFor<P::Buf>,
     {
         let now = ctx.now;
-        let (p, egress) = match self.fwd.classify_and_look_up(now, pkt) {
+        let (p, egress) = match self.fwd.classify_and_look_up(ctx, pkt) {
             Ok(x) => x,
-            Err(r) => return Action::Drop(r),
+            Err(a) => return a,
         };
         let in_port = pkt.meta().ingress_port;
         let out_port = egress.port();

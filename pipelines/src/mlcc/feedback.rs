@@ -67,13 +67,13 @@ impl Feedback {
         if psn % self.cfg.psn_stride != 0 {
             return;
         }
-        // Built as if it arrived on the data's ingress port (addressed to that port's MAC), then
-        // routed to the sender like any packet.
-        let Some(mac) = ctx.port(in_port).map(|p| p.mac) else {
+        // Built as if it arrived on the data's ingress port, then sent to the sender
+        // (`Forwarding::route_generated`: routed, or back out of a wire port).
+        let Some((src, dst)) = fwd.reply_macs(in_port, frame) else {
             return;
         };
         let Ok(n) =
-            mlcc::build_switch_int(frame, l3, m, self.cfg.dscp, mac, mac, &mut self.scratch)
+            mlcc::build_switch_int(frame, l3, m, self.cfg.dscp, src, dst, &mut self.scratch)
         else {
             return;
         };
@@ -82,7 +82,7 @@ impl Feedback {
             return;
         };
         g.meta_mut().ingress_port = in_port;
-        if !fwd.route_generated(ctx.now, &mut g) {
+        if !fwd.route_generated(ctx, &mut g) {
             self.stats.no_route += 1;
             ctx.pool.free(g);
             return;

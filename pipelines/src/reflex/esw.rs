@@ -181,9 +181,9 @@ impl ReflexEsw {
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let now = ctx.now;
-        let (p, egress) = match self.fwd.classify_and_look_up(now, pkt) {
+        let (p, egress) = match self.fwd.classify_and_look_up(ctx, pkt) {
             Ok(x) => x,
-            Err(r) => return Action::Drop(r),
+            Err(a) => return a,
         };
         let class = pkt.meta().class;
         let in_port = pkt.meta().ingress_port;
@@ -296,9 +296,9 @@ impl ReflexEsw {
         if !nsf.on_data(key, v.hop.ts, now) {
             return;
         }
-        // Built as if it arrived on the data's ingress port (addressed to that port's MAC), then
-        // routed to the sender like any packet.
-        let Some(port_mac) = ctx.port(m.ingress_port).map(|p| p.mac) else {
+        // Built as if it arrived on the data's ingress port, then sent to the sender
+        // (`Forwarding::route_generated`: routed, or back out of a wire port).
+        let Some((src, dst)) = self.fwd.reply_macs(m.ingress_port, frame) else {
             return;
         };
         let Ok(n) = reflex::build_pseudo_ack(
@@ -306,13 +306,13 @@ impl ReflexEsw {
             l3,
             &v,
             self.ack_dscp,
-            port_mac,
-            port_mac,
+            src,
+            dst,
             &mut self.scratch,
         ) else {
             return;
         };
-        self.emit_routed(ctx, n, m.ingress_port, now);
+        self.emit_routed(ctx, n, m.ingress_port);
     }
 
     /// Route the generated frame in `scratch[..n]` as if received on `in_port`, and emit it.
@@ -321,7 +321,6 @@ impl ReflexEsw {
         ctx: &mut Ctx<'_, P>,
         n: usize,
         in_port: u16,
-        now: Nanos,
     ) {
         let Some(nsf) = self.nsf.as_mut() else {
             return;
@@ -331,7 +330,7 @@ impl ReflexEsw {
             return;
         };
         g.meta_mut().ingress_port = in_port;
-        if !self.fwd.route_generated(now, &mut g) {
+        if !self.fwd.route_generated(ctx, &mut g) {
             nsf.stats.pseudo_ack_no_route += 1;
             ctx.pool.free(g);
             return;

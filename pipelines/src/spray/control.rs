@@ -65,7 +65,11 @@ impl SprayControl {
 impl PipelineControl for SprayControl {
     type Command = SprayCommand;
 
-    fn on_punt(&mut self, _punt: &Punt, _issue: &mut dyn FnMut(Command<SprayCommand>)) {}
+    /// The baseline's punts (neighbour learning).
+    fn on_punt(&mut self, punt: &Punt, issue: &mut dyn FnMut(Command<SprayCommand>)) {
+        self.base
+            .on_punt(punt, &mut |c| issue(c.map(SprayCommand::Base)));
+    }
 
     fn tables(&self) -> Vec<String> {
         let mut t = self.base.tables();

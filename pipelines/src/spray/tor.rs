@@ -30,13 +30,13 @@
 use super::config::{SprayConfig, SprayPaths, SprayQp};
 use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
-use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop};
+use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop, Via};
 use crate::ports::PortSet;
 use crate::themis::esw::ThemisEsw;
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
-use longhaul_dataplane::packet::{BufPool, PacketBuf, FLAG_GENERATED};
+use longhaul_dataplane::packet::{BufPool, Meta, PacketBuf, FLAG_GENERATED};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::checksum;
 use longhaul_dataplane::wire::ethernet::MacAddr;
@@ -181,6 +181,7 @@ impl SprayTor {
                     .map(|p| NextHop {
                         port: p.port,
                         mac: p.next_hop_mac,
+                        via: Via::Mac,
                     })
                     .collect(),
             ),
@@ -412,13 +413,13 @@ impl SprayTor {
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let now = ctx.now;
-        let (p, routable) = match self.fwd.parse_stage(pkt) {
+        let (p, routable) = match self.fwd.parse_stage(ctx, pkt) {
             Ok(x) => x,
-            Err(r) => return Action::Drop(r),
+            Err(a) => return a,
         };
         pkt.meta_mut().class = self.fwd.classify(&p);
         let in_port = pkt.meta().ingress_port;
-        let mut egress = match self.fwd.lookup_stage(now, pkt, &p, routable) {
+        let mut egress = match self.fwd.lookup_stage(ctx, pkt, &p, routable) {
             Ok(e) => e,
             Err(r) => return Action::Drop(r),
         };
@@ -478,7 +479,7 @@ impl SprayTor {
         if let DataOutcome::Regenerate { epsn, avoid, nack } =
             d.on_data(slot, psn, byte4 & OFF_POLICY_BIT == 0)
         {
-            self.generate_nack(ctx, pkt.data(), m.l3_off as usize, epsn, avoid, &nack);
+            self.generate_nack(ctx, pkt.data(), m, epsn, avoid, &nack);
         }
         Action::Forward
     }
@@ -489,11 +490,12 @@ impl SprayTor {
         &mut self,
         ctx: &mut Ctx<'_, P>,
         data: &[u8],
-        l3: usize,
+        m: Meta,
         epsn: u32,
         avoid: bool,
         f: &NackFields,
     ) {
+        let l3 = m.l3_off as usize;
         let mut macs = [0u8; 12];
         if let Some(b) = data.get(..12) {
             macs.copy_from_slice(b);
@@ -550,16 +552,9 @@ impl SprayTor {
             self.stats.emit_nobuf += 1;
             return;
         };
-        gp.apply_to_meta(g.meta_mut());
-        let e = match self.fwd.lookup_stage(ctx.now, &g, &gp, true) {
-            Ok(e) => e,
-            Err(_) => {
-                self.stats.nack_no_route += 1;
-                ctx.pool.free(g);
-                return;
-            }
-        };
-        if self.fwd.apply_stage(&mut g, &gp, e).is_err() {
+        // Sent as a reply to the data, which came in on `m.ingress_port`.
+        g.meta_mut().ingress_port = m.ingress_port;
+        if !self.fwd.route_generated(ctx, &mut g) {
             self.stats.nack_no_route += 1;
             ctx.pool.free(g);
             return;

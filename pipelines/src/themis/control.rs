@@ -140,7 +140,9 @@ impl PipelineControl for ThemisControl {
                 }
             }
             PUNT_CNP => self.on_cnp(punt, issue),
-            _ => {}
+            _ => self
+                .base
+                .on_punt(punt, &mut |c| issue(c.map(ThemisCommand::Base))),
         }
     }
 

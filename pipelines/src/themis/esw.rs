@@ -255,9 +255,9 @@ impl ThemisEsw {
                 _ => Action::Forward,
             };
         }
-        let (p, routable) = match self.fwd.parse_stage(pkt) {
+        let (p, routable) = match self.fwd.parse_stage(ctx, pkt) {
             Ok(x) => x,
-            Err(r) => return Action::Drop(r),
+            Err(a) => return a,
         };
         let class = self.fwd.classify(&p);
         pkt.meta_mut().class = class;
@@ -276,7 +276,7 @@ impl ThemisEsw {
             return Action::Consume;
         }
 
-        let egress = match self.fwd.lookup_stage(now, pkt, &p, routable) {
+        let egress = match self.fwd.lookup_stage(ctx, pkt, &p, routable) {
             Ok(e) => e,
             Err(r) => return Action::Drop(r),
         };
