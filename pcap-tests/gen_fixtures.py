@@ -818,6 +818,120 @@ def case_int_source_tor():
             "expected_host1.pcap": [(start + 8 * US, forwarded(local, ML_TOR_MAC_HOST1, ML_MAC_HOST1))]}
 
 
+# --------------------------------------------------------------------------------------------
+# Where the box sits (configs/routed-arp.toml): a wire pair, and ARP / ND on routed ports
+# --------------------------------------------------------------------------------------------
+
+RA_MAC = {"dc0": "02:00:00:00:00:01", "wan0": "02:00:00:00:00:02",
+          "dc1": "02:00:00:00:00:03", "wan1": "02:00:00:00:00:04"}
+RA_HOST_MAC, RA_GW_MAC = "02:00:00:00:10:07", "02:00:00:00:20:02"
+
+
+def routed_arp_config():
+    """configs/routed-arp.toml must match the constants above."""
+    with open(os.path.join(HERE, "..", "configs", "routed-arp.toml"), "rb") as f:
+        cfg = tomllib.load(f)
+    for port in cfg["ports"]:
+        assert RA_MAC[port["name"]] == port["mac"], f"routed-arp.toml: {port['name']}"
+    assert cfg["wire"][0]["ports"] == ["dc1", "wan1"]
+    return cfg
+
+
+def pad60(frame):
+    return frame + bytes(max(0, 60 - len(frame)))
+
+
+def case_wire_pair_transparent():
+    """A [[wire]] pair passes everything unchanged, both ways: ARP, LLDP, IPv6 ND, a TTL-1 IPv4
+    packet (not routed, not expired), RoCEv2, a frame with an unknown EtherType, a VLAN-tagged
+    frame."""
+    from scapy.layers.l2 import ARP, Dot1Q
+    from scapy.layers.inet6 import ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr
+    routed_arp_config()
+    a, b = "02:00:00:00:30:01", "02:00:00:00:30:02"
+    frames = [
+        pad60(bytes(Ether(src=a, dst="ff:ff:ff:ff:ff:ff") / ARP(op=1, hwsrc=a, psrc="10.9.0.1",
+                                                            pdst="10.9.0.2"))),
+        pad60(bytes(Ether(src=a, dst="01:80:c2:00:00:0e", type=0x88cc) / Raw(bytes.fromhex(
+            "0207040200000030010403056574683006020078" + "0000")))),
+        bytes(Ether(src=a, dst="33:33:ff:00:00:02") / IPv6(src="2001:db8:9::1",
+              dst="ff02::1:ff00:2", hlim=255) / ICMPv6ND_NS(tgt="2001:db8:9::2")
+              / ICMPv6NDOptSrcLLAddr(lladdr=a)),
+        bytes(Ether(src=a, dst=b) / IP(src="10.9.0.1", dst="10.8.0.1", ttl=1, id=7)
+              / UDP(sport=1000, dport=2000) / Raw(payload(20, 1))),
+        bytes(roce4(a, b, "10.9.0.1", "10.8.0.1", opcode=0x04, dqpn=0x42, psn=9,
+                    data=payload(64, 2), ackreq=1)),
+        pad60(bytes(Ether(src=a, dst=b, type=0x88b5) / Raw(payload(30, 3)))),
+        bytes(Ether(src=a, dst=b) / Dot1Q(vlan=100, prio=3) / IP(src="10.9.0.1", dst="10.8.0.1")
+              / UDP(sport=1, dport=2) / Raw(payload(30, 4))),
+    ]
+    dc1 = [(T0 + i * 10_000, f) for i, f in enumerate(frames)]
+    wan1 = [(T0 + 5_000 + i * 10_000, f) for i, f in enumerate(frames)]
+    return {
+        "in_dc1.pcap": dc1,
+        "in_wan1.pcap": wan1,
+        "expected_wan1.pcap": dc1,
+        "expected_dc1.pcap": wan1,
+        "expected_dc0.pcap": [],
+        "expected_wan0.pcap": [],
+    }
+
+
+def case_neighbor_arp_nd():
+    """Routed ports (configs/routed-arp.toml): dc0 answers an ARP request and a neighbour
+    solicitation for its addresses; IPv4 and IPv6 data toward the remote DC make wan0 solicit
+    its gateways (broadcast ARP request, multicast NS), and are dropped; the gateways answer on
+    wan0; the same data 60 us later goes out of wan0 to the learned MAC. ARP for an address that
+    is not the switch's gets nothing (never flooded)."""
+    from scapy.layers.l2 import ARP
+    from scapy.layers.inet6 import (ICMPv6ND_NS, ICMPv6ND_NA, ICMPv6NDOptSrcLLAddr,
+                                    ICMPv6NDOptDstLLAddr)
+    routed_arp_config()
+    h, gw = RA_HOST_MAC, RA_GW_MAC
+    m0, mw = RA_MAC["dc0"], RA_MAC["wan0"]
+    us = 1_000
+    arp_req = pad60(bytes(Ether(src=h, dst="ff:ff:ff:ff:ff:ff")
+                          / ARP(op=1, hwsrc=h, psrc="10.0.0.7", pdst="10.0.0.1")))
+    ns = bytes(Ether(src=h, dst="33:33:ff:00:00:01")
+               / IPv6(src="2001:db8:a::7", dst="ff02::1:ff00:1", hlim=255)
+               / ICMPv6ND_NS(tgt="2001:db8:a::1") / ICMPv6NDOptSrcLLAddr(lladdr=h))
+    d4 = bytes(roce4(h, m0, "10.0.0.7", "10.1.0.5", opcode=0x04, dqpn=0x42, psn=1,
+                     data=payload(64, 1), ackreq=1))
+    d6 = bytes(Ether(src=h, dst=m0) / IPv6(src="2001:db8:a::7", dst="2001:db8:1::5", hlim=64)
+               / UDP(sport=49152, dport=4791, chksum=0) / BTH(opcode=0x04, dqpn=0x43, psn=1)
+               / Raw(payload(64, 2)))
+    other = pad60(bytes(Ether(src=h, dst="ff:ff:ff:ff:ff:ff")
+                        / ARP(op=1, hwsrc=h, psrc="10.0.0.7", pdst="10.0.0.9")))
+    dc0 = [(T0, arp_req), (T0 + 10 * us, ns), (T0 + 20 * us, d4), (T0 + 30 * us, d6),
+           (T0 + 100 * us, d4), (T0 + 110 * us, d6), (T0 + 120 * us, other)]
+    arp_rep = pad60(bytes(Ether(src=gw, dst=mw)
+                          / ARP(op=2, hwsrc=gw, psrc="192.0.2.2", hwdst=mw, pdst="192.0.2.1")))
+    na = bytes(Ether(src=gw, dst=mw) / IPv6(src="2001:db8:ff::2", dst="2001:db8:ff::1", hlim=255)
+               / ICMPv6ND_NA(R=1, S=1, O=1, tgt="2001:db8:ff::2")
+               / ICMPv6NDOptDstLLAddr(lladdr=gw))
+    wan0 = [(T0 + 40 * us, arp_rep), (T0 + 41 * us, na)]
+    # What the switch must send, built by scapy.
+    rep = pad60(bytes(Ether(src=m0, dst=h)
+                      / ARP(op=2, hwsrc=m0, psrc="10.0.0.1", hwdst=h, pdst="10.0.0.7")))
+    adv = bytes(Ether(src=m0, dst=h) / IPv6(src="2001:db8:a::1", dst="2001:db8:a::7", hlim=255)
+                / ICMPv6ND_NA(R=1, S=1, O=1, tgt="2001:db8:a::1")
+                / ICMPv6NDOptDstLLAddr(lladdr=m0))
+    who = pad60(bytes(Ether(src=mw, dst="ff:ff:ff:ff:ff:ff")
+                      / ARP(op=1, hwsrc=mw, psrc="192.0.2.1", hwdst="00:00:00:00:00:00",
+                            pdst="192.0.2.2")))
+    sol = bytes(Ether(src=mw, dst="33:33:ff:00:00:02")
+                / IPv6(src="2001:db8:ff::1", dst="ff02::1:ff00:2", hlim=255)
+                / ICMPv6ND_NS(tgt="2001:db8:ff::2") / ICMPv6NDOptSrcLLAddr(lladdr=mw))
+    return {
+        "in_dc0.pcap": dc0,
+        "in_wan0.pcap": wan0,
+        "expected_dc0.pcap": [(T0, rep), (T0 + 10 * us, adv)],
+        "expected_wan0.pcap": [(T0 + 20 * us, who), (T0 + 30 * us, sol),
+                               (T0 + 100 * us, forwarded(d4, mw, gw)),
+                               (T0 + 110 * us, forwarded(d6, mw, gw))],
+    }
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "themis_syn_cookie": case_themis_syn_cookie,
@@ -835,6 +949,8 @@ CASES = {
     "mlcc_switch_int_feedback": case_mlcc_switch_int_feedback,
     "mlcc_pfq_credit": case_mlcc_pfq_credit,
     "int_source_tor": case_int_source_tor,
+    "wire_pair_transparent": case_wire_pair_transparent,
+    "neighbor_arp_nd": case_neighbor_arp_nd,
 }
 
 

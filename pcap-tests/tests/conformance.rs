@@ -33,7 +33,9 @@ cases!(
     reflex_ndt_queues,
     mlcc_switch_int_feedback,
     mlcc_pfq_credit,
-    int_source_tor
+    int_source_tor,
+    wire_pair_transparent,
+    neighbor_arp_nd
 );
 
 #[test]
