@@ -298,7 +298,10 @@ impl<H: PipelineControl> ControlPlane<H> {
                 limit,
                 reply,
             } => {
-                let _ = reply.send(self.handler.list(&table, offset, limit));
+                let r = self
+                    .known_table(&table)
+                    .and_then(|()| self.handler.list(&table, offset, limit));
+                let _ = reply.send(r);
             }
             Request::Insert {
                 table,
@@ -306,15 +309,15 @@ impl<H: PipelineControl> ControlPlane<H> {
                 reply,
             } => {
                 let r = self
-                    .handler
-                    .insert(&table, &entry)
+                    .known_table(&table)
+                    .and_then(|()| self.handler.insert(&table, &entry))
                     .and_then(|(v, cmds)| self.send_all(cmds).map(|()| v));
                 let _ = reply.send(r);
             }
             Request::Delete { table, key, reply } => {
                 let r = self
-                    .handler
-                    .delete(&table, &key)
+                    .known_table(&table)
+                    .and_then(|()| self.handler.delete(&table, &key))
                     .and_then(|(v, cmds)| self.send_all(cmds).map(|()| v));
                 let _ = reply.send(r);
             }
@@ -322,6 +325,18 @@ impl<H: PipelineControl> ControlPlane<H> {
                 let _ = reply.send(self.reload(path.as_deref()));
             }
         }
+    }
+
+    /// `NotFound` naming every table of the running pipeline when `table` is not one of them.
+    fn known_table(&self, table: &str) -> Result<(), ApiError> {
+        let tables = self.handler.tables();
+        if tables.iter().any(|t| t == table) {
+            return Ok(());
+        }
+        Err(ApiError::NotFound(format!(
+            "no table '{table}' (tables: {})",
+            tables.join(", ")
+        )))
     }
 
     fn reload(&mut self, path: Option<&Path>) -> Result<Value, ApiError> {

@@ -134,6 +134,15 @@ fn mode_and_path_map_agree() {
 }
 
 #[test]
+fn a_spraying_tor_has_no_wire_pairs() {
+    assert_err(
+        &format!("{SPRAY}[[wire]]\nports = [\"h0\", \"up1\"]\n"),
+        "spray.host_ports",
+        "port 0 is in a [[wire]] pair: the spraying ToR routes (remove the pair)",
+    );
+}
+
+#[test]
 fn ports_and_qps_are_checked() {
     assert_err(
         &SPRAY.replace(

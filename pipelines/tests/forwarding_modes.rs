@@ -326,3 +326,57 @@ fn learning_is_only_from_the_port_s_own_subnets_and_the_table_is_bounded() {
     h.sw.pipeline().fwd.counters(&mut |n, _| names.push(n));
     assert!(names.contains(&"neighbor.table_full"));
 }
+
+#[test]
+fn the_neighbors_table_lists_static_and_learned_entries_and_takes_static_ones() {
+    use longhaul_control::plane::PipelineControl;
+    use longhaul_dataplane::control::{Command, Punt};
+    use longhaul_pipelines::baseline::neighbor::PUNT_NEIGHBOR;
+    use longhaul_pipelines::baseline::BaselineCommand;
+    use serde_json::json;
+    let cfg = config();
+    let mut c = BaselineControl::new(&cfg);
+    assert!(c.tables().contains(&"neighbors".to_string()));
+    // Learned from a punted ARP reply on wan0.
+    let reply = arp_frame(arp::OP_REPLY, WAN0_MAC, GW_MAC, "192.0.2.2", WAN0_MAC, "192.0.2.1");
+    let mut cmds = Vec::new();
+    c.on_punt(&Punt::packet(PUNT_NEIGHBOR, 1, 77, &reply), &mut |c| cmds.push(c));
+    assert!(matches!(
+        cmds.as_slice(),
+        [Command::Pipeline(BaselineCommand::NeighborSet { port: 1, mac: Some(GW_MAC), is_static: false, .. })]
+    ));
+    let e = json!({"port": "dc0", "ip": "10.0.0.77", "mac": "02:00:00:00:10:77"});
+    let (v, cmds) = c.insert("neighbors", &e).unwrap();
+    assert_eq!(v["static"], true);
+    assert!(matches!(
+        cmds.as_slice(),
+        [BaselineCommand::NeighborSet { port: 0, is_static: true, .. }]
+    ));
+    let l = c.list("neighbors", 0, 10).unwrap();
+    assert_eq!(l["total"], 3, "{l}");
+    let ips: Vec<&str> = l["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ip"].as_str().unwrap())
+        .collect();
+    assert_eq!(ips, ["10.0.0.77", "10.0.0.254", "192.0.2.2"]);
+    // Off-subnet and wire-port entries are refused.
+    let bad = json!({"port": "dc0", "ip": "10.9.0.1", "mac": "02:00:00:00:10:77"});
+    assert!(c.insert("neighbors", &bad).is_err());
+    let wire = json!({"port": "dc1", "ip": "10.0.0.5", "mac": "02:00:00:00:10:77"});
+    assert!(c.insert("neighbors", &wire).is_err());
+    let (_, cmds) = c
+        .delete("neighbors", &json!({"port": "dc0", "ip": "10.0.0.77"}))
+        .unwrap();
+    assert!(matches!(
+        cmds.as_slice(),
+        [BaselineCommand::NeighborSet { mac: None, is_static: true, .. }]
+    ));
+    // A gateway route through the API.
+    let r = json!({"prefix": "10.7.0.0/16", "port": "wan0", "next_hop": "192.0.2.2"});
+    let (v, _) = c.insert("routes", &r).unwrap();
+    assert_eq!(v["next_hop"], "192.0.2.2");
+    let off = json!({"prefix": "10.7.0.0/16", "port": "wan0", "next_hop": "10.0.0.2"});
+    assert!(c.insert("routes", &off).is_err());
+}

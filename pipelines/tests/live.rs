@@ -167,6 +167,18 @@ fn live_api_tables_reload_metrics_and_clean_stop() {
         .post("/tables/l2", Some(&json!({"mac": "zz", "port": "dc0"})))
         .unwrap();
     assert_eq!(st, 400, "{v}");
+    // An unknown table: the 404 names the running pipeline's tables.
+    let (st, v) = c.get("/tables/nope", None).unwrap();
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(
+        v["error"].as_str(),
+        Some("no table 'nope' (tables: l2, routes, neighbors)")
+    );
+    // A static neighbour needs an address on the port's subnets; baseline-live has none.
+    let n = json!({"port": "dc0", "ip": "10.0.0.9", "mac": "02:00:00:00:10:09"});
+    let (st, v) = c.post("/tables/neighbors", Some(&n)).unwrap();
+    assert_eq!(st, 400, "{v}");
+    assert!(v.to_string().contains("on none of port 'dc0''s subnets"), "{v}");
 
     // Reload: a bad file is refused with its key path and the old config keeps running.
     let bad = d.join("bad.toml");

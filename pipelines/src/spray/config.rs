@@ -164,6 +164,19 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Optio
         "spray.fabric_ports",
         t.fabric_ports.as_ref().and_then(span),
     );
+    // Spraying picks among fabric paths per packet: the ToR is a routed hop, never a wire.
+    for (key, ids, raw) in [
+        ("spray.host_ports", &host_ports, &t.host_ports),
+        ("spray.fabric_ports", &fabric_ports, &t.fabric_ports),
+    ] {
+        for id in ids.iter().filter(|id| cfg.wire.iter().any(|&(a, b)| a == **id || b == **id)) {
+            cx.err(
+                key,
+                raw.as_ref().and_then(span),
+                format!("port {id} is in a [[wire]] pair: the spraying ToR routes (remove the pair)"),
+            );
+        }
+    }
     let source = t.source.as_ref().is_none_or(|v| *v.get_ref());
     let dest = t.dest.as_ref().is_none_or(|v| *v.get_ref());
     if !source && !dest {
