@@ -123,9 +123,9 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'echo "netns.sh: line $LINENO: command failed (status $?)" >&2' ERR
+trap 'echo "FAIL: interrupted (SIGINT)"; exit 130' INT
+trap 'echo "FAIL: terminated (SIGTERM)"; exit 143' TERM
+trap 'echo "FAIL: netns.sh line $LINENO: a command failed (status $?); stopping"' ERR
 
 # ---- the binary and the config --------------------------------------------------------------
 
@@ -240,7 +240,7 @@ ping_check() { # from-ns to-ip label
   local out received ttls
   out=$(ip netns exec "$1" ping -n -c 5 -i 0.2 -W 2 "$2" 2>&1) || true
   received=$(sed -n 's/.* \([0-9][0-9]*\) received.*/\1/p' <<<"$out")
-  ttls=$(grep -o 'ttl=[0-9]*' <<<"$out" | sort | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}')
+  ttls=$(grep -o 'ttl=[0-9]*' <<<"$out" | sort | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}') || true
   if [ "${received:-0}" = 5 ] && [ "$ttls" = "ttl=$EXP_TTL x5" ]; then
     pass "ping $3: 5/5 replies, $ttls ($(tail -n 1 <<<"$out"))"
   else
@@ -324,7 +324,7 @@ mac_check() { # capture from-prefix egress-port-mac host-mac label
   local sel rows
   sel="ip.src == $2 && !(infiniband.bth.opcode == 0x81 && !icmp)"
   rows=$(tshark -r "$1" -d udp.port==4791,infiniband -Y "$sel" -T fields -E occurrence=f -e eth.src -e eth.dst -e ip.ttl 2>/dev/null |
-    sort | uniq -c | awk '{printf "%s%s -> %s ttl %s: %s", s, $2, $3, $4, $1; s="; "}')
+    sort | uniq -c | awk '{printf "%s%s -> %s ttl %s: %s", s, $2, $3, $4, $1; s="; "}') || true
   if [ -n "$rows" ] && [ "$(tshark -r "$1" -d udp.port==4791,infiniband -Y "($sel) && !(eth.src == $3 && eth.dst == $4 && ip.ttl == $EXP_TTL)" 2>/dev/null | wc -l)" = 0 ]; then
     pass "$5: every IPv4 frame from $2 has source MAC $3 (longhaul's egress port), destination $4, TTL $EXP_TTL ($rows)"
   else
