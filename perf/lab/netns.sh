@@ -35,9 +35,9 @@
 # runs cargo build --release --features dpdk --locked and uses target/release/longhaul).
 # Needs: iproute2, ethtool, tcpdump, tshark, tcpreplay (tcprewrite), iputils-ping, python3 with
 # scapy.
-set -euo pipefail
+set -Eeuo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -Eeuo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 CONFIG=
 KEEP=0
@@ -52,8 +52,12 @@ while [ $# -gt 0 ]; do
 done
 
 # Paths given by the caller are relative to where it runs; then work from the repository root.
-if [ -n "$CONFIG" ]; then CONFIG=$(realpath -e "$CONFIG"); fi
-if [ -n "${LONGHAUL_BIN:-}" ]; then LONGHAUL_BIN=$(realpath -e "$LONGHAUL_BIN"); fi
+if [ -n "$CONFIG" ]; then
+  CONFIG=$(realpath -e "$CONFIG") || { echo "FAIL: --config: no such file"; exit 1; }
+fi
+if [ -n "${LONGHAUL_BIN:-}" ]; then
+  LONGHAUL_BIN=$(realpath -e "$LONGHAUL_BIN") || { echo "FAIL: LONGHAUL_BIN: no such file"; exit 1; }
+fi
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 CONFIG=${CONFIG:-$ROOT/perf/lab/lab-baseline.toml}
@@ -210,7 +214,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 if [ "$up" = 1 ]; then
-  pass "longhaul up: management API health answered after $((SECONDS - T0)) s ($(grep -c . "$WORK/longhaul.err") lines on stderr)"
+  pass "longhaul up: management API health answered after $((SECONDS - T0)) s ($(wc -l <"$WORK/longhaul.err") lines on stderr)"
 else
   sed 's/^/  longhaul: /' "$WORK/longhaul.err"
   fail "longhaul did not come up within 30 s (management API $CFG_API in $NS_SW)"
@@ -229,8 +233,8 @@ capture() { # ns file: what the host receives
   cat "$2.log"
   return 1
 }
-capture "$NS_H1" "$WORK/h1.pcap"
-capture "$NS_H2" "$WORK/h2.pcap"
+capture "$NS_H1" "$WORK/h1.pcap" || { fail "tcpdump did not start on h1"; exit 1; }
+capture "$NS_H2" "$WORK/h2.pcap" || { fail "tcpdump did not start on h2"; exit 1; }
 sleep 0.3
 ip netns exec "$NS_SW" "${CTL[@]}" stats >"$WORK/stats0.json"
 
@@ -254,10 +258,10 @@ ping_check "$NS_H2" "$H1_IP" "h2 -> h1"
 
 step "TCP h1 -> h2, 8 MiB"
 head -c $((8 << 20)) /dev/urandom >"$WORK/tcp.bin"
-ip netns exec "$NS_H2" "${LAB_PY[@]}" tcp-sink "$H2_IP" 5001 "$WORK/tcp.recv" >"$WORK/tcp-sink.log" 2>&1 &
+ip netns exec "$NS_H2" "${LAB_PY[@]}" tcp-sink --timeout 15 "$H2_IP" 5001 "$WORK/tcp.recv" >"$WORK/tcp-sink.log" 2>&1 &
 SINK_PID=$!
 for _ in $(seq 100); do grep -q listening "$WORK/tcp-sink.log" && break; sleep 0.05; done
-if send_out=$(ip netns exec "$NS_H1" "${LAB_PY[@]}" tcp-send "$H2_IP" 5001 "$WORK/tcp.bin" 2>&1) &&
+if send_out=$(ip netns exec "$NS_H1" "${LAB_PY[@]}" tcp-send --timeout 15 "$H2_IP" 5001 "$WORK/tcp.bin" 2>&1) &&
   wait "$SINK_PID"; then
   want=$(sha256sum <"$WORK/tcp.bin" | cut -d' ' -f1)
   got=$(sha256sum <"$WORK/tcp.recv" | cut -d' ' -f1)
@@ -276,7 +280,7 @@ step "tcpreplay of examples/roce-64flows.pcap from h1 (MACs rewritten by tcprewr
 tcprewrite --enet-smac="$H1_MAC" --enet-dmac="$CFG_H1_PORT_MAC" \
   -i examples/roce-64flows.pcap -o "$WORK/roce64.pcap"
 if out=$(ip netns exec "$NS_H1" tcpreplay -i eth0 --pps=5000 "$WORK/roce64.pcap" 2>&1); then
-  pass "tcpreplay: $(grep -m1 'Actual:' <<<"$out" | sed 's/^ *//')"
+  pass "tcpreplay: $(sed -n 's/^ *\(Actual: .*\)/\1/p' <<<"$out")"
 else
   indent <<<"$out"
   fail "tcpreplay of $WORK/roce64.pcap failed"
@@ -300,7 +304,7 @@ else
 fi
 # 2 ms apart: far more than a CNP interval, so every CE packet is due a CNP under THEMIS.
 if out=$(ip netns exec "$NS_H1" tcpreplay -i eth0 --pps=500 "$WORK/roce-ce.pcap" 2>&1); then
-  pass "tcpreplay: $(grep -m1 'Actual:' <<<"$out" | sed 's/^ *//')"
+  pass "tcpreplay: $(sed -n 's/^ *\(Actual: .*\)/\1/p' <<<"$out")"
 else
   indent <<<"$out"
   fail "tcpreplay of $WORK/roce-ce.pcap failed"
@@ -314,7 +318,14 @@ CAP_PIDS=()
 
 # ---- what the hosts received --------------------------------------------------------------------
 
-step "captures: h1 received $(tshark -r "$WORK/h1.pcap" 2>/dev/null | wc -l) frames, h2 $(tshark -r "$WORK/h2.pcap" 2>/dev/null | wc -l)"
+# Frames in a capture matching a display filter (one field per frame: a summary line can hold a
+# payload's newline).
+nframes() { # capture [filter]
+  tshark -r "$1" -d udp.port==4791,infiniband -Y "${2:-frame}" -T fields -e frame.number 2>/dev/null | wc -l
+}
+CAP_H1=$(nframes "$WORK/h1.pcap")
+CAP_H2=$(nframes "$WORK/h2.pcap")
+step "captures: h1 received $CAP_H1 frames, h2 $CAP_H2"
 for h in h1 h2; do
   dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel$/\1/p' "$WORK/$h.pcap.log")
   [ "${dropped:-0}" = 0 ] || fail "tcpdump on $h: $dropped packets dropped by kernel"
@@ -325,7 +336,7 @@ mac_check() { # capture from-prefix egress-port-mac host-mac label
   sel="ip.src == $2 && !(infiniband.bth.opcode == 0x81 && !icmp)"
   rows=$(tshark -r "$1" -d udp.port==4791,infiniband -Y "$sel" -T fields -E occurrence=f -e eth.src -e eth.dst -e ip.ttl 2>/dev/null |
     sort | uniq -c | awk '{printf "%s%s -> %s ttl %s: %s", s, $2, $3, $4, $1; s="; "}') || true
-  if [ -n "$rows" ] && [ "$(tshark -r "$1" -d udp.port==4791,infiniband -Y "($sel) && !(eth.src == $3 && eth.dst == $4 && ip.ttl == $EXP_TTL)" 2>/dev/null | wc -l)" = 0 ]; then
+  if [ -n "$rows" ] && [ "$(nframes "$1" "($sel) && !(eth.src == $3 && eth.dst == $4 && ip.ttl == $EXP_TTL)")" = 0 ]; then
     pass "$5: every IPv4 frame from $2 has source MAC $3 (longhaul's egress port), destination $4, TTL $EXP_TTL ($rows)"
   else
     fail "$5: frames from $2: ${rows:-none} (expected $3 -> $4 ttl $EXP_TTL only)"
@@ -389,13 +400,11 @@ fi
 
 step "longhaul counters (ctl stats)"
 stats=$("${LAB_PY[@]}" stats "$WORK/stats0.json" "$WORK/stats1.json")
-grep -v '=' <<<"$stats"
+sed '/=/d' <<<"$stats"
 TX_H1=$(sed -n "s/^TX_$CFG_H1_PORT=//p" <<<"$stats")
 TX_H2=$(sed -n "s/^TX_$CFG_H2_PORT=//p" <<<"$stats")
 DROPS=$(sed -n 's/^DROPS=//p' <<<"$stats")
 ERRORS=$(sed -n 's/^ERRORS=//p' <<<"$stats")
-CAP_H1=$(tshark -r "$WORK/h1.pcap" 2>/dev/null | wc -l)
-CAP_H2=$(tshark -r "$WORK/h2.pcap" 2>/dev/null | wc -l)
 if [ "$TX_H1" = "$CAP_H1" ] && [ "$TX_H2" = "$CAP_H2" ]; then
   pass "longhaul's tx counters match the captures: $CFG_H1_PORT sent $TX_H1 = h1 received $CAP_H1, $CFG_H2_PORT sent $TX_H2 = h2 received $CAP_H2"
 else
@@ -424,7 +433,7 @@ else
     wait "$LH_PID" || lh_rc=$?
     LH_PID=
     if [ "$lh_rc" = 0 ] && grep -q "^port\.$CFG_H1_PORT\.rx_pkts " "$WORK/longhaul.out"; then
-      pass "longhaul stopped on SIGINT: exit 0, final counters printed ($(grep -c . "$WORK/longhaul.out") lines)"
+      pass "longhaul stopped on SIGINT: exit 0, final counters printed ($(wc -l <"$WORK/longhaul.out") lines)"
     else
       tail -n 5 "$WORK/longhaul.err" | sed 's/^/  longhaul: /'
       fail "longhaul exited with status $lh_rc on SIGINT"
