@@ -9,6 +9,7 @@
     lab_check.py cnps CAPTURE.pcap --count N --dqpn Q --src IP --dst IP --eth-src M --eth-dst M
     lab_check.py ecn CAPTURE.pcap --src IP --dst IP --dqpn Q --count N --ecn E
     lab_check.py stats S0.json S1.json           per-port counter deltas between two /stats
+    lab_check.py counter S0.json S1.json NAME...  pipeline counter deltas, one per line
 
 Each check prints one line saying what it saw and exits 1 when it does not hold. Frames are
 decoded with plain struct unpacking, and RoCEv2 ICRCs are recomputed by
@@ -244,8 +245,8 @@ def cmd_cnps(a):
 def cmd_ecn(a):
     """RoCE frames from --src to --dst with DestQP --dqpn in CAPTURE: --count of them, every one
     with ECN --ecn."""
-    n, ecns = 0, collections.Counter()
-    for _, f in read_pcap(a.capture):
+    n, ecns, times = 0, collections.Counter(), []
+    for ts, f in read_pcap(a.capture):
         r = roce(f)
         if not r or f[r[0] + 12:r[0] + 16] != ip_bytes(a.src) or f[r[0] + 16:r[0] + 20] != ip_bytes(a.dst):
             continue
@@ -253,10 +254,13 @@ def cmd_ecn(a):
             continue
         n += 1
         ecns[f[r[0] + 1] & 3] += 1
+        times.append(ts)
     names = {0: "not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
     seen = ", ".join(f"{names[k]} x{v}" for k, v in sorted(ecns.items()))
     print(f"{n} RoCE frames {a.src} -> {a.dst} DestQP {a.dqpn:#x} (expected {a.count}): {seen or 'none'}; "
-          f"expected all {names[a.ecn]}")
+          f"expected all {names[a.ecn]}"
+          + (f"; smallest gap between two of them {min(b - a for a, b in zip(times, times[1:])) / 1000:.0f} us"
+             if len(times) > 1 else ""))
     sys.exit(0 if n == a.count and ecns[a.ecn] == n else 1)
 
 
@@ -302,6 +306,20 @@ def cmd_stats(a):
     print(f"ERRORS={errs}")
 
 
+def cmd_counter(a):
+    """The change of pipeline counters (summed over workers) between two /stats, one per line."""
+    def get(path):
+        with open(path) as f:
+            s = json.load(f)
+        c = collections.Counter()
+        for w in s["workers"]:
+            c.update({k: v for k, v in w.get("pipeline", {}).items() if isinstance(v, int)})
+        return c
+    c0, c1 = get(a.s0), get(a.s1)
+    for name in a.names:
+        print(c1[name] - c0[name])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -344,13 +362,18 @@ def main():
     p.add_argument("--dst", required=True)
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--ecn", type=int, required=True)
+    p = sub.add_parser("counter")
+    p.add_argument("s0")
+    p.add_argument("s1")
+    p.add_argument("names", nargs="+")
     p = sub.add_parser("stats")
     p.add_argument("s0")
     p.add_argument("s1")
     a = ap.parse_args()
     {"config": cmd_config, "gen-roce": cmd_gen_roce, "send-daemon": cmd_send_daemon,
      "tcp-sink": cmd_tcp_sink, "tcp-send": cmd_tcp_send,
-     "forwarded": cmd_forwarded, "cnps": cmd_cnps, "ecn": cmd_ecn, "stats": cmd_stats}[a.cmd](a)
+     "forwarded": cmd_forwarded, "cnps": cmd_cnps, "ecn": cmd_ecn, "counter": cmd_counter,
+     "stats": cmd_stats}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -296,14 +296,13 @@ if [ "$CFG_PIPELINE" = themis ]; then
   # THEMIS's host daemon would announce the QP: (client, destination, sQPN) -> cQPN.
   ip netns exec "$NS_H1" "${LAB_PY[@]}" send-daemon "$H1_GW" "$H2_IP" "$CQPN" "$SQPN" 1
   sleep 0.3 # the control thread installs the QP_field entry
-  EXP_CNPS=$CE_N
   EXP_ECN=2 # CE cleared to ECT(0) by PNP
 else
-  EXP_CNPS=0
   EXP_ECN=3 # CE kept
 fi
-# 2 ms apart: far more than a CNP interval, so every CE packet is due a CNP under THEMIS.
-if out=$(ip netns exec "$NS_H1" tcpreplay -i eth0 --pps=500 "$WORK/roce-ce.pcap" 2>&1); then
+# 5 ms apart, far more than a CNP interval (50 us): under THEMIS each CE packet is normally due a
+# CNP (but a busy machine can bunch frames up: see the CNP check).
+if out=$(ip netns exec "$NS_H1" tcpreplay -i eth0 --pps=200 "$WORK/roce-ce.pcap" 2>&1); then
   pass "tcpreplay: $(sed -n 's/^ *\(Actual: .*\)/\1/p' <<<"$out")"
 else
   indent <<<"$out"
@@ -385,7 +384,23 @@ if out=$("${LAB_PY[@]}" ecn "$WORK/h2.pcap" --src "$H1_IP" --dst "$H2_IP" --dqpn
 else
   fail "ECN at h2 (pipeline $CFG_PIPELINE): $out"
 fi
-# CNPs: tshark's count (BTH opcode 0x81 = 129) and lab_check.py's field and ICRC checks.
+# CNPs. Baseline: none. THEMIS: PNP sends at most one CNP per QP per cnp_interval_ns, so a CE
+# packet that reaches the switch within the interval after one that made a CNP is suppressed: the
+# paced frames can still arrive bunched up when the machine is busy (seen once: two of them 6 us
+# apart at h2, 31 CNPs and 1 suppression). So: every CE packet made a CNP or was suppressed, at
+# least one CNP was made, and every CNP longhaul counts as sent arrived at h1, valid.
+EXP_CNPS=0
+if [ "$CFG_PIPELINE" = themis ]; then
+  read -r GEN SUP SENT < <("${LAB_PY[@]}" counter "$WORK/stats0.json" "$WORK/stats1.json" \
+    themis.pnp.generated themis.pnp.suppressed themis.cnps_sent | paste -sd' ')
+  if [ $((GEN + SUP)) = "$CE_N" ] && [ "$GEN" -ge 1 ] && [ "$SENT" = "$GEN" ]; then
+    pass "PNP accounted for every CE packet: $GEN CNPs generated + $SUP suppressed within cnp_interval_ns = $CE_N (themis.cnps_sent $SENT)"
+  else
+    fail "PNP: themis.pnp.generated $GEN + suppressed $SUP, expected $CE_N in all and at least 1 generated; themis.cnps_sent $SENT"
+  fi
+  EXP_CNPS=$SENT
+fi
+# At h1: tshark's count (BTH opcode 0x81 = 129) and lab_check.py's field and ICRC checks.
 got=$(decode "$WORK/h1.pcap" "infiniband.bth.opcode == 0x81 && !icmp")
 want="none (0)"
 [ "$EXP_CNPS" = 0 ] || want="129 x$EXP_CNPS ($EXP_CNPS)"
