@@ -171,6 +171,18 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
         "run: {} frames in, {} out, {} loop iterations",
         w.rx, w.tx, w.iterations
     );
+    // The port I/O's own counters (what the files, rings or NICs took), beside the switch's.
+    for (p, io) in report.snapshot.ports.iter().zip(&w.ports) {
+        for (what, v) in [
+            ("rx_nobuf", io.rx_nobuf),
+            ("rx_errors", io.rx_errors),
+            ("tx_errors", io.tx_errors),
+        ] {
+            if !nonzero || v != 0 {
+                println!("io.{}.{what} {v}", p.name);
+            }
+        }
+    }
     for (name, v) in longhaul_pipelines::snapshot_counters(&report.snapshot) {
         if !nonzero || v != 0 {
             println!("{name} {v}");

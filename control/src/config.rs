@@ -384,6 +384,8 @@ pub enum PortIo {
         rx_loop: bool,
         /// Send `rx` frames at their pcap timestamps' spacing (otherwise as fast as possible).
         pace: bool,
+        /// `tx_max_bytes`: the most the tx file may hold; later frames are dropped and counted.
+        tx_max_bytes: Option<u64>,
     },
     /// In-process rings (tests, benchmarks): frames are pushed and pulled through the API.
     Memory,

@@ -255,6 +255,7 @@ fn pcap_io_paths_are_relative_to_the_config_file() {
             tx: Some(PathBuf::from("/abs/out.pcap")),
             rx_loop: true,
             pace: false,
+            tx_max_bytes: None,
         }
     );
     let c = parse_at(
@@ -269,12 +270,37 @@ fn pcap_io_paths_are_relative_to_the_config_file() {
             tx: Some(PathBuf::from("configs/sub/out.pcap")),
             rx_loop: false,
             pace: true,
+            tx_max_bytes: None,
         }
     );
     // A bare file name: relative to the current directory, as given.
     let c = ok(&io(r#"kind = "pcap", rx = "in.pcap""#));
     assert!(
         matches!(&c.ports[0].io, PortIo::Pcap { rx: Some(p), .. } if p == Path::new("in.pcap"))
+    );
+}
+
+#[test]
+fn a_pcap_tx_file_may_be_capped() {
+    let c = ok(&io(r#"kind = "pcap", tx = "out-{run}.pcap", tx_max_bytes = 1048576"#));
+    assert!(matches!(
+        &c.ports[0].io,
+        PortIo::Pcap { tx_max_bytes: Some(1048576), tx: Some(p), .. } if p == Path::new("out-{run}.pcap")
+    ));
+    assert_err(
+        &io(r#"kind = "pcap", rx = "in.pcap", tx_max_bytes = 1048576"#),
+        "ports[0].io.tx_max_bytes",
+        "tx_max_bytes needs tx (a file to write)",
+    );
+    assert_err(
+        &io(r#"kind = "pcap", tx = "o.pcap", tx_max_bytes = 100"#),
+        "ports[0].io.tx_max_bytes",
+        "100 is out of range: must be at least 9256",
+    );
+    assert_err(
+        &io(r#"kind = "memory", tx_max_bytes = 1048576"#),
+        "ports[0].io.tx_max_bytes",
+        "only kind = \"pcap\" takes this key, not kind = \"memory\"",
     );
 }
 

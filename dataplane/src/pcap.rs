@@ -37,7 +37,8 @@ pub const SNAPLEN: u32 = 262_144;
 /// Largest captured length the reader accepts (256 KiB); anything above is treated as corruption.
 pub const MAX_CAPLEN: u32 = 262_144;
 
-const GLOBAL_HEADER_LEN: usize = 24;
+/// Bytes of the pcap global header.
+pub const GLOBAL_HEADER_LEN: usize = 24;
 const RECORD_HEADER_LEN: usize = 16;
 const NS_PER_SEC: u64 = 1_000_000_000;
 

@@ -232,12 +232,15 @@ impl PcapRx {
 }
 
 /// Why a frame was not written to a tx pcap.
+#[derive(Debug, PartialEq, Eq)]
 enum TxFail {
     /// The frame cannot be represented (too long, timestamp out of range): nothing was written.
     Frame,
     /// The file failed (the error is kept in `failed`): later frames cannot be written safely
     /// (a partial record may be there).
     Io,
+    /// The file reached its size cap: nothing was written (the file stays a valid pcap).
+    Cap,
 }
 
 /// The tx side of a [`PcapPort`]: a nanosecond pcap (the same format as [`PcapWriter`]), records
@@ -247,10 +250,18 @@ struct PcapTx<W: Write> {
     w: W,
     /// The first I/O error (message naming the file); once set, every frame is dropped.
     failed: Option<String>,
+    /// Bytes written so far (header included) and the most the file may hold.
+    written: u64,
+    max_bytes: u64,
+    /// Frames dropped because the next record would pass `max_bytes`.
+    capped: u64,
 }
 
 impl PcapTx<BufWriter<File>> {
     fn create(path: &Path) -> io::Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| with_path(dir, e))?;
+        }
         let f = File::create(path).map_err(|e| with_path(path, e))?;
         // The global header comes from the pcap module's writer; flushing it now makes a file
         // that cannot be written (full disk, /dev/full) fail here rather than mid-run.
@@ -261,6 +272,9 @@ impl PcapTx<BufWriter<File>> {
             path: path.to_path_buf(),
             w,
             failed: None,
+            written: crate::pcap::GLOBAL_HEADER_LEN as u64,
+            max_bytes: u64::MAX,
+            capped: 0,
         })
     }
 }
@@ -276,12 +290,18 @@ impl<W: Write> PcapTx<W> {
             .ok_or(TxFail::Frame)?;
         let sec = u32::try_from(ts / NS_PER_SEC).map_err(|_| TxFail::Frame)?;
         let nsec = (ts % NS_PER_SEC) as u32;
+        let record = 16 + u64::from(len);
+        if self.written + record > self.max_bytes {
+            self.capped += 1;
+            return Err(TxFail::Cap);
+        }
         let mut h = [0u8; 16];
         h[0..4].copy_from_slice(&sec.to_le_bytes());
         h[4..8].copy_from_slice(&nsec.to_le_bytes());
         h[8..12].copy_from_slice(&len.to_le_bytes());
         h[12..16].copy_from_slice(&len.to_le_bytes());
         let r = self.w.write_all(&h).and_then(|()| self.w.write_all(data));
+        self.written += record;
         r.map_err(|e| {
             self.failed = Some(format!("{}: {e}", self.path.display()));
             TxFail::Io
@@ -322,7 +342,10 @@ impl<W: Write> PcapTx<W> {
 /// `tx_errors`. After the first I/O error the file is considered broken (a partial record may
 /// have been written): that frame and every later one are dropped and counted in `tx_errors`,
 /// [`PcapPort::tx_error`] says what happened, and [`Port::flush`] returns the error. Without a
-/// tx file, transmitted frames are dropped and counted in `tx_errors`.
+/// tx file, transmitted frames are dropped and counted in `tx_errors`. With a size cap
+/// ([`PcapPort::with_tx_cap`]), a frame whose record would take the file past it is dropped and
+/// counted in `tx_errors` and [`PcapPort::tx_capped`]; the file stays a valid pcap. The tx
+/// file's directory is created if missing.
 ///
 /// Output is buffered: call [`Port::flush`] before the run ends (dropping the port flushes too,
 /// but ignores errors).
@@ -363,6 +386,19 @@ impl PcapPort {
     /// Frames in the rx capture (0 without an rx file).
     pub fn rx_frames(&self) -> usize {
         self.rx.as_ref().map_or(0, |r| r.frames.len())
+    }
+
+    /// Cap the tx file at `max_bytes` (pcap header included).
+    pub fn with_tx_cap(mut self, max_bytes: u64) -> Self {
+        if let Some(t) = self.tx.as_mut() {
+            t.max_bytes = max_bytes;
+        }
+        self
+    }
+
+    /// Frames dropped because the tx file reached its cap.
+    pub fn tx_capped(&self) -> u64 {
+        self.tx.as_ref().map_or(0, |t| t.capped)
     }
 
     /// The first tx I/O error (naming the file), after which every frame is dropped.
@@ -420,7 +456,7 @@ impl<P: BufPool> Port<P> for PcapPort {
                     self.stats.tx_bytes += p.len() as u64;
                     sent += 1;
                 }
-                Err(TxFail::Frame | TxFail::Io) => self.stats.tx_errors += 1,
+                Err(TxFail::Frame | TxFail::Io | TxFail::Cap) => self.stats.tx_errors += 1,
             }
             pool.free(p);
         }
@@ -742,7 +778,25 @@ mod tests {
                 got: Vec::new(),
             },
             failed: None,
+            written: 24,
+            max_bytes: u64::MAX,
+            capped: 0,
         }
+    }
+
+    #[test]
+    fn a_capped_file_takes_whole_records_up_to_the_cap_then_drops() {
+        let mut t = tx(usize::MAX);
+        // 24 + 2 records of 16 + 100: 256 bytes. A cap of 300 takes two, not a third.
+        t.max_bytes = 300;
+        assert!(t.write_frame(1, &[0; 100]).is_ok());
+        assert!(t.write_frame(2, &[0; 100]).is_ok());
+        assert_eq!(t.write_frame(3, &[0; 100]), Err(TxFail::Cap));
+        assert!(t.write_frame(4, &[0; 20]).is_ok(), "a smaller frame still fits");
+        assert_eq!(t.written, 24 + 2 * 116 + 36);
+        assert_eq!(t.capped, 1);
+        assert!(t.failed.is_none(), "a cap is not an I/O error");
+        assert_eq!(t.w.got.len() as u64 + 24, t.written);
     }
 
     #[test]

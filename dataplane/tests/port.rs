@@ -226,6 +226,28 @@ fn tx_writes_a_readable_pcap_with_tx_timestamps() {
 }
 
 #[test]
+fn a_capped_tx_file_in_a_new_directory_stays_a_valid_pcap_under_its_cap() {
+    let dir = tmpdir("txcap");
+    let path = dir.join("new/sub/out.pcap");
+    // Header 24 + 2 x (16 + 500) = 1056: a cap of 1100 holds two 500-byte frames.
+    let mut port = PcapPort::open(None, Some(&path), false, false, 0)
+        .unwrap()
+        .with_tx_cap(1100);
+    let mut pool = HeapPool::new(8, 2048);
+    let mut v: Vec<_> = (0..5)
+        .map(|i| pool.alloc_from(&frame(0, i, 500)).unwrap())
+        .collect();
+    assert_eq!(port.tx_burst(NS_PER_SEC, &mut v, &mut pool), 2);
+    assert_eq!(pool.available(), 8, "dropped frames are freed");
+    Port::<HeapPool>::flush(&mut port).unwrap();
+    assert_eq!(read_pcap(&path).unwrap().len(), 2);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 1056);
+    assert_eq!((stats(&port).tx_errors, port.tx_capped()), (3, 3));
+    assert!(port.tx_error().is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn tx_of_an_unrepresentable_time_is_counted_not_fatal() {
     let dir = tmpdir("txtime");
     let path = dir.join("out.pcap");
@@ -245,11 +267,13 @@ fn tx_of_an_unrepresentable_time_is_counted_not_fatal() {
 #[test]
 fn open_errors_name_the_file() {
     let dir = tmpdir("errors");
-    let bad_tx = dir.join("no-such-dir").join("out.pcap");
+    // A missing directory is created; one that cannot be (a file is in the way) is an error.
+    std::fs::write(dir.join("a-file"), b"x").unwrap();
+    let bad_tx = dir.join("a-file").join("out.pcap");
     let e = PcapPort::open(None, Some(&bad_tx), false, false, 0)
         .err()
         .unwrap();
-    assert!(e.to_string().contains("no-such-dir/out.pcap"), "{e}");
+    assert!(e.to_string().contains("a-file"), "{e}");
     let missing = dir.join("missing.pcap");
     let e = PcapPort::open(Some(&missing), None, false, false, 0)
         .err()

@@ -33,6 +33,7 @@ fn main() {
         tx: None,
         rx_loop: true,
         pace: false,
+        tx_max_bytes: None,
     };
     let ports = open_ports(&cfg).expect("ports");
     let mut sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));

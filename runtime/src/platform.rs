@@ -130,7 +130,30 @@ impl Platform for HeapPlatform {
     }
 }
 
-/// Open the ports of `cfg`, in port order. Errors name the port and the file.
+/// This process's run id (`<unix seconds>-<pid>`), what `{run}` in a pcap `tx` path becomes so
+/// that two runs never write the same file. The same for every port and every reload.
+pub fn run_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("{secs}-{}", std::process::id())
+    })
+}
+
+/// `path` with `{run}` replaced by [`run_id`].
+pub fn expand_run(path: &std::path::Path) -> std::path::PathBuf {
+    let s = path.to_string_lossy();
+    if s.contains("{run}") {
+        std::path::PathBuf::from(s.replace("{run}", run_id()))
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Open the ports of `cfg`, in port order. Errors name the port and the file. A pcap port's tx
+/// file (its `{run}` expanded, its directory created) is announced on stderr with its cap.
 pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
     let start = mono_ns();
     let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
@@ -142,10 +165,23 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
                 tx,
                 rx_loop,
                 pace,
-            } => Box::new(
-                PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
-                    .map_err(|e| format!("port '{}': {e}", p.name))?,
-            ),
+                tx_max_bytes,
+            } => {
+                let tx = tx.as_deref().map(expand_run);
+                let port = PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
+                    .map_err(|e| format!("port '{}': {e}", p.name))?;
+                if let Some(t) = &tx {
+                    let cap = tx_max_bytes.map_or_else(
+                        || "no size cap: set io.tx_max_bytes".to_owned(),
+                        |b| format!("at most {b} bytes, then frames are dropped (tx_errors)"),
+                    );
+                    eprintln!("longhaul: port '{}' writes {} ({cap})", p.name, t.display());
+                }
+                Box::new(match tx_max_bytes {
+                    Some(b) => port.with_tx_cap(*b),
+                    None => port,
+                })
+            }
             PortIo::Memory => {
                 return Err(format!(
                     "port '{}': io kind \"memory\" is for in-process tests; use \"pcap\" or \"none\" with `longhaul run`",

@@ -167,6 +167,7 @@ pub(super) struct RawPortIo {
     pub tx: Option<S<String>>,
     pub rx_loop: Option<S<bool>>,
     pub pace: Option<S<bool>>,
+    pub tx_max_bytes: Option<S<i64>>,
     pub device: Option<S<String>>,
     pub rx_queues: Option<S<i64>>,
     pub tx_queues: Option<S<i64>>,

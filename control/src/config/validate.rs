@@ -27,6 +27,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 // Defaults and limits (documented in docs/config.md; keep the two in step).
+/// The smallest pcap tx cap: the global header and one largest frame's record.
+const MIN_TX_MAX_BYTES: i64 = 24 + 16 + 9216;
 pub(super) const DEFAULT_POOL_BUFFERS: i64 = 65_536;
 /// Bytes a pool buffer takes beyond its data room: the headroom (128) and the metadata with
 /// the allocator's own (64).
@@ -586,6 +588,7 @@ impl<'a> Validator<'a> {
             only("tx", "pcap", io.tx.as_ref().map(span)),
             only("rx_loop", "pcap", io.rx_loop.as_ref().map(span)),
             only("pace", "pcap", io.pace.as_ref().map(span)),
+            only("tx_max_bytes", "pcap", io.tx_max_bytes.as_ref().map(span)),
         ];
         let dpdk_keys = [
             only("device", "dpdk", io.device.as_ref().map(span)),
@@ -654,11 +657,23 @@ impl<'a> Validator<'a> {
                         );
                     }
                 }
+                let tx_max_bytes = io.tx_max_bytes.as_ref().and_then(|v| {
+                    if io.tx.is_none() {
+                        self.err(
+                            format!("{key}.tx_max_bytes"),
+                            span(v),
+                            "tx_max_bytes needs tx (a file to write)",
+                        );
+                    }
+                    let k = format!("{key}.tx_max_bytes");
+                    self.int(&k, v, MIN_TX_MAX_BYTES, i64::MAX).map(|b| b as u64)
+                });
                 PortIo::Pcap {
                     rx,
                     tx,
                     rx_loop,
                     pace: io.pace.as_ref().map(|v| *v.get_ref()).unwrap_or(true),
+                    tx_max_bytes,
                 }
             }
         }
