@@ -16,10 +16,23 @@ const EMBEDDED_CONFIG: &str = include_str!("../configs/baseline.toml");
 const EMBEDDED_TRACE: &[u8] = include_bytes!("../examples/roce-64flows.pcap");
 const EMBEDDED_TRACE_PORT: &str = "dc0";
 
+/// `--version`: the crate version and whether DPDK ports are built in.
+const VERSION: &str = if cfg!(feature = "dpdk") {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (DPDK ports: built in, DPDK 22.11)"
+    )
+} else {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (DPDK ports: not built in; cargo build --features dpdk)"
+    )
+};
+
 #[derive(Parser)]
 #[command(
     name = "longhaul",
-    version,
+    version = VERSION,
     about = "A user-space switch for cross-datacenter RDMA"
 )]
 struct Cli {

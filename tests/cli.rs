@@ -310,3 +310,16 @@ fn a_bad_pcap_is_named_once() {
     assert_eq!(e.matches("x.pcap").count(), 1, "{e}");
     assert!(e.contains("not a pcap file"), "{e}");
 }
+
+#[test]
+fn version_says_whether_dpdk_is_built_in() {
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let v = String::from_utf8(out.stdout).unwrap();
+    let want = if cfg!(feature = "dpdk") {
+        "DPDK ports: built in"
+    } else {
+        "DPDK ports: not built in"
+    };
+    assert!(v.starts_with("longhaul ") && v.contains(want), "{v}");
+}

@@ -607,9 +607,7 @@ impl IpPrefix {
     /// Whether `ip` (IPv4-mapped for IPv4) is in the prefix.
     pub fn contains_mapped(&self, ip: u128) -> bool {
         match *self {
-            IpPrefix::V4 { addr, len } => {
-                unmap_v4(ip).is_some_and(|a| a & v4_mask(len) == addr)
-            }
+            IpPrefix::V4 { addr, len } => unmap_v4(ip).is_some_and(|a| a & v4_mask(len) == addr),
             IpPrefix::V6 { addr, len } => unmap_v4(ip).is_none() && ip & v6_mask(len) == addr,
         }
     }

@@ -282,7 +282,9 @@ fn pcap_io_paths_are_relative_to_the_config_file() {
 
 #[test]
 fn a_pcap_tx_file_may_be_capped() {
-    let c = ok(&io(r#"kind = "pcap", tx = "out-{run}.pcap", tx_max_bytes = 1048576"#));
+    let c = ok(&io(
+        r#"kind = "pcap", tx = "out-{run}.pcap", tx_max_bytes = 1048576"#,
+    ));
     assert!(matches!(
         &c.ports[0].io,
         PortIo::Pcap { tx_max_bytes: Some(1048576), tx: Some(p), .. } if p == Path::new("out-{run}.pcap")

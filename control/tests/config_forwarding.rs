@@ -106,7 +106,10 @@ mac = "02:00:00:00:10:09"
     assert_eq!(c.routes[0].next_hop, Some(map_v4(0xc000_0202)));
     assert_eq!(c.neighbors.capacity, 10);
     assert_eq!(c.neighbors.reachable_ns, 5_000_000_000);
-    assert_eq!((c.neighbors.probes, c.neighbors.retrans_ns), (2, 500_000_000));
+    assert_eq!(
+        (c.neighbors.probes, c.neighbors.retrans_ns),
+        (2, 500_000_000)
+    );
     assert_eq!(
         c.neighbors.statics,
         vec![StaticNeighbor {
@@ -145,7 +148,10 @@ fn wire_pairs_are_two_distinct_unaddressed_ports_each_in_one_pair() {
         &cfg("[[wire]]\nports = [\"c\", \"x\"]\n"),
         "wire[0].ports[1]: no port named 'x' (ports: a, b, c, d)",
     );
-    has(&cfg("[[wire]]\n"), "wire[0].ports: missing (this key is required)");
+    has(
+        &cfg("[[wire]]\n"),
+        "wire[0].ports: missing (this key is required)",
+    );
 }
 
 #[test]
@@ -158,7 +164,9 @@ fn wire_ports_take_no_routes_l2_entries_or_neighbours() {
         "routes[0].port: port 2 is in wire[0]: a wire port forwards only to its pair",
     );
     has(
-        &cfg(&format!("{w}[[l2]]\nmac = \"02:00:00:00:09:01\"\nport = \"d\"\n")),
+        &cfg(&format!(
+            "{w}[[l2]]\nmac = \"02:00:00:00:09:01\"\nport = \"d\"\n"
+        )),
         "l2[0].port: port 3 is in wire[0]: a wire port forwards only to its pair",
     );
 }
@@ -177,11 +185,26 @@ fn port_addresses_are_host_addresses_with_a_length_on_one_port() {
         "ports[0].addresses[0]: '10.0.0.1' needs its subnet's length, e.g. 10.0.0.1/24 or \
          2001:db8::1/64",
     );
-    has(&port("[\"10.0.0.1/33\"]"), "ports[0].addresses[0]: '10.0.0.1/33': length '33' is not 0 to 32");
-    has(&port("[\"10.0.0.0/24\"]"), "ports[0].addresses[0]: '10.0.0.0/24' is not a host's unicast address");
-    has(&port("[\"10.0.0.255/24\"]"), "ports[0].addresses[0]: '10.0.0.255/24' is not a host's unicast address");
-    has(&port("[\"224.0.0.1/4\"]"), "ports[0].addresses[0]: '224.0.0.1/4' is not a host's unicast address");
-    has(&port("[\"ff02::1/64\"]"), "ports[0].addresses[0]: 'ff02::1/64' is not a host's unicast address");
+    has(
+        &port("[\"10.0.0.1/33\"]"),
+        "ports[0].addresses[0]: '10.0.0.1/33': length '33' is not 0 to 32",
+    );
+    has(
+        &port("[\"10.0.0.0/24\"]"),
+        "ports[0].addresses[0]: '10.0.0.0/24' is not a host's unicast address",
+    );
+    has(
+        &port("[\"10.0.0.255/24\"]"),
+        "ports[0].addresses[0]: '10.0.0.255/24' is not a host's unicast address",
+    );
+    has(
+        &port("[\"224.0.0.1/4\"]"),
+        "ports[0].addresses[0]: '224.0.0.1/4' is not a host's unicast address",
+    );
+    has(
+        &port("[\"ff02::1/64\"]"),
+        "ports[0].addresses[0]: 'ff02::1/64' is not a host's unicast address",
+    );
     has(
         &port("[\"::ffff:10.0.0.1/24\"]"),
         "ports[0].addresses[0]: '::ffff:10.0.0.1' is an IPv4-mapped IPv6 address: write the IPv4 address",
@@ -197,7 +220,11 @@ fn port_addresses_are_host_addresses_with_a_length_on_one_port() {
 
 #[test]
 fn a_gateway_is_on_the_route_s_port_subnet_and_of_its_family() {
-    let r = |kv: &str| cfg(&format!("[[routes]]\nprefix = \"10.1.0.0/16\"\nport = \"b\"\n{kv}\n"));
+    let r = |kv: &str| {
+        cfg(&format!(
+            "[[routes]]\nprefix = \"10.1.0.0/16\"\nport = \"b\"\n{kv}\n"
+        ))
+    };
     has(
         &r("next_hop = \"10.0.0.2\""),
         "routes[0].next_hop: 10.0.0.2 is on none of port 'b''s subnets (192.0.2.1/30): a \
@@ -213,16 +240,28 @@ fn a_gateway_is_on_the_route_s_port_subnet_and_of_its_family() {
         "routes[0].next_hop: give next_hop (resolved by ARP / neighbour discovery) or \
          next_hop_mac (static), not both",
     );
-    has(&r("next_hop = \"bogus\""), "routes[0].next_hop: 'bogus' is not an IPv4 or IPv6 address");
+    has(
+        &r("next_hop = \"bogus\""),
+        "routes[0].next_hop: 'bogus' is not an IPv4 or IPv6 address",
+    );
     let c = ok(&r("next_hop = \"192.0.2.2\""));
     assert_eq!(c.routes[0].next_hop, Some(map_v4(0xc000_0202)));
 }
 
 #[test]
 fn neighbour_settings_and_static_entries_are_checked() {
-    has(&cfg("[neighbors]\ncapacity = 0\n"), "neighbors.capacity: 0 is out of range: must be 1 to 1048576");
-    has(&cfg("[neighbors]\nprobes = 11\n"), "neighbors.probes: 11 is out of range: must be 0 to 10");
-    has(&cfg("[neighbors]\nretrans_ms = 0\n"), "neighbors.retrans_ms: 0 is out of range: must be 1 to 60000");
+    has(
+        &cfg("[neighbors]\ncapacity = 0\n"),
+        "neighbors.capacity: 0 is out of range: must be 1 to 1048576",
+    );
+    has(
+        &cfg("[neighbors]\nprobes = 11\n"),
+        "neighbors.probes: 11 is out of range: must be 0 to 10",
+    );
+    has(
+        &cfg("[neighbors]\nretrans_ms = 0\n"),
+        "neighbors.retrans_ms: 0 is out of range: must be 1 to 60000",
+    );
     has(&cfg("[neighbors]\nbogus = 1\n"), "neighbors.bogus: unknown field `bogus`, expected one of `capacity`, `reachable_ms`, `probes`, `retrans_ms`, `static`");
     let s = |kv: &str| cfg(&format!("[[neighbors.static]]\n{kv}\n"));
     has(
@@ -235,8 +274,12 @@ fn neighbour_settings_and_static_entries_are_checked() {
         "neighbors.static[0].mac: ff:ff:ff:ff:ff:ff is a multicast/broadcast MAC: a unicast \
          address is needed",
     );
-    has(&s("port = \"a\"\nmac = \"02:00:00:00:10:09\""), "neighbors.static[0].ip: missing (this key is required)");
-    let dup = "[[neighbors.static]]\nport = \"a\"\nip = \"10.0.0.9\"\nmac = \"02:00:00:00:10:09\"\n";
+    has(
+        &s("port = \"a\"\nmac = \"02:00:00:00:10:09\""),
+        "neighbors.static[0].ip: missing (this key is required)",
+    );
+    let dup =
+        "[[neighbors.static]]\nport = \"a\"\nip = \"10.0.0.9\"\nmac = \"02:00:00:00:10:09\"\n";
     has(
         &cfg(&format!("{dup}{dup}")),
         "neighbors.static[1].ip: 10.0.0.9 on port 0 is already neighbors.static[0] \

@@ -792,7 +792,10 @@ mod tests {
         assert!(t.write_frame(1, &[0; 100]).is_ok());
         assert!(t.write_frame(2, &[0; 100]).is_ok());
         assert_eq!(t.write_frame(3, &[0; 100]), Err(TxFail::Cap));
-        assert!(t.write_frame(4, &[0; 20]).is_ok(), "a smaller frame still fits");
+        assert!(
+            t.write_frame(4, &[0; 20]).is_ok(),
+            "a smaller frame still fits"
+        );
         assert_eq!(t.written, 24 + 2 * 116 + 36);
         assert_eq!(t.capped, 1);
         assert!(t.failed.is_none(), "a cap is not an I/O error");

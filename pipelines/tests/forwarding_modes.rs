@@ -118,7 +118,14 @@ fn a_wire_pair_passes_every_frame_unchanged_both_ways() {
         f
     };
     let frames = [
-        arp_frame(arp::OP_REQUEST, [0xff; 6], HOST_MAC, "10.9.0.1", [0; 6], "10.9.0.2"),
+        arp_frame(
+            arp::OP_REQUEST,
+            [0xff; 6],
+            HOST_MAC,
+            "10.9.0.1",
+            [0; 6],
+            "10.9.0.2",
+        ),
         lldp,
         // TTL 1: a routed hop would drop it; a wire passes it, TTL untouched.
         udp([2, 0, 0, 0, 0x30, 1], "10.9.0.1", "10.8.0.1", 1),
@@ -147,13 +154,33 @@ fn a_wire_pair_passes_every_frame_unchanged_both_ways() {
 fn arp_for_a_port_address_is_answered_and_other_arp_is_consumed_not_flooded() {
     let cfg = config();
     let mut h = harness(&cfg);
-    let req = arp_frame(arp::OP_REQUEST, [0xff; 6], HOST_MAC, "10.0.0.7", [0; 6], "10.0.0.1");
+    let req = arp_frame(
+        arp::OP_REQUEST,
+        [0xff; 6],
+        HOST_MAC,
+        "10.0.0.7",
+        [0; 6],
+        "10.0.0.1",
+    );
     h.put(DC0, 1_000, &req);
     // For a neighbour's address, and for wan0's address asked on dc0: neither is answered.
-    let other = arp_frame(arp::OP_REQUEST, [0xff; 6], HOST_MAC, "10.0.0.7", [0; 6], "10.0.0.9");
+    let other = arp_frame(
+        arp::OP_REQUEST,
+        [0xff; 6],
+        HOST_MAC,
+        "10.0.0.7",
+        [0; 6],
+        "10.0.0.9",
+    );
     h.put(DC0, 2_000, &other);
-    let wrong_port =
-        arp_frame(arp::OP_REQUEST, [0xff; 6], HOST_MAC, "10.0.0.7", [0; 6], "192.0.2.1");
+    let wrong_port = arp_frame(
+        arp::OP_REQUEST,
+        [0xff; 6],
+        HOST_MAC,
+        "10.0.0.7",
+        [0; 6],
+        "192.0.2.1",
+    );
     h.put(DC0, 3_000, &wrong_port);
     h.run_to_idle();
     let out = h.take();
@@ -193,7 +220,10 @@ fn a_neighbour_solicitation_for_a_port_address_gets_an_advertisement() {
     assert_eq!(out[0].port_idx, DC0);
     assert_eq!(&out[0].data[0..6], &HOST_MAC);
     let na = Nd::parse(&out[0].data[14..]).unwrap();
-    assert_eq!((na.kind, na.src, na.dst, na.target), (ndp::NA, me, host, me));
+    assert_eq!(
+        (na.kind, na.src, na.dst, na.target),
+        (ndp::NA, me, host, me)
+    );
     assert!(na.solicited && na.override_);
     assert_eq!(na.lladdr, Some(DC0_MAC));
     let key = (0u16, host);
@@ -218,12 +248,22 @@ fn a_gateway_is_solicited_once_per_retrans_then_learned_then_used() {
     assert_eq!(q.port_idx, WAN0);
     assert_eq!(&q.data[0..6], &[0xff; 6]);
     let a = Arp::parse(&q.data[14..]).unwrap();
-    assert_eq!((a.op, a.sha, a.spa), (arp::OP_REQUEST, WAN0_MAC, v4("192.0.2.1")));
+    assert_eq!(
+        (a.op, a.sha, a.spa),
+        (arp::OP_REQUEST, WAN0_MAC, v4("192.0.2.1"))
+    );
     assert_eq!(a.tpa, v4("192.0.2.2"));
     assert_eq!(drops(&h, DropReason::NeighborUnresolved), 2);
 
     // The gateway answers; the control plane installs it after its latency.
-    let reply = arp_frame(arp::OP_REPLY, WAN0_MAC, GW_MAC, "192.0.2.2", WAN0_MAC, "192.0.2.1");
+    let reply = arp_frame(
+        arp::OP_REPLY,
+        WAN0_MAC,
+        GW_MAC,
+        "192.0.2.2",
+        WAN0_MAC,
+        "192.0.2.1",
+    );
     h.put(WAN0, 10_000, &reply);
     h.put(DC0, 10_000 + CTL_NS + 1_000, &to_remote(64));
     h.run_to_idle();
@@ -244,7 +284,14 @@ fn a_silent_neighbour_is_probed_then_dropped_and_solicited_again() {
     let reach = cfg.neighbors.reachable_ns;
     let retrans = cfg.neighbors.retrans_ns;
     let mut h = harness(&cfg);
-    let reply = arp_frame(arp::OP_REPLY, WAN0_MAC, GW_MAC, "192.0.2.2", WAN0_MAC, "192.0.2.1");
+    let reply = arp_frame(
+        arp::OP_REPLY,
+        WAN0_MAC,
+        GW_MAC,
+        "192.0.2.2",
+        WAN0_MAC,
+        "192.0.2.1",
+    );
     h.put(WAN0, 1_000, &reply);
     // Reachable: used, no probe.
     let t0 = 1_000 + CTL_NS + 1;
@@ -270,7 +317,9 @@ fn a_silent_neighbour_is_probed_then_dropped_and_solicited_again() {
     h.put(DC0, t, &to_remote(64));
     h.run_to_idle();
     let out = h.take();
-    let probes = out.iter().filter(|e| e.data[12..14] == [8, 6] && e.data[0] == 2);
+    let probes = out
+        .iter()
+        .filter(|e| e.data[12..14] == [8, 6] && e.data[0] == 2);
     assert_eq!(probes.count() as u32, cfg.neighbors.probes - 1);
     let bcast: Vec<_> = out.iter().filter(|e| e.data[0..6] == [0xff; 6]).collect();
     assert_eq!(bcast.len(), 1, "solicited by broadcast again: {out:?}");
@@ -306,7 +355,14 @@ fn learning_is_only_from_the_port_s_own_subnets_and_the_table_is_bounded() {
     cfg.neighbors.capacity = 2;
     let mut h = harness(&cfg);
     // A reply from an address that is not on wan0's subnet teaches nothing.
-    let stray = arp_frame(arp::OP_REPLY, WAN0_MAC, GW_MAC, "10.66.0.1", WAN0_MAC, "192.0.2.1");
+    let stray = arp_frame(
+        arp::OP_REPLY,
+        WAN0_MAC,
+        GW_MAC,
+        "10.66.0.1",
+        WAN0_MAC,
+        "192.0.2.1",
+    );
     h.put(WAN0, 1_000, &stray);
     h.run_to_idle();
     let key = (1u16, longhaul_control::config::map_v4(v4("10.66.0.1")));
@@ -338,19 +394,37 @@ fn the_neighbors_table_lists_static_and_learned_entries_and_takes_static_ones() 
     let mut c = BaselineControl::new(&cfg);
     assert!(c.tables().contains(&"neighbors".to_string()));
     // Learned from a punted ARP reply on wan0.
-    let reply = arp_frame(arp::OP_REPLY, WAN0_MAC, GW_MAC, "192.0.2.2", WAN0_MAC, "192.0.2.1");
+    let reply = arp_frame(
+        arp::OP_REPLY,
+        WAN0_MAC,
+        GW_MAC,
+        "192.0.2.2",
+        WAN0_MAC,
+        "192.0.2.1",
+    );
     let mut cmds = Vec::new();
-    c.on_punt(&Punt::packet(PUNT_NEIGHBOR, 1, 77, &reply), &mut |c| cmds.push(c));
+    c.on_punt(&Punt::packet(PUNT_NEIGHBOR, 1, 77, &reply), &mut |c| {
+        cmds.push(c)
+    });
     assert!(matches!(
         cmds.as_slice(),
-        [Command::Pipeline(BaselineCommand::NeighborSet { port: 1, mac: Some(GW_MAC), is_static: false, .. })]
+        [Command::Pipeline(BaselineCommand::NeighborSet {
+            port: 1,
+            mac: Some(GW_MAC),
+            is_static: false,
+            ..
+        })]
     ));
     let e = json!({"port": "dc0", "ip": "10.0.0.77", "mac": "02:00:00:00:10:77"});
     let (v, cmds) = c.insert("neighbors", &e).unwrap();
     assert_eq!(v["static"], true);
     assert!(matches!(
         cmds.as_slice(),
-        [BaselineCommand::NeighborSet { port: 0, is_static: true, .. }]
+        [BaselineCommand::NeighborSet {
+            port: 0,
+            is_static: true,
+            ..
+        }]
     ));
     let l = c.list("neighbors", 0, 10).unwrap();
     assert_eq!(l["total"], 3, "{l}");
@@ -371,7 +445,11 @@ fn the_neighbors_table_lists_static_and_learned_entries_and_takes_static_ones() 
         .unwrap();
     assert!(matches!(
         cmds.as_slice(),
-        [BaselineCommand::NeighborSet { mac: None, is_static: true, .. }]
+        [BaselineCommand::NeighborSet {
+            mac: None,
+            is_static: true,
+            ..
+        }]
     ));
     // A gateway route through the API.
     let r = json!({"prefix": "10.7.0.0/16", "port": "wan0", "next_hop": "192.0.2.2"});

@@ -178,7 +178,10 @@ fn live_api_tables_reload_metrics_and_clean_stop() {
     let n = json!({"port": "dc0", "ip": "10.0.0.9", "mac": "02:00:00:00:10:09"});
     let (st, v) = c.post("/tables/neighbors", Some(&n)).unwrap();
     assert_eq!(st, 400, "{v}");
-    assert!(v.to_string().contains("on none of port 'dc0''s subnets"), "{v}");
+    assert!(
+        v.to_string().contains("on none of port 'dc0''s subnets"),
+        "{v}"
+    );
 
     // Reload: a bad file is refused with its key path and the old config keeps running.
     let bad = d.join("bad.toml");

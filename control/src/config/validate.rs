@@ -350,7 +350,10 @@ impl<'a> Validator<'a> {
                 .map(|m| (self.mac(&format!("{key}.mac"), m, false), span(m)));
             let port = self
                 .required(&format!("{key}.port"), &e.port, &table)
-                .and_then(|p| self.port_ref(&format!("{key}.port"), p).map(|id| (id, span(p))));
+                .and_then(|p| {
+                    self.port_ref(&format!("{key}.port"), p)
+                        .map(|id| (id, span(p)))
+                });
             if let Some((id, at)) = &port {
                 self.routed_port(&format!("{key}.port"), at.clone(), *id, &wire);
             }
@@ -389,13 +392,19 @@ impl<'a> Validator<'a> {
                 });
             let port = self
                 .required(&format!("{key}.port"), &r.port, &table)
-                .and_then(|p| self.port_ref(&format!("{key}.port"), p).map(|id| (id, span(p))));
+                .and_then(|p| {
+                    self.port_ref(&format!("{key}.port"), p)
+                        .map(|id| (id, span(p)))
+                });
             if let Some((id, at)) = &port {
                 self.routed_port(&format!("{key}.port"), at.clone(), *id, &wire);
             }
             let port = port.map(|(id, _)| id);
             let (nh, via) = match (&r.next_hop_mac, &r.next_hop) {
-                (Some(m), None) => (Some(self.mac(&format!("{key}.next_hop_mac"), m, true)), None),
+                (Some(m), None) => (
+                    Some(self.mac(&format!("{key}.next_hop_mac"), m, true)),
+                    None,
+                ),
                 (None, Some(ip)) => {
                     let pc = port.and_then(|id| ports.iter().find(|p| p.id == id));
                     let p = prefix.as_ref().map(|(p, _)| *p);
@@ -666,7 +675,8 @@ impl<'a> Validator<'a> {
                         );
                     }
                     let k = format!("{key}.tx_max_bytes");
-                    self.int(&k, v, MIN_TX_MAX_BYTES, i64::MAX).map(|b| b as u64)
+                    self.int(&k, v, MIN_TX_MAX_BYTES, i64::MAX)
+                        .map(|b| b as u64)
                 });
                 PortIo::Pcap {
                     rx,

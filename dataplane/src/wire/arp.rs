@@ -81,7 +81,15 @@ pub fn build_request(
     sender_ip: u32,
     target_ip: u32,
 ) -> Result<usize, WireError> {
-    build(out, MacAddr::BROADCAST.0, src_mac, OP_REQUEST, sender_ip, [0; 6], target_ip)
+    build(
+        out,
+        MacAddr::BROADCAST.0,
+        src_mac,
+        OP_REQUEST,
+        sender_ip,
+        [0; 6],
+        target_ip,
+    )
 }
 
 /// A unicast who-has (a probe of a neighbour whose MAC is known but stale, RFC 1122 2.3.2.1).
@@ -92,7 +100,9 @@ pub fn build_probe(
     sender_ip: u32,
     target_ip: u32,
 ) -> Result<usize, WireError> {
-    build(out, dst_mac, src_mac, OP_REQUEST, sender_ip, [0; 6], target_ip)
+    build(
+        out, dst_mac, src_mac, OP_REQUEST, sender_ip, [0; 6], target_ip,
+    )
 }
 
 fn build(
@@ -153,13 +163,7 @@ mod tests {
     #[test]
     fn request_matches_scapy() {
         let mut b = [0u8; 64];
-        let n = build_request(
-            &mut b,
-            [2, 0, 0, 0, 0x10, 1],
-            0x0a00_0002,
-            0x0a00_0001,
-        )
-        .unwrap();
+        let n = build_request(&mut b, [2, 0, 0, 0, 0x10, 1], 0x0a00_0002, 0x0a00_0001).unwrap();
         assert_eq!(&b[..n], &hex(REQ)[..]);
         let a = Arp::parse(&b[14..n]).unwrap();
         assert_eq!((a.op, a.spa, a.tpa), (OP_REQUEST, 0x0a00_0002, 0x0a00_0001));

@@ -108,8 +108,7 @@ impl Nd {
         if icmp_sum(src, dst, msg) != 0 {
             return Err(WireError::BadChecksum);
         }
-        let target =
-            u128::from_be_bytes(msg[8..24].try_into().map_err(|_| WireError::Truncated)?);
+        let target = u128::from_be_bytes(msg[8..24].try_into().map_err(|_| WireError::Truncated)?);
         if is_multicast(target) {
             return Err(WireError::Unsupported);
         }

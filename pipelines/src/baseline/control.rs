@@ -381,7 +381,9 @@ impl PipelineControl for BaselineControl {
                 limit,
             )),
             "neighbors" => Ok(page(
-                self.neighbors.iter().map(|(k, n)| self.neighbor_json(*k, n)),
+                self.neighbors
+                    .iter()
+                    .map(|(k, n)| self.neighbor_json(*k, n)),
                 self.neighbors.len(),
                 table,
                 offset,
@@ -421,41 +423,40 @@ impl PipelineControl for BaselineControl {
                         parse_prefix(s).map_err(|m| ApiError::BadRequest(format!("prefix: {m}")))
                     })?;
                 let port = self.routed(self.port(e.get("port"))?)?;
-                let nh = match (e.get("next_hop_mac"), e.get("next_hop")) {
-                    (m @ Some(_), None) => NextHop {
-                        port,
-                        mac: parse_mac(m, "next_hop_mac")?,
-                        via: Via::Mac,
-                    },
-                    (None, g @ Some(_)) => {
-                        let ip = self.ip(g, "next_hop")?;
-                        let v4 = matches!(prefix, IpPrefix::V4 { .. });
-                        if longhaul_control::config::unmap_v4(ip).is_some() != v4 {
-                            return Err(ApiError::BadRequest(
-                                "next_hop: not of the prefix's family".into(),
-                            ));
-                        }
-                        if !self.on_link(port, ip) {
-                            return Err(ApiError::BadRequest(format!(
-                                "next_hop: {} is on none of port '{}''s subnets",
-                                fmt_ip(ip),
-                                self.port_name(port)
-                            )));
-                        }
-                        NextHop {
+                let nh =
+                    match (e.get("next_hop_mac"), e.get("next_hop")) {
+                        (m @ Some(_), None) => NextHop {
                             port,
-                            mac: [0; 6],
-                            via: Via::Gateway(ip),
+                            mac: parse_mac(m, "next_hop_mac")?,
+                            via: Via::Mac,
+                        },
+                        (None, g @ Some(_)) => {
+                            let ip = self.ip(g, "next_hop")?;
+                            let v4 = matches!(prefix, IpPrefix::V4 { .. });
+                            if longhaul_control::config::unmap_v4(ip).is_some() != v4 {
+                                return Err(ApiError::BadRequest(
+                                    "next_hop: not of the prefix's family".into(),
+                                ));
+                            }
+                            if !self.on_link(port, ip) {
+                                return Err(ApiError::BadRequest(format!(
+                                    "next_hop: {} is on none of port '{}''s subnets",
+                                    fmt_ip(ip),
+                                    self.port_name(port)
+                                )));
+                            }
+                            NextHop {
+                                port,
+                                mac: [0; 6],
+                                via: Via::Gateway(ip),
+                            }
                         }
-                    }
-                    _ => {
-                        return Err(ApiError::BadRequest(
+                        _ => return Err(ApiError::BadRequest(
                             "give next_hop_mac (static) or next_hop (a gateway resolved by ARP \
                              / ND), one of them"
                                 .into(),
-                        ))
-                    }
-                };
+                        )),
+                    };
                 self.routes.insert(route_key(prefix), nh);
                 Ok((
                     self.route_json(route_key(prefix), &nh),

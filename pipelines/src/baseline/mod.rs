@@ -43,11 +43,11 @@ use longhaul_dataplane::asic::lpm::Lpm;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
 use longhaul_dataplane::counters::{DropCounters, DropReason};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
-use neighbor::Neighbors;
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::wire::ipv4::Ipv4Packet;
 use longhaul_dataplane::wire::ipv6::Ipv6Packet;
 use longhaul_dataplane::wire::parse::{parse, L3Kind, ParseOptions, Parsed};
+use neighbor::Neighbors;
 
 /// Spare capacity in the forwarding tables beyond the configured entries, for entries the control
 /// plane adds at run time.
@@ -186,14 +186,25 @@ impl Forwarding {
             .flat_map(|p| p.addresses.iter().map(move |a| (a.subnet(), p.id)));
         let configured = cfg.routes.iter().map(|r| {
             let via = r.next_hop.map_or(Via::Mac, Via::Gateway);
-            (r.prefix, NextHop { port: r.port, mac: r.next_hop_mac, via })
+            (
+                r.prefix,
+                NextHop {
+                    port: r.port,
+                    mac: r.next_hop_mac,
+                    via,
+                },
+            )
         });
         let n_conn = cfg.ports.iter().map(|p| p.addresses.len()).sum::<usize>();
         let mut v4 = Lpm::new(n4 + n_conn + TABLE_HEADROOM);
         let mut v6 = Lpm::new(n6 + n_conn + TABLE_HEADROOM);
         let all = connected
             .map(|(prefix, port)| {
-                let nh = NextHop { port, mac: [0; 6], via: Via::Direct };
+                let nh = NextHop {
+                    port,
+                    mac: [0; 6],
+                    via: Via::Direct,
+                };
                 (prefix, nh)
             })
             .chain(configured);
@@ -368,8 +379,8 @@ impl Forwarding {
         let frame = pkt.data();
         if let Some(dst) = frame.first_chunk::<6>() {
             let key = mac_key(dst);
-            let to_me = self.l2_port_macs == 0
-                && self.port_mac_keys.get(in_port as usize) == Some(&key);
+            let to_me =
+                self.l2_port_macs == 0 && self.port_mac_keys.get(in_port as usize) == Some(&key);
             if !to_me {
                 if let Some(&port) = self.l2.lookup(&key, now) {
                     return Ok(Egress::Bridge(port));

@@ -439,7 +439,9 @@ impl Neighbors {
                 self.stats.learned += 1;
             }
             (None, true) => {
-                self.statics.remove(&key).ok_or("no such static neighbour")?;
+                self.statics
+                    .remove(&key)
+                    .ok_or("no such static neighbour")?;
             }
             (None, false) => {
                 self.learned.remove(&key).ok_or("no such neighbour")?;

@@ -301,27 +301,16 @@ impl ReflexEsw {
         let Some((src, dst)) = self.fwd.reply_macs(m.ingress_port, frame) else {
             return;
         };
-        let Ok(n) = reflex::build_pseudo_ack(
-            frame,
-            l3,
-            &v,
-            self.ack_dscp,
-            src,
-            dst,
-            &mut self.scratch,
-        ) else {
+        let Ok(n) =
+            reflex::build_pseudo_ack(frame, l3, &v, self.ack_dscp, src, dst, &mut self.scratch)
+        else {
             return;
         };
         self.emit_routed(ctx, n, m.ingress_port);
     }
 
     /// Route the generated frame in `scratch[..n]` as if received on `in_port`, and emit it.
-    fn emit_routed<P: BufPool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        n: usize,
-        in_port: u16,
-    ) {
+    fn emit_routed<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, n: usize, in_port: u16) {
         let Some(nsf) = self.nsf.as_mut() else {
             return;
         };

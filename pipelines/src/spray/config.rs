@@ -169,11 +169,16 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawSpray>, cfg: &Config) -> Optio
         ("spray.host_ports", &host_ports, &t.host_ports),
         ("spray.fabric_ports", &fabric_ports, &t.fabric_ports),
     ] {
-        for id in ids.iter().filter(|id| cfg.wire.iter().any(|&(a, b)| a == **id || b == **id)) {
+        for id in ids
+            .iter()
+            .filter(|id| cfg.wire.iter().any(|&(a, b)| a == **id || b == **id))
+        {
             cx.err(
                 key,
                 raw.as_ref().and_then(span),
-                format!("port {id} is in a [[wire]] pair: the spraying ToR routes (remove the pair)"),
+                format!(
+                    "port {id} is in a [[wire]] pair: the spraying ToR routes (remove the pair)"
+                ),
             );
         }
     }

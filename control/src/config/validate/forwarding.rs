@@ -56,11 +56,17 @@ impl Validator<'_> {
             let parsed = text
                 .split_once('/')
                 .ok_or_else(|| {
-                    format!("'{text}' needs its subnet's length, e.g. 10.0.0.1/24 or 2001:db8::1/64")
+                    format!(
+                        "'{text}' needs its subnet's length, e.g. 10.0.0.1/24 or 2001:db8::1/64"
+                    )
                 })
                 .and_then(|(ip, len)| {
                     let ip = parse_ip(ip)?;
-                    let max = if super::super::unmap_v4(ip).is_some() { 32 } else { 128 };
+                    let max = if super::super::unmap_v4(ip).is_some() {
+                        32
+                    } else {
+                        128
+                    };
                     let len: u8 = len
                         .parse()
                         .ok()
@@ -92,7 +98,11 @@ impl Validator<'_> {
                 PortAddr::V6 { addr: a, .. } => (a >> 120) != 0xff && a != 0,
             };
             if !unicast {
-                self.err(k, span(a), format!("'{text}' is not a host's unicast address"));
+                self.err(
+                    k,
+                    span(a),
+                    format!("'{text}' is not a host's unicast address"),
+                );
             } else if let Some(j) = out.iter().position(|o| o.mapped() == ip) {
                 self.err(k, span(a), format!("'{text}' is already {key}[{j}]"));
             } else {
@@ -131,7 +141,11 @@ impl Validator<'_> {
 
     /// `[[wire]]`: each pair two distinct ports, a port in one pair at most, and no addresses on
     /// a wire port (it is transparent: it has no address of its own).
-    pub(super) fn wire(&mut self, raw: Option<&Vec<S<RawWire>>>, ports: &[PortConfig]) -> Vec<(u16, u16)> {
+    pub(super) fn wire(
+        &mut self,
+        raw: Option<&Vec<S<RawWire>>>,
+        ports: &[PortConfig],
+    ) -> Vec<(u16, u16)> {
         let mut pairs: Vec<(u16, u16)> = Vec::new();
         for (i, w) in raw.into_iter().flatten().enumerate() {
             let key = format!("wire[{i}].ports");
@@ -269,7 +283,13 @@ impl Validator<'_> {
         ) as usize;
         if let Some(c) = &n.capacity {
             let bytes = capacity as u64 * NEIGHBOR_ENTRY_BYTES;
-            self.memory("neighbors.capacity", span(c), "the neighbour table", bytes, sw);
+            self.memory(
+                "neighbors.capacity",
+                span(c),
+                "the neighbour table",
+                bytes,
+                sw,
+            );
         }
         let reachable_ms = self.int_or(
             "neighbors.reachable_ms",
@@ -297,15 +317,15 @@ impl Validator<'_> {
             let mac = self
                 .required(&key("mac"), &e.mac, &table)
                 .map(|m| self.mac(&key("mac"), m, true));
-            let ip = self
-                .required(&key("ip"), &e.ip, &table)
-                .and_then(|v| match parse_ip(v.get_ref()) {
+            let ip = self.required(&key("ip"), &e.ip, &table).and_then(|v| {
+                match parse_ip(v.get_ref()) {
                     Ok(ip) => Some((ip, span(v))),
                     Err(m) => {
                         self.err(key("ip"), span(v), m);
                         None
                     }
-                });
+                }
+            });
             let (Some((port, pspan)), Some(mac), Some((ip, ispan))) = (port, mac, ip) else {
                 continue;
             };
