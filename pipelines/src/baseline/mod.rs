@@ -10,15 +10,14 @@
 //!
 //! Ingress of a routed port, in order:
 //! 1. **parse** (`wire::parse`): offsets into the metadata, the first anomaly found;
-//! 2. **anomaly policy**: each anomaly is counted by reason, then dropped or kept by the
+//! 2. **neighbours** (`neighbor`): ARP and IPv6 neighbour discovery for the port's own addresses
+//!    are answered, learned from (through the control plane) or consumed; never flooded;
+//! 3. **anomaly policy**: each anomaly is counted by reason, then dropped or kept by the
 //!    configured policy (`[parser.policy]`). Frames too short to switch (`truncated`) and IP
 //!    headers that are not IP (`bad_ip_header`) are always dropped;
-//! 3. **classify**: traffic class from DSCP or PCP (`[qos] trust`);
-//! 3b. **neighbours** (`neighbor`): ARP and IPv6 neighbour discovery for the port's own
-//!    addresses are answered, learned from (through the control plane) or consumed; never
-//!    flooded;
-//! 4. **L2**: a destination MAC in the static L2 table is bridged unchanged to its port;
-//! 5. **L3**: otherwise an IP packet is routed by longest-prefix match on its destination:
+//! 4. **classify**: traffic class from DSCP or PCP (`[qos] trust`);
+//! 5. **L2**: a destination MAC in the static L2 table is bridged unchanged to its port;
+//! 6. **L3**: otherwise an IP packet is routed by longest-prefix match on its destination:
 //!    TTL / hop limit decremented (IPv4 checksum updated incrementally; the RoCE ICRC masks the
 //!    TTL so it stays valid), source MAC = egress port's MAC, destination MAC = the route's next
 //!    hop (static `next_hop_mac`, or resolved by `neighbor` for a `next_hop` gateway and for the

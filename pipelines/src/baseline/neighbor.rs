@@ -212,10 +212,8 @@ impl Neighbors {
         };
         let for_us = self.is_own(port, map_v4(a.tpa));
         let gratuitous = a.spa == a.tpa;
-        if for_us || gratuitous {
-            if ctx.punt_packet(PUNT_NEIGHBOR, pkt) {
-                self.stats.learn_punted += 1;
-            }
+        if (for_us || gratuitous) && ctx.punt_packet(PUNT_NEIGHBOR, pkt) {
+            self.stats.learn_punted += 1;
         }
         if !for_us || gratuitous {
             if !gratuitous {
@@ -260,10 +258,8 @@ impl Neighbors {
             }
         };
         let own = self.is_own(port, nd.target);
-        if nd.kind == ndp::NA || (own && nd.src != 0) {
-            if ctx.punt_packet(PUNT_NEIGHBOR, pkt) {
-                self.stats.learn_punted += 1;
-            }
+        if (nd.kind == ndp::NA || (own && nd.src != 0)) && ctx.punt_packet(PUNT_NEIGHBOR, pkt) {
+            self.stats.learn_punted += 1;
         }
         if nd.kind == ndp::NA {
             return Some(Action::Consume);
@@ -351,9 +347,8 @@ impl Neighbors {
         let then = match self.learned.lookup_mut(&key, now) {
             Some(e) if e.known => {
                 let quiet = now.saturating_sub(e.solicited) >= retrans;
-                if now.saturating_sub(e.confirmed) < reachable {
-                    Then::Use(e.mac)
-                } else if !quiet {
+                // Reachable, or stale with a probe out less than `retrans` ago: use it.
+                if now.saturating_sub(e.confirmed) < reachable || !quiet {
                     Then::Use(e.mac)
                 } else if e.probes < probes {
                     e.probes += 1;
