@@ -1,20 +1,20 @@
 //! `longhaul`: the command line. Everything it does lives in the library crates; this file only
 //! parses arguments, loads files and prints.
 
+mod replay_cmd;
+
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use longhaul_control::config::Config;
-use longhaul_dataplane::pcap::{read_pcap, read_pcap_from, write_pcap, PcapRecord};
-use longhaul_pipelines::{load_config, load_config_all, parse_config, replay};
-use longhaul_runtime::ReplayInput;
+use longhaul_pipelines::load_config_all;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The configuration `replay` uses when no `--config` is given.
-const EMBEDDED_CONFIG: &str = include_str!("../configs/baseline.toml");
+pub(crate) const EMBEDDED_CONFIG: &str = include_str!("../configs/baseline.toml");
 /// The trace `replay` feeds to port `dc0` when no `--in` is given (perf/gen_trace.py made it).
-const EMBEDDED_TRACE: &[u8] = include_bytes!("../examples/roce-64flows.pcap");
-const EMBEDDED_TRACE_PORT: &str = "dc0";
+pub(crate) const EMBEDDED_TRACE: &[u8] = include_bytes!("../examples/roce-64flows.pcap");
+pub(crate) const EMBEDDED_TRACE_PORT: &str = "dc0";
 
 /// `--version`: the crate version and whether DPDK ports are built in.
 const VERSION: &str = if cfg!(feature = "dpdk") {
@@ -59,8 +59,14 @@ enum Cmd {
         /// Write every port's output to DIR/<port>.pcap.
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
-        /// Print only non-zero counters.
+        /// Print every counter, zero ones too (by default only non-zero ones).
         #[arg(long)]
+        all: bool,
+        /// Print one JSON object (summary, ports, drops, counters) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Only non-zero counters: what replay prints by default (kept for scripts).
+        #[arg(long, hide = true)]
         nonzero: bool,
     },
     /// List the mechanisms this build has: each one's name (its config section and, for a
@@ -116,8 +122,17 @@ fn main() -> ExitCode {
             inputs,
             outputs,
             out_dir,
-            nonzero,
-        } => cmd_replay(config, inputs, outputs, out_dir, nonzero),
+            all,
+            json,
+            nonzero: _,
+        } => replay_cmd::cmd_replay(replay_cmd::ReplayArgs {
+            config,
+            inputs,
+            outputs,
+            out_dir,
+            all,
+            json,
+        }),
         Cmd::CheckConfig { file } => cmd_check_config(&file),
         Cmd::Mechanisms => {
             let reg = longhaul_pipelines::registry();
@@ -287,7 +302,7 @@ fn cmd_check_config(file: &Path) -> Result<ExitCode> {
 }
 
 /// `PORT=PATH` with the port resolved against the config (name or numeric id).
-fn port_arg(cfg: &Config, arg: &str) -> Result<(u16, String, PathBuf)> {
+pub(crate) fn port_arg(cfg: &Config, arg: &str) -> Result<(u16, String, PathBuf)> {
     let (port, path) = arg
         .split_once('=')
         .ok_or_else(|| anyhow!("'{arg}': expected PORT=FILE"))?;
@@ -302,76 +317,3 @@ fn port_arg(cfg: &Config, arg: &str) -> Result<(u16, String, PathBuf)> {
     Ok((p.id, p.name.clone(), PathBuf::from(path)))
 }
 
-fn cmd_replay(
-    config: Option<PathBuf>,
-    inputs: Vec<String>,
-    outputs: Vec<String>,
-    out_dir: Option<PathBuf>,
-    nonzero: bool,
-) -> Result<ExitCode> {
-    let cfg = match &config {
-        Some(path) => load_config(path)?,
-        None => parse_config(
-            EMBEDDED_CONFIG,
-            Path::new("<embedded configs/baseline.toml>"),
-        )?,
-    };
-    let mut ins = Vec::new();
-    if inputs.is_empty() {
-        if config.is_some() {
-            bail!("--in PORT=FILE.pcap is required with --config");
-        }
-        let (port, _, _) = port_arg(&cfg, &format!("{EMBEDDED_TRACE_PORT}=-"))?;
-        let records = read_pcap_from(EMBEDDED_TRACE).context("embedded trace")?;
-        eprintln!(
-            "longhaul: replaying the embedded 64-flow RoCE trace ({} frames) into {EMBEDDED_TRACE_PORT} of the embedded baseline config",
-            records.len()
-        );
-        ins.push(ReplayInput { port, records });
-    }
-    for arg in &inputs {
-        let (port, _, path) = port_arg(&cfg, arg)?;
-        // read_pcap's errors name the file already.
-        let records = read_pcap(&path).map_err(|e| anyhow!("{e}"))?;
-        ins.push(ReplayInput { port, records });
-    }
-    let mut outs = Vec::new();
-    for arg in &outputs {
-        outs.push(port_arg(&cfg, arg)?);
-    }
-    let res = replay(&cfg, ins).map_err(|e| anyhow!(e))?;
-    let empty: Vec<PcapRecord> = Vec::new();
-    for (id, _, path) in &outs {
-        let recs = res.outputs.get(id).unwrap_or(&empty);
-        write_pcap(path, recs).with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(dir) = &out_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for p in &cfg.ports {
-            let path = dir.join(format!("{}.pcap", p.name));
-            let recs = res.outputs.get(&p.id).unwrap_or(&empty);
-            write_pcap(&path, recs).with_context(|| format!("writing {}", path.display()))?;
-        }
-    }
-    let s = &res.summary;
-    println!(
-        "replay: {} frames in, {} out, {} events, virtual time {} ns",
-        s.offered,
-        s.emitted,
-        s.steps,
-        s.end_ns.saturating_sub(
-            res.outputs
-                .values()
-                .flatten()
-                .map(|r| r.ts_ns)
-                .min()
-                .unwrap_or(s.end_ns)
-        )
-    );
-    for (name, v) in &res.counters {
-        if !nonzero || *v != 0 {
-            println!("{name} {v}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}

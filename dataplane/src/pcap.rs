@@ -194,7 +194,29 @@ impl<R: Read> PcapReader<R> {
         r
     }
 
+    /// Read the next record's frame into `buf` (its old contents replaced; its capacity reused,
+    /// so a replay reads a whole file with one allocation per input); its timestamp (ns), or
+    /// `Ok(None)` at a clean end of file. Errors as [`PcapReader::next_record`].
+    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<u64>> {
+        if self.done {
+            return Ok(None);
+        }
+        let r = self.read_into(buf);
+        match &r {
+            Ok(Some(_)) => {}
+            _ => self.done = true,
+        }
+        r
+    }
+
     fn read_record(&mut self) -> io::Result<Option<PcapRecord>> {
+        let mut data = Vec::new();
+        Ok(self
+            .read_into(&mut data)?
+            .map(|ts_ns| PcapRecord { ts_ns, data }))
+    }
+
+    fn read_into(&mut self, data: &mut Vec<u8>) -> io::Result<Option<u64>> {
         let (idx, off) = (self.index, self.offset);
         let mut h = [0u8; RECORD_HEADER_LEN];
         let got = read_full(&mut self.inner, &mut h)?;
@@ -221,8 +243,9 @@ impl<R: Read> PcapReader<R> {
                 "pcap record #{idx} at byte offset {off}: captured length {caplen} exceeds the {MAX_CAPLEN}-byte limit (corrupt file?)"
             )));
         }
-        let mut data = vec![0u8; caplen as usize];
-        let got = read_full(&mut self.inner, &mut data)?;
+        data.clear();
+        data.resize(caplen as usize, 0);
+        let got = read_full(&mut self.inner, data)?;
         if got < data.len() {
             return Err(truncated(format!(
                 "pcap record #{idx} at byte offset {off}: truncated record data ({got} of {caplen} bytes)"
@@ -237,7 +260,7 @@ impl<R: Read> PcapReader<R> {
         let ts_ns = sec as u64 * NS_PER_SEC + frac_ns;
         self.index += 1;
         self.offset += (RECORD_HEADER_LEN + caplen as usize) as u64;
-        Ok(Some(PcapRecord { ts_ns, data }))
+        Ok(Some(ts_ns))
     }
 }
 
@@ -288,35 +311,40 @@ impl<W: Write> PcapWriter<W> {
     /// Append one record. Fails (writing nothing) if the frame is longer than [`SNAPLEN`] or the
     /// timestamp's seconds do not fit the format's 32 bits.
     pub fn write(&mut self, rec: &PcapRecord) -> io::Result<()> {
+        self.write_frame(rec.ts_ns, &rec.data)
+    }
+
+    /// [`PcapWriter::write`] of a frame at `ts_ns` without a [`PcapRecord`] (no copy).
+    pub fn write_frame(&mut self, ts_ns: u64, data: &[u8]) -> io::Result<()> {
         let idx = self.count;
-        if rec.data.len() > SNAPLEN as usize {
+        if data.len() > SNAPLEN as usize {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "pcap record #{idx}: frame of {} bytes exceeds snaplen {SNAPLEN}",
-                    rec.data.len()
+                    data.len()
                 ),
             ));
         }
-        let sec = rec.ts_ns / NS_PER_SEC;
+        let sec = ts_ns / NS_PER_SEC;
         let sec = u32::try_from(sec).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "pcap record #{idx}: timestamp {} ns is beyond the pcap format's 32-bit seconds",
-                    rec.ts_ns
+                    ts_ns
                 ),
             )
         })?;
-        let nsec = (rec.ts_ns % NS_PER_SEC) as u32;
-        let len = rec.data.len() as u32;
+        let nsec = (ts_ns % NS_PER_SEC) as u32;
+        let len = data.len() as u32;
         let mut h = [0u8; RECORD_HEADER_LEN];
         h[0..4].copy_from_slice(&sec.to_le_bytes());
         h[4..8].copy_from_slice(&nsec.to_le_bytes());
         h[8..12].copy_from_slice(&len.to_le_bytes());
         h[12..16].copy_from_slice(&len.to_le_bytes());
         self.inner.write_all(&h)?;
-        self.inner.write_all(&rec.data)?;
+        self.inner.write_all(data)?;
         self.count += 1;
         Ok(())
     }

@@ -8,16 +8,18 @@
 //! leaves with its virtual departure time (the start of its transmission). Nothing reads the wall
 //! clock, so the same input gives the same bytes and timestamps on every run.
 //!
-//! Two front ends share the one event loop ([`advance`]): [`run`] streams pcap records from
-//! slices (replay), and [`Harness`] lets a test put packets on ports at given times, advance time
-//! and collect what each port emitted.
+//! Front ends share the one event loop ([`advance`]): [`run`] takes pcap records from slices,
+//! [`Streams`] reads them from any [`FrameSource`] as they are needed (a pcap file of any size in
+//! bounded memory: `longhaul replay`), and [`Harness`] lets a test put packets on ports at given
+//! times, advance time and collect what each port emitted.
 
 use crate::counters::DropReason;
 use crate::engine::{Pipeline, Switch};
 use crate::packet::{BufPool, PacketBuf};
-use crate::pcap::PcapRecord;
+use crate::pcap::{PcapReader, PcapRecord};
 use crate::time::Nanos;
 use std::collections::VecDeque;
+use std::io::{self, Read};
 
 /// Packets are handed to the switch in bursts of at most this many (as an rx burst would).
 pub const BURST: usize = 32;
@@ -247,6 +249,137 @@ where
     };
     let mut d = Driver::default();
     advance(&mut d, sw, &mut src, opts.until, sink);
+    d.summary
+}
+
+/// Timestamped frames read one at a time (a pcap file being read, records in memory).
+pub trait FrameSource {
+    /// The next frame into `buf` (its contents replaced); its timestamp, `None` at the end.
+    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>>;
+}
+
+impl<R: Read> FrameSource for PcapReader<R> {
+    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>> {
+        PcapReader::next_into(self, buf)
+    }
+}
+
+impl FrameSource for std::vec::IntoIter<PcapRecord> {
+    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>> {
+        Ok(self.next().map(|r| {
+            *buf = r.data;
+            r.ts_ns
+        }))
+    }
+}
+
+/// One input of [`Streams`]: its port, its source, and its next frame read ahead.
+struct Stream<'a> {
+    port: usize,
+    src: Box<dyn FrameSource + 'a>,
+    next: Option<Nanos>,
+    buf: Vec<u8>,
+}
+
+/// Several [`FrameSource`]s merged by timestamp (ties: the input listed first), each read one
+/// frame ahead: memory is one frame per input whatever the inputs' sizes. A read error ends that
+/// input; [`Streams::error`] then names it (input index and the error), and the caller reports
+/// the replay as failed.
+pub struct Streams<'a> {
+    inputs: Vec<Stream<'a>>,
+    taken: Vec<u8>,
+    error: Option<(usize, io::Error)>,
+    /// Frames handed out, and the first one's timestamp.
+    pub taken_frames: u64,
+    pub first_ts: Option<Nanos>,
+}
+
+impl<'a> Streams<'a> {
+    /// Inputs as (port index, source), in priority order for equal timestamps.
+    pub fn new(inputs: Vec<(usize, Box<dyn FrameSource + 'a>)>) -> Self {
+        let mut s = Streams {
+            inputs: Vec::with_capacity(inputs.len()),
+            taken: Vec::new(),
+            error: None,
+            taken_frames: 0,
+            first_ts: None,
+        };
+        for (port, src) in inputs {
+            s.inputs.push(Stream {
+                port,
+                src,
+                next: None,
+                buf: Vec::new(),
+            });
+            let k = s.inputs.len() - 1;
+            s.refill(k);
+        }
+        s
+    }
+
+    fn refill(&mut self, k: usize) {
+        let st = &mut self.inputs[k];
+        st.next = match st.src.next_into(&mut st.buf) {
+            Ok(t) => t,
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some((k, e));
+                }
+                None
+            }
+        };
+    }
+
+    fn best(&self) -> Option<usize> {
+        let mut best: Option<(usize, Nanos)> = None;
+        for (k, st) in self.inputs.iter().enumerate() {
+            if let Some(t) = st.next {
+                if best.is_none_or(|(_, b)| t < b) {
+                    best = Some((k, t));
+                }
+            }
+        }
+        best.map(|(k, _)| k)
+    }
+
+    /// The first read error: (input index, error).
+    pub fn error(&self) -> Option<(usize, &io::Error)> {
+        self.error.as_ref().map(|(k, e)| (*k, e))
+    }
+}
+
+impl InputSource for Streams<'_> {
+    fn peek_ts(&self) -> Option<Nanos> {
+        self.best().and_then(|k| self.inputs[k].next)
+    }
+    fn next_frame(&mut self) -> Option<(usize, &[u8])> {
+        let k = self.best()?;
+        let ts = self.inputs[k].next;
+        std::mem::swap(&mut self.taken, &mut self.inputs[k].buf);
+        self.refill(k);
+        self.taken_frames += 1;
+        if self.first_ts.is_none() {
+            self.first_ts = ts;
+        }
+        Some((self.inputs[k].port, &self.taken))
+    }
+}
+
+/// Replay what `src` yields through `sw`, sending every frame the switch transmits to `sink`.
+pub fn run_streams<P, L, I, S>(
+    sw: &mut Switch<P, L>,
+    src: &mut I,
+    opts: ReplayOptions,
+    sink: &mut S,
+) -> ReplaySummary
+where
+    P: BufPool,
+    L: Pipeline<P>,
+    I: InputSource,
+    S: Sink<P::Buf>,
+{
+    let mut d = Driver::default();
+    advance(&mut d, sw, src, opts.until, sink);
     d.summary
 }
 

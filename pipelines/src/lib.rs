@@ -68,6 +68,16 @@ pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, St
     longhaul_runtime::replay(&REGISTRY, cfg, inputs)
 }
 
+/// [`replay`] streaming: inputs read as needed, outputs to `sink` as they leave.
+pub fn replay_stream(
+    cfg: &Config,
+    inputs: Vec<longhaul_runtime::StreamInput<'_>>,
+    sink: &mut longhaul_runtime::FrameSink<'_>,
+    progress: Option<&mut longhaul_runtime::Progress<'_>>,
+) -> Result<longhaul_runtime::ReplayStats, String> {
+    longhaul_runtime::replay_stream(&REGISTRY, cfg, inputs, sink, progress)
+}
+
 /// Runs the appliance the config at `path` describes (`longhaul run`).
 pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
     longhaul_runtime::run(registry(), path, opts)

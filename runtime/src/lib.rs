@@ -29,6 +29,8 @@ pub use emulated::EmulatedSwitch;
 pub use mechanism::{
     HostAddr, HostAgent, Mechanism, MechanismSet, PipelineMechanism, QpInfo, RxAction, TxKind,
 };
-pub use registry::{replay, run, ErasedPipeline, Registry};
-pub use replay::{snapshot_counters, ReplayInput, ReplayResult};
+pub use registry::{replay, replay_stream, run, ErasedPipeline, Registry};
+pub use replay::{
+    snapshot_counters, FrameSink, Progress, ReplayInput, ReplayResult, ReplayStats, StreamInput,
+};
 pub use run::{RunOptions, RunReport};

@@ -4,7 +4,9 @@
 
 use crate::emulated::EmulatedSwitch;
 use crate::mechanism::{Mechanism, MechanismSet};
-use crate::replay::{ReplayInput, ReplayResult};
+use crate::replay::{
+    in_memory, FrameSink, Progress, ReplayInput, ReplayResult, ReplayStats, StreamInput,
+};
 use crate::run::{RunOptions, RunReport};
 use longhaul_control::config::{Config, Schema, Section};
 use longhaul_control::mechanisms::Mechanisms;
@@ -22,9 +24,23 @@ pub fn replay(
     cfg: &Config,
     inputs: Vec<ReplayInput>,
 ) -> Result<ReplayResult, String> {
+    in_memory(cfg, inputs, |streams, sink| {
+        replay_stream(registry, cfg, streams, sink, None)
+    })
+}
+
+/// [`replay`] with inputs read as needed and outputs sent to `sink` as they leave (bounded
+/// memory whatever the traces' sizes: `longhaul replay`).
+pub fn replay_stream(
+    registry: &Registry,
+    cfg: &Config,
+    inputs: Vec<StreamInput<'_>>,
+    sink: &mut FrameSink<'_>,
+    progress: Option<&mut Progress<'_>>,
+) -> Result<ReplayStats, String> {
     registry
         .find_pipeline(&cfg.switch.pipeline)?
-        .replay(registry, cfg, &inputs)
+        .replay(registry, cfg, inputs, sink, progress)
 }
 
 /// Run the appliance described by the config at `path` (parsed with the registry's sections)
@@ -44,13 +60,15 @@ pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<Run
 /// switch and control plane it builds and runs (monomorphized: the worker loop calls the stages
 /// directly).
 pub trait ErasedPipeline: Send + Sync {
-    /// Replay `inputs` through a switch of this pipeline built from `cfg`.
+    /// Replay `inputs` through a switch of this pipeline built from `cfg`, its frames to `sink`.
     fn replay(
         &self,
         registry: &Registry,
         cfg: &Config,
-        inputs: &[ReplayInput],
-    ) -> Result<ReplayResult, String>;
+        inputs: Vec<StreamInput<'_>>,
+        sink: &mut FrameSink<'_>,
+        progress: Option<&mut Progress<'_>>,
+    ) -> Result<ReplayStats, String>;
 
     /// A switch of this pipeline built from `cfg` for the closed-loop emulator (virtual time,
     /// its control handler inline like replay's).

@@ -1,23 +1,47 @@
 //! Deterministic replay of pcaps through a switch built from a config: the library behind
 //! `longhaul replay` and the conformance runner.
+//!
+//! Inputs are read as the replay needs them ([`StreamInput`]: a pcap file of any size in bounded
+//! memory) and what the switch sends goes to a sink as it leaves ([`FrameSink`]), so memory does
+//! not grow with the trace. [`replay_with`] is the in-memory form (records in, records out) that
+//! tests and the conformance runner use; it runs the same code.
 
 use crate::build::switch_spec;
 use crate::mechanism::MechanismSet;
-use crate::platform::heap_pool;
 use longhaul_control::config::Config;
 use longhaul_control::plane::{Inline, PipelineControl};
 use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::pcap::PcapRecord;
-use longhaul_dataplane::replay::{run, ReplayOptions, ReplaySummary};
+use longhaul_dataplane::replay::{
+    run_streams, FrameSource, InputSource, ReplayOptions, ReplaySummary, Streams,
+};
+use longhaul_dataplane::time::Nanos;
 use std::collections::BTreeMap;
 
-/// Packets offered to one ingress port (by port id).
+/// Packets offered to one ingress port (by port id), in memory.
 pub struct ReplayInput {
     pub port: u16,
     pub records: Vec<PcapRecord>,
 }
+
+/// Packets offered to one ingress port (by port id), read as they are needed.
+pub struct StreamInput<'a> {
+    pub port: u16,
+    /// What to call it in an error (a file name).
+    pub name: String,
+    pub source: Box<dyn FrameSource + 'a>,
+}
+
+/// Where a replay's transmitted frames go: (egress port id, departure time, frame).
+pub type FrameSink<'s> = dyn FnMut(u16, Nanos, &[u8]) + 's;
+
+/// Told every [`PROGRESS_EVERY`] input frames: (frames offered so far, virtual time).
+pub type Progress<'p> = dyn FnMut(u64, Nanos) + 'p;
+
+/// Input frames between two [`Progress`] calls.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// What each egress port emitted (with virtual departure timestamps), and the switch's counters.
 pub struct ReplayResult {
@@ -29,58 +53,153 @@ pub struct ReplayResult {
     pub summary: ReplaySummary,
 }
 
+/// What a streaming replay reports (its frames went to the sink).
+pub struct ReplayStats {
+    /// As [`ReplayResult::counters`].
+    pub counters: Vec<(String, u64)>,
+    /// Every counter, structured (ports, drops by reason, pipeline counters).
+    pub snapshot: SwitchSnapshot,
+    pub summary: ReplaySummary,
+    /// Timestamp of the first input frame.
+    pub first_ts: Option<Nanos>,
+}
+
 /// Replay through a switch of `pipeline`, its control handler running inline
-/// `control_latency_ns` after each punt, so replay stays deterministic.
+/// `control_latency_ns` after each punt, so replay stays deterministic; in memory.
 pub fn replay_with<L, H>(
     mechanisms: &dyn MechanismSet,
     cfg: &Config,
     pipeline: L,
     handler: H,
-    inputs: &[ReplayInput],
+    inputs: Vec<ReplayInput>,
 ) -> Result<ReplayResult, String>
 where
     L: Pipeline<HeapPool, Command = H::Command>,
     H: PipelineControl,
 {
-    let mut sw = Switch::new(switch_spec(cfg, mechanisms), heap_pool(cfg), pipeline);
-    sw.set_inline_control(Box::new(Inline(handler)), cfg.control.control_latency_ns);
-    let (outputs, summary) = drive(&mut sw, inputs)?;
-    Ok(ReplayResult {
-        outputs,
-        counters: counters(mechanisms, &sw),
-        summary,
+    in_memory(cfg, inputs, |streams, sink| {
+        replay_stream_with(mechanisms, cfg, pipeline, handler, streams, sink, None)
     })
 }
 
-type Drive = (BTreeMap<u16, Vec<PcapRecord>>, ReplaySummary);
+/// Run `replay` (a streaming replay) on `inputs` held in memory, collecting every port's frames.
+pub fn in_memory(
+    cfg: &Config,
+    inputs: Vec<ReplayInput>,
+    replay: impl FnOnce(Vec<StreamInput<'static>>, &mut FrameSink<'_>) -> Result<ReplayStats, String>,
+) -> Result<ReplayResult, String> {
+    let streams = inputs
+        .into_iter()
+        .map(|i| StreamInput {
+            port: i.port,
+            name: format!("input on port {}", i.port),
+            source: Box::new(i.records.into_iter()) as Box<dyn FrameSource>,
+        })
+        .collect();
+    let mut outputs: BTreeMap<u16, Vec<PcapRecord>> =
+        cfg.ports.iter().map(|p| (p.id, Vec::new())).collect();
+    let mut sink = |id: u16, ts: Nanos, data: &[u8]| {
+        if let Some(v) = outputs.get_mut(&id) {
+            v.push(PcapRecord {
+                ts_ns: ts,
+                data: data.to_vec(),
+            });
+        }
+    };
+    let st = replay(streams, &mut sink)?;
+    Ok(ReplayResult {
+        outputs,
+        counters: st.counters,
+        summary: st.summary,
+    })
+}
 
-fn drive<L>(sw: &mut Switch<HeapPool, L>, inputs: &[ReplayInput]) -> Result<Drive, String>
+/// Counts frames taken and reports progress.
+struct Counted<'s, 'p, 'a> {
+    inner: &'s mut Streams<'a>,
+    progress: &'p mut Progress<'p>,
+    now: Nanos,
+}
+
+impl InputSource for Counted<'_, '_, '_> {
+    fn peek_ts(&self) -> Option<Nanos> {
+        self.inner.peek_ts()
+    }
+    fn next_frame(&mut self) -> Option<(usize, &[u8])> {
+        if let Some(t) = self.inner.peek_ts() {
+            self.now = self.now.max(t);
+        }
+        let n = self.inner.taken_frames + 1;
+        if n % PROGRESS_EVERY == 0 {
+            (self.progress)(n, self.now);
+        }
+        self.inner.next_frame()
+    }
+}
+
+/// Replay `inputs` through a switch of `pipeline` (as [`replay_with`]), frames read as needed
+/// and sent to `sink` as they leave; `progress` is told how far it got every
+/// [`PROGRESS_EVERY`] frames. A read error in an input fails the replay, naming the input.
+pub fn replay_stream_with<L, H>(
+    mechanisms: &dyn MechanismSet,
+    cfg: &Config,
+    pipeline: L,
+    handler: H,
+    inputs: Vec<StreamInput<'_>>,
+    sink: &mut FrameSink<'_>,
+    progress: Option<&mut Progress<'_>>,
+) -> Result<ReplayStats, String>
 where
-    L: Pipeline<HeapPool>,
+    L: Pipeline<HeapPool, Command = H::Command>,
+    H: PipelineControl,
 {
-    let mut ins = Vec::with_capacity(inputs.len());
+    // The configured pool, its buffers made on first use: a replay holds what is in flight
+    // (queues, held packets), not the whole pool (hundreds of MiB for the shipped configs).
+    let pool = HeapPool::lazy(cfg.switch.pool_buffers, cfg.switch.buffer_data_room);
+    let mut sw = Switch::new(switch_spec(cfg, mechanisms), pool, pipeline);
+    sw.set_inline_control(Box::new(Inline(handler)), cfg.control.control_latency_ns);
+    let mut names = Vec::with_capacity(inputs.len());
+    let mut sources = Vec::with_capacity(inputs.len());
     for i in inputs {
         let idx = sw.port_idx(i.port).ok_or_else(|| {
             let ids: Vec<String> = sw.ports().iter().map(|p| p.id.to_string()).collect();
             format!("no port with id {} (ports: {})", i.port, ids.join(", "))
         })?;
-        ins.push((idx, i.records.as_slice()));
+        names.push(i.name);
+        sources.push((idx, i.source));
     }
     let ids: Vec<u16> = sw.ports().iter().map(|p| p.id).collect();
-    let mut outputs: BTreeMap<u16, Vec<PcapRecord>> = ids.iter().map(|&id| (id, vec![])).collect();
-    let mut sink = |idx: usize, ts: u64, pkt: &longhaul_dataplane::HeapBuf| {
-        if let Some(v) = outputs.get_mut(&ids[idx]) {
-            v.push(PcapRecord {
-                ts_ns: ts,
-                data: pkt.data().to_vec(),
-            });
+    let mut out = |idx: usize, ts: Nanos, pkt: &longhaul_dataplane::HeapBuf| {
+        if let Some(&id) = ids.get(idx) {
+            sink(id, ts, pkt.data());
         }
     };
-    let summary = run(sw, &ins, ReplayOptions::default(), &mut sink);
+    let mut streams = Streams::new(sources);
+    let summary = match progress {
+        Some(p) => {
+            let mut src = Counted {
+                inner: &mut streams,
+                progress: p,
+                now: 0,
+            };
+            run_streams(&mut sw, &mut src, ReplayOptions::default(), &mut out)
+        }
+        None => run_streams(&mut sw, &mut streams, ReplayOptions::default(), &mut out),
+    };
+    if let Some((k, e)) = streams.error() {
+        return Err(format!("{}: {e}", names[k]));
+    }
     if summary.stalled {
         return Err("replay stalled: the switch kept reporting work it did not do (a bug)".into());
     }
-    Ok((outputs, summary))
+    let mut snapshot = SwitchSnapshot::default();
+    sw.snapshot_into(0, &mut snapshot);
+    Ok(ReplayStats {
+        counters: snapshot_counters(mechanisms, &snapshot),
+        snapshot,
+        summary,
+        first_ts: streams.first_ts,
+    })
 }
 
 /// The switch's counters as (name, value) pairs in a stable order.

@@ -1,0 +1,274 @@
+//! `longhaul replay`: pcaps streamed through a switch on virtual time. Inputs are read as the
+//! replay needs them and outputs written as frames leave, so memory stays bounded whatever the
+//! traces' sizes. Prints a summary a person reads first (frames, time, per port, drops by
+//! reason), then the counters (non-zero ones unless `--all`); `--json` prints one JSON object
+//! instead. A progress line on a terminal.
+
+use crate::{port_arg, EMBEDDED_CONFIG, EMBEDDED_TRACE, EMBEDDED_TRACE_PORT};
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use longhaul_dataplane::counters::DropReason;
+use longhaul_dataplane::pcap::{PcapReader, PcapWriter};
+use longhaul_dataplane::time::Nanos;
+use longhaul_pipelines::{load_config, parse_config, replay_stream};
+use longhaul_runtime::{ReplayStats, StreamInput};
+use serde_json::{json, Map, Value};
+use std::fs::File;
+use std::fmt::Write as _;
+use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Read and write buffers per file.
+const IO_BUF: usize = 1 << 20;
+
+/// What `longhaul replay` was asked.
+pub struct ReplayArgs {
+    pub config: Option<PathBuf>,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    pub out_dir: Option<PathBuf>,
+    pub all: bool,
+    pub json: bool,
+}
+
+/// One output file.
+struct Out {
+    port: u16,
+    path: PathBuf,
+    w: PcapWriter<BufWriter<File>>,
+}
+
+fn create(port: u16, path: PathBuf) -> Result<Out> {
+    let f = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let w = PcapWriter::new(BufWriter::with_capacity(IO_BUF, f))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(Out { port, path, w })
+}
+
+pub fn cmd_replay(a: ReplayArgs) -> Result<ExitCode> {
+    let cfg = match &a.config {
+        Some(path) => load_config(path)?,
+        None => parse_config(
+            EMBEDDED_CONFIG,
+            Path::new("<embedded configs/baseline.toml>"),
+        )?,
+    };
+    let mut inputs: Vec<StreamInput<'static>> = Vec::new();
+    if a.inputs.is_empty() {
+        if a.config.is_some() {
+            bail!("--in PORT=FILE.pcap is required with --config");
+        }
+        let (port, _, _) = port_arg(&cfg, &format!("{EMBEDDED_TRACE_PORT}=-"))?;
+        let r = PcapReader::new(EMBEDDED_TRACE).context("embedded trace")?;
+        if !a.json {
+            eprintln!(
+                "longhaul: replaying the embedded 64-flow RoCE trace into {EMBEDDED_TRACE_PORT} of the embedded baseline config"
+            );
+        }
+        inputs.push(StreamInput {
+            port,
+            name: "embedded trace".into(),
+            source: Box::new(r),
+        });
+    }
+    for arg in &a.inputs {
+        let (port, _, path) = port_arg(&cfg, arg)?;
+        let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let r = PcapReader::new(BufReader::with_capacity(IO_BUF, f))
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        inputs.push(StreamInput {
+            port,
+            name: path.display().to_string(),
+            source: Box::new(r),
+        });
+    }
+    let mut outs = Vec::new();
+    for arg in &a.outputs {
+        let (port, _, path) = port_arg(&cfg, arg)?;
+        outs.push(create(port, path)?);
+    }
+    if let Some(dir) = &a.out_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for p in &cfg.ports {
+            outs.push(create(p.id, dir.join(format!("{}.pcap", p.name)))?);
+        }
+    }
+
+    let mut write_err: Option<String> = None;
+    let mut sink = |id: u16, ts: Nanos, data: &[u8]| {
+        for o in outs.iter_mut().filter(|o| o.port == id) {
+            if let Err(e) = o.w.write_frame(ts, data) {
+                write_err.get_or_insert_with(|| format!("{}: {e}", o.path.display()));
+            }
+        }
+    };
+    let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
+        let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {human_pos} frames  {per_sec}  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    });
+    let mut first: Option<Nanos> = None;
+    let mut progress = |n: u64, now: Nanos| {
+        if let Some(b) = &bar {
+            let t0 = *first.get_or_insert(now);
+            b.set_position(n);
+            b.set_message(format!("virtual {:.3} ms", (now - t0) as f64 / 1e6));
+        }
+    };
+    let started = Instant::now();
+    let st = replay_stream(&cfg, inputs, &mut sink, Some(&mut progress)).map_err(|e| anyhow!(e));
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let st = st?;
+    let wall = started.elapsed();
+    if let Some(e) = write_err {
+        bail!("{e}");
+    }
+    for o in outs {
+        o.w.finish()
+            .with_context(|| format!("writing {}", o.path.display()))?;
+    }
+    // stdout is the same on every run (the wall clock goes to stderr), so two replays can be
+    // compared with diff; a closed pipe (`| head`) is not an error.
+    let text = if a.json {
+        serde_json::to_string_pretty(&to_json(&st, wall, a.all))? + "\n"
+    } else {
+        eprintln!(
+            "longhaul: {:.2} s wall, {:.2} M frames/s",
+            wall.as_secs_f64(),
+            rate(st.summary.offered, wall)
+        );
+        summary(&st, a.all)
+    };
+    match std::io::stdout().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn virtual_ns(st: &ReplayStats) -> u64 {
+    st.summary
+        .end_ns
+        .saturating_sub(st.first_ts.unwrap_or(st.summary.end_ns))
+}
+
+fn rate(frames: u64, wall: Duration) -> f64 {
+    frames as f64 / wall.as_secs_f64().max(1e-9) / 1e6
+}
+
+fn queue_drops(p: &longhaul_dataplane::engine::PortSnapshot) -> u64 {
+    p.classes.iter().map(|c| c.drops).sum()
+}
+
+/// The text summary: frames and time, a line per port, drops by reason, then the counters.
+fn summary(st: &ReplayStats, all: bool) -> String {
+    let s = &st.summary;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "replay: {} frames in, {} out, {} events, virtual time {} ns\n",
+        s.offered,
+        s.emitted,
+        s.steps,
+        virtual_ns(st)
+    );
+    let _ = writeln!(
+        o,
+        "{:<12} {:>12} {:>12} {:>12} {:>10}",
+        "port", "in", "out", "queue drops", "PFC out"
+    );
+    for p in &st.snapshot.ports {
+        let _ = writeln!(
+            o,
+            "{:<12} {:>12} {:>12} {:>12} {:>10}",
+            p.name,
+            p.stats.rx_pkts,
+            p.stats.tx_pkts,
+            queue_drops(p),
+            p.stats.pfc_tx
+        );
+    }
+    let drops: Vec<String> = DropReason::ALL
+        .iter()
+        .filter_map(|&r| {
+            let v = st.snapshot.stats.drops.get(r);
+            (v != 0).then(|| format!("{} {v}", r.name()))
+        })
+        .collect();
+    if drops.is_empty() {
+        let _ = writeln!(o, "\ndropped: none");
+    } else {
+        let _ = writeln!(o, "\ndropped, by reason: {}", drops.join(", "));
+    }
+    let _ = writeln!(
+        o,
+        "generated by the pipeline (CNPs, NAKs, pseudo-ACKs, ARP/ND answers, ...): {}\n",
+        st.snapshot.stats.generated
+    );
+    let _ = writeln!(
+        o,
+        "{}",
+        if all {
+            "counters:"
+        } else {
+            "counters (non-zero; --all for every one):"
+        }
+    );
+    for (name, v) in &st.counters {
+        if all || *v != 0 {
+            let _ = writeln!(o, "{name} {v}");
+        }
+    }
+    o
+}
+
+fn to_json(st: &ReplayStats, wall: Duration, all: bool) -> Value {
+    let s = &st.summary;
+    let ports: Vec<Value> = st
+        .snapshot
+        .ports
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "rx_pkts": p.stats.rx_pkts,
+                "rx_bytes": p.stats.rx_bytes,
+                "tx_pkts": p.stats.tx_pkts,
+                "tx_bytes": p.stats.tx_bytes,
+                "queue_drops": queue_drops(p),
+                "pfc_tx": p.stats.pfc_tx,
+            })
+        })
+        .collect();
+    let mut drops = Map::new();
+    for r in DropReason::ALL {
+        let v = st.snapshot.stats.drops.get(r);
+        if all || v != 0 {
+            drops.insert(r.name().into(), v.into());
+        }
+    }
+    let mut counters = Map::new();
+    for (name, v) in &st.counters {
+        if all || *v != 0 {
+            counters.insert(name.clone(), (*v).into());
+        }
+    }
+    json!({
+        "frames_in": s.offered,
+        "frames_out": s.emitted,
+        "events": s.steps,
+        "virtual_ns": virtual_ns(st),
+        "wall_s": wall.as_secs_f64(),
+        "generated": st.snapshot.stats.generated,
+        "ports": ports,
+        "drops": drops,
+        "counters": counters,
+    })
+}
