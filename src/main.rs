@@ -2,6 +2,7 @@
 //! parses arguments, loads files and prints.
 
 mod replay_cmd;
+mod replay_plot;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -65,6 +66,13 @@ enum Cmd {
         /// Print one JSON object (summary, ports, drops, counters) instead of text.
         #[arg(long)]
         json: bool,
+        /// Sample the switch on virtual time and write timeseries.csv and charts (PNG, SVG) of
+        /// queue depth per port and class, throughput per port, PFC frames and CNPs into DIR.
+        #[arg(long, value_name = "DIR")]
+        plot: Option<PathBuf>,
+        /// The --plot sampling step, in virtual microseconds.
+        #[arg(long, value_name = "US", default_value_t = 10)]
+        sample_us: u64,
         /// Only non-zero counters: what replay prints by default (kept for scripts).
         #[arg(long, hide = true)]
         nonzero: bool,
@@ -124,6 +132,8 @@ fn main() -> ExitCode {
             out_dir,
             all,
             json,
+            plot,
+            sample_us,
             nonzero: _,
         } => replay_cmd::cmd_replay(replay_cmd::ReplayArgs {
             config,
@@ -132,6 +142,8 @@ fn main() -> ExitCode {
             out_dir,
             all,
             json,
+            plot,
+            sample_us,
         }),
         Cmd::CheckConfig { file } => cmd_check_config(&file),
         Cmd::Mechanisms => {
@@ -316,4 +328,3 @@ pub(crate) fn port_arg(cfg: &Config, arg: &str) -> Result<(u16, String, PathBuf)
         })?;
     Ok((p.id, p.name.clone(), PathBuf::from(path)))
 }
-

@@ -4,6 +4,7 @@
 //! reason), then the counters (non-zero ones unless `--all`); `--json` prints one JSON object
 //! instead. A progress line on a terminal.
 
+use crate::replay_plot::Plot;
 use crate::{port_arg, EMBEDDED_CONFIG, EMBEDDED_TRACE, EMBEDDED_TRACE_PORT};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -11,10 +12,10 @@ use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::pcap::{PcapReader, PcapWriter};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::{load_config, parse_config, replay_stream};
-use longhaul_runtime::{ReplayStats, StreamInput};
+use longhaul_runtime::{ReplayHooks, ReplayStats, Sample, StreamInput};
 use serde_json::{json, Map, Value};
-use std::fs::File;
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,6 +32,10 @@ pub struct ReplayArgs {
     pub out_dir: Option<PathBuf>,
     pub all: bool,
     pub json: bool,
+    /// `--plot DIR`: sample the switch and write charts and a CSV there.
+    pub plot: Option<PathBuf>,
+    /// Sampling step of `--plot`, virtual microseconds.
+    pub sample_us: u64,
 }
 
 /// One output file.
@@ -96,8 +101,14 @@ pub fn cmd_replay(a: ReplayArgs) -> Result<ExitCode> {
         }
     }
 
+    let step = a.sample_us.max(1) * 1_000;
+    let plot = std::cell::RefCell::new(Plot::new(step));
+    let plotting = a.plot.is_some();
     let mut write_err: Option<String> = None;
     let mut sink = |id: u16, ts: Nanos, data: &[u8]| {
+        if plotting {
+            plot.borrow_mut().on_frame(id, data);
+        }
         for o in outs.iter_mut().filter(|o| o.port == id) {
             if let Err(e) = o.w.write_frame(ts, data) {
                 write_err.get_or_insert_with(|| format!("{}: {e}", o.path.display()));
@@ -121,8 +132,15 @@ pub fn cmd_replay(a: ReplayArgs) -> Result<ExitCode> {
             b.set_message(format!("virtual {:.3} ms", (now - t0) as f64 / 1e6));
         }
     };
+    let mut sample = |t: Nanos, s: &longhaul_dataplane::engine::SwitchSnapshot| {
+        plot.borrow_mut().on_sample(t, s);
+    };
+    let hooks = ReplayHooks {
+        progress: Some(&mut progress),
+        sample: plotting.then_some((step, &mut sample as &mut Sample)),
+    };
     let started = Instant::now();
-    let st = replay_stream(&cfg, inputs, &mut sink, Some(&mut progress)).map_err(|e| anyhow!(e));
+    let st = replay_stream(&cfg, inputs, &mut sink, hooks).map_err(|e| anyhow!(e));
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -134,6 +152,15 @@ pub fn cmd_replay(a: ReplayArgs) -> Result<ExitCode> {
     for o in outs {
         o.w.finish()
             .with_context(|| format!("writing {}", o.path.display()))?;
+    }
+    if let Some(dir) = &a.plot {
+        let names = plot
+            .borrow()
+            .write(dir)
+            .with_context(|| format!("writing plots into {}", dir.display()))?;
+        if !a.json {
+            eprintln!("longhaul: wrote {} in {}", names.join(", "), dir.display());
+        }
     }
     // stdout is the same on every run (the wall clock goes to stderr), so two replays can be
     // compared with diff; a closed pipe (`| head`) is not an error.

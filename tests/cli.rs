@@ -323,3 +323,91 @@ fn version_says_whether_dpdk_is_built_in() {
     };
     assert!(v.starts_with("longhaul ") && v.contains(want), "{v}");
 }
+
+/// The PFC conformance case's replay, with `extra` arguments; (stdout, output dir).
+fn replay_pfc(name: &str, extra: &[&str]) -> (String, PathBuf) {
+    let case = root().join("pcap-tests/cases/pfc_xoff_xon");
+    let d = tmpdir(name);
+    let out = bin()
+        .args(["replay", "--config"])
+        .arg(case.join("switch.toml"))
+        .arg("--in")
+        .arg(format!("dc0={}", case.join("in_dc0.pcap").display()))
+        .arg("--in")
+        .arg(format!("dc1={}", case.join("in_dc1.pcap").display()))
+        .arg("--out-dir")
+        .arg(d.join("out"))
+        .args(extra)
+        .output()
+        .expect("run longhaul");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8(out.stdout).unwrap(), d)
+}
+
+#[test]
+fn replay_plot_samples_without_changing_the_replay() {
+    let dir = tmpdir("plotdir");
+    let (plain, a) = replay_pfc("plain", &[]);
+    let plot = ["--plot", dir.to_str().unwrap(), "--sample-us", "1"];
+    let (plotted, b) = replay_pfc("plot", &plot);
+    assert_eq!(plain, plotted, "sampling must not change the replay");
+    for port in ["dc0", "dc1", "wan0"] {
+        let f = |d: &Path| std::fs::read(d.join("out").join(format!("{port}.pcap"))).unwrap();
+        assert_eq!(f(&a), f(&b), "{port}.pcap differs with --plot");
+    }
+    for f in [
+        "timeseries.csv",
+        "queues.png",
+        "queues.svg",
+        "throughput.png",
+        "pfc_cnp.svg",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(dir.join("timeseries.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() > 10 && rows.iter().all(|r| r.len() == head.len()));
+    let q = col("wan0.class3.queued_bytes");
+    let peak = rows
+        .iter()
+        .map(|r| r[q].parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    assert!(
+        peak > 10_000,
+        "two ports into one at line rate build a queue: peak {peak}"
+    );
+    let pfc = col("dc0.pfc_tx");
+    assert!(
+        rows.last().unwrap()[pfc].parse::<u64>().unwrap() > 0,
+        "PFC frames counted"
+    );
+}
+
+#[test]
+fn replay_json_is_one_object_with_the_summary() {
+    let (out, _) = replay_pfc("json", &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["frames_in"], 200);
+    let tx: u64 = v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tx_pkts"].as_u64().unwrap())
+        .sum();
+    assert_eq!(v["frames_out"], tx);
+    assert!(v["counters"]["port.wan0.tx_pkts"].as_u64().unwrap() > 0);
+    let zeros = v["counters"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|c| **c == 0);
+    assert_eq!(zeros.count(), 0, "zero counters only with --all");
+}

@@ -263,20 +263,40 @@ pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<&'static str>> {
     }
     let mut names = Vec::new();
     for (name, chart) in &plots {
-        let mut text = String::new();
-        {
-            let area = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
-            draw(&area, chart);
-            area.present()
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-        }
-        std::fs::write(dir.join(format!("{name}.svg")), text)?;
-        let path = dir.join(format!("{name}.png"));
-        let area = BitMapBackend::new(&path, SIZE).into_drawing_area();
-        draw(&area, chart);
-        area.present()
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        write_chart(dir, name, chart)?;
         names.push(*name);
     }
     Ok(names)
+}
+
+/// Writes one chart as `dir/NAME.svg` and `dir/NAME.png`.
+fn write_chart(dir: &Path, name: &str, chart: &Chart) -> std::io::Result<()> {
+    font();
+    let mut text = String::new();
+    {
+        let area = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
+        draw(&area, chart);
+        area.present()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    std::fs::write(dir.join(format!("{name}.svg")), text)?;
+    let path = dir.join(format!("{name}.png"));
+    let area = BitMapBackend::new(&path, SIZE).into_drawing_area();
+    draw(&area, chart);
+    area.present()
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// A time-series chart (x: time in us) of at most [`MAX_SERIES`] of `series` (the caller
+/// orders them by importance), as `dir/NAME.svg` and `dir/NAME.png`: `longhaul replay --plot`
+/// uses it for queue depths, throughput, PFC and CNP rates.
+pub fn write_lines(
+    dir: &Path,
+    name: &str,
+    title: &'static str,
+    y_desc: &'static str,
+    mut series: Vec<Series>,
+) -> std::io::Result<()> {
+    series.truncate(MAX_SERIES);
+    write_chart(dir, name, &Chart::Lines(title, y_desc, series))
 }

@@ -73,9 +73,9 @@ pub fn replay_stream(
     cfg: &Config,
     inputs: Vec<longhaul_runtime::StreamInput<'_>>,
     sink: &mut longhaul_runtime::FrameSink<'_>,
-    progress: Option<&mut longhaul_runtime::Progress<'_>>,
+    hooks: longhaul_runtime::ReplayHooks<'_>,
 ) -> Result<longhaul_runtime::ReplayStats, String> {
-    longhaul_runtime::replay_stream(&REGISTRY, cfg, inputs, sink, progress)
+    longhaul_runtime::replay_stream(&REGISTRY, cfg, inputs, sink, hooks)
 }
 
 /// Runs the appliance the config at `path` describes (`longhaul run`).

@@ -24,7 +24,10 @@ struct Generated {
 impl FrameSource for Generated {
     fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>> {
         if Some(self.next) == self.fail_at {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated record"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "truncated record",
+            ));
         }
         if self.next == self.n {
             return Ok(None);
@@ -83,7 +86,10 @@ fn replay_generated(n: u64) -> (u64, u64, u64, u64) {
             source: Box::new(src),
         }],
         &mut sink,
-        Some(&mut progress),
+        longhaul_runtime::ReplayHooks {
+            progress: Some(&mut progress),
+            sample: None,
+        },
     )
     .unwrap();
     (st.summary.offered, out_frames, out_bytes, ticks)
@@ -102,7 +108,10 @@ fn a_long_trace_streams_in_bounded_memory() {
     assert_eq!((offered, out_frames), (n, n));
     assert_eq!(out_bytes, n * 314);
     assert_eq!(ticks, n / longhaul_runtime::replay::PROGRESS_EVERY);
-    assert!(grew_mib < 20, "peak memory grew by {grew_mib} MiB for a 126 MB trace");
+    assert!(
+        grew_mib < 20,
+        "peak memory grew by {grew_mib} MiB for a 126 MB trace"
+    );
 }
 
 #[test]
@@ -123,7 +132,7 @@ fn a_read_error_mid_trace_fails_the_replay_and_names_the_input() {
             source: Box::new(src),
         }],
         &mut sink,
-        None,
+        Default::default(),
     )
     .err()
     .unwrap();
@@ -160,11 +169,15 @@ fn streaming_and_in_memory_replays_agree() {
             source: Box::new(recs.into_iter()),
         }],
         &mut sink,
-        None,
+        Default::default(),
     )
     .unwrap();
     assert_eq!(st.counters, mem.counters);
-    let wan0: Vec<PcapRecord> = got.into_iter().filter(|(p, _)| *p == 2).map(|(_, r)| r).collect();
+    let wan0: Vec<PcapRecord> = got
+        .into_iter()
+        .filter(|(p, _)| *p == 2)
+        .map(|(_, r)| r)
+        .collect();
     assert_eq!(wan0, mem.outputs[&2]);
     assert_eq!(wan0.len(), 1024);
 }

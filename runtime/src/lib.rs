@@ -31,6 +31,7 @@ pub use mechanism::{
 };
 pub use registry::{replay, replay_stream, run, ErasedPipeline, Registry};
 pub use replay::{
-    snapshot_counters, FrameSink, Progress, ReplayInput, ReplayResult, ReplayStats, StreamInput,
+    snapshot_counters, FrameSink, Progress, ReplayHooks, ReplayInput, ReplayResult, ReplayStats,
+    Sample, StreamInput,
 };
 pub use run::{RunOptions, RunReport};

@@ -5,7 +5,7 @@
 use crate::emulated::EmulatedSwitch;
 use crate::mechanism::{Mechanism, MechanismSet};
 use crate::replay::{
-    in_memory, FrameSink, Progress, ReplayInput, ReplayResult, ReplayStats, StreamInput,
+    in_memory, FrameSink, ReplayHooks, ReplayInput, ReplayResult, ReplayStats, StreamInput,
 };
 use crate::run::{RunOptions, RunReport};
 use longhaul_control::config::{Config, Schema, Section};
@@ -25,7 +25,7 @@ pub fn replay(
     inputs: Vec<ReplayInput>,
 ) -> Result<ReplayResult, String> {
     in_memory(cfg, inputs, |streams, sink| {
-        replay_stream(registry, cfg, streams, sink, None)
+        replay_stream(registry, cfg, streams, sink, ReplayHooks::default())
     })
 }
 
@@ -36,11 +36,11 @@ pub fn replay_stream(
     cfg: &Config,
     inputs: Vec<StreamInput<'_>>,
     sink: &mut FrameSink<'_>,
-    progress: Option<&mut Progress<'_>>,
+    hooks: ReplayHooks<'_>,
 ) -> Result<ReplayStats, String> {
     registry
         .find_pipeline(&cfg.switch.pipeline)?
-        .replay(registry, cfg, inputs, sink, progress)
+        .replay(registry, cfg, inputs, sink, hooks)
 }
 
 /// Run the appliance described by the config at `path` (parsed with the registry's sections)
@@ -67,7 +67,7 @@ pub trait ErasedPipeline: Send + Sync {
         cfg: &Config,
         inputs: Vec<StreamInput<'_>>,
         sink: &mut FrameSink<'_>,
-        progress: Option<&mut Progress<'_>>,
+        hooks: ReplayHooks<'_>,
     ) -> Result<ReplayStats, String>;
 
     /// A switch of this pipeline built from `cfg` for the closed-loop emulator (virtual time,

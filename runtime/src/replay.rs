@@ -15,7 +15,8 @@ use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::replay::{
-    run_streams, FrameSource, InputSource, ReplayOptions, ReplaySummary, Streams,
+    advance, run_streams, Driver, FrameSource, InputSource, ReplayOptions, ReplaySummary, Sink,
+    Streams,
 };
 use longhaul_dataplane::time::Nanos;
 use std::collections::BTreeMap;
@@ -42,6 +43,18 @@ pub type Progress<'p> = dyn FnMut(u64, Nanos) + 'p;
 
 /// Input frames between two [`Progress`] calls.
 pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Given the switch's counters at a virtual instant (queue depths, port counters, drops).
+pub type Sample<'s> = dyn FnMut(Nanos, &SwitchSnapshot) + 's;
+
+/// What a replay reports while it runs.
+#[derive(Default)]
+pub struct ReplayHooks<'h> {
+    /// Told every [`PROGRESS_EVERY`] input frames how far it got.
+    pub progress: Option<&'h mut Progress<'h>>,
+    /// A snapshot every `.0` ns of virtual time from the first frame (and one at the end).
+    pub sample: Option<(Nanos, &'h mut Sample<'h>)>,
+}
 
 /// What each egress port emitted (with virtual departure timestamps), and the switch's counters.
 pub struct ReplayResult {
@@ -78,7 +91,8 @@ where
     H: PipelineControl,
 {
     in_memory(cfg, inputs, |streams, sink| {
-        replay_stream_with(mechanisms, cfg, pipeline, handler, streams, sink, None)
+        let hooks = ReplayHooks::default();
+        replay_stream_with(mechanisms, cfg, pipeline, handler, streams, sink, hooks)
     })
 }
 
@@ -137,9 +151,50 @@ impl InputSource for Counted<'_, '_, '_> {
     }
 }
 
+/// Run the event loop in steps of `every` ns of virtual time from the first input frame, with
+/// `on_sample` told the switch's counters after each step (and at the end). The steps only stop
+/// and resume the loop: the replay's frames and times are those of an unsampled one. A quiet
+/// stretch (nothing arrives or leaves) is skipped to its end, not sampled step by step.
+fn sampled<L, I, S>(
+    d: &mut Driver<longhaul_dataplane::HeapBuf>,
+    sw: &mut Switch<HeapPool, L>,
+    src: &mut I,
+    sink: &mut S,
+    every: Nanos,
+    on_sample: &mut Sample<'_>,
+) where
+    L: Pipeline<HeapPool>,
+    I: InputSource,
+    S: Sink<longhaul_dataplane::HeapBuf>,
+{
+    let Some(t0) = src.peek_ts() else {
+        return;
+    };
+    let mut snap = SwitchSnapshot::default();
+    let mut at = t0;
+    loop {
+        at += every;
+        advance(d, sw, src, Some(at), sink);
+        sw.snapshot_into(at, &mut snap);
+        on_sample(at, &snap);
+        if !d.summary.truncated {
+            break;
+        }
+        // Work is left: resume from the step that holds the next event.
+        let next = match (src.peek_ts(), sw.next_event(d.now())) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => break,
+        };
+        if next > at + every {
+            at += (next - at) / every * every;
+        }
+    }
+}
+
 /// Replay `inputs` through a switch of `pipeline` (as [`replay_with`]), frames read as needed
-/// and sent to `sink` as they leave; `progress` is told how far it got every
-/// [`PROGRESS_EVERY`] frames. A read error in an input fails the replay, naming the input.
+/// and sent to `sink` as they leave; `hooks` are told how far it got and sample the switch's
+/// counters on virtual time. A read error in an input fails the replay, naming the input.
 pub fn replay_stream_with<L, H>(
     mechanisms: &dyn MechanismSet,
     cfg: &Config,
@@ -147,7 +202,7 @@ pub fn replay_stream_with<L, H>(
     handler: H,
     inputs: Vec<StreamInput<'_>>,
     sink: &mut FrameSink<'_>,
-    progress: Option<&mut Progress<'_>>,
+    hooks: ReplayHooks<'_>,
 ) -> Result<ReplayStats, String>
 where
     L: Pipeline<HeapPool, Command = H::Command>,
@@ -175,16 +230,19 @@ where
         }
     };
     let mut streams = Streams::new(sources);
-    let summary = match progress {
-        Some(p) => {
-            let mut src = Counted {
-                inner: &mut streams,
-                progress: p,
-                now: 0,
-            };
-            run_streams(&mut sw, &mut src, ReplayOptions::default(), &mut out)
+    let mut noop = |_: u64, _: Nanos| {};
+    let mut src = Counted {
+        inner: &mut streams,
+        progress: hooks.progress.unwrap_or(&mut noop),
+        now: 0,
+    };
+    let mut d = Driver::default();
+    let summary = match hooks.sample {
+        None => run_streams(&mut sw, &mut src, ReplayOptions::default(), &mut out),
+        Some((every, on_sample)) => {
+            sampled(&mut d, &mut sw, &mut src, &mut out, every.max(1), on_sample);
+            d.summary
         }
-        None => run_streams(&mut sw, &mut streams, ReplayOptions::default(), &mut out),
     };
     if let Some((k, e)) = streams.error() {
         return Err(format!("{}: {e}", names[k]));

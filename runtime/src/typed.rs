@@ -6,7 +6,7 @@ use crate::build::switch_spec;
 use crate::emulated::EmulatedSwitch;
 use crate::mechanism::{MechanismSet, PipelineMechanism};
 use crate::registry::{ErasedPipeline, Registry};
-use crate::replay::{replay_stream_with, FrameSink, Progress, ReplayStats, StreamInput};
+use crate::replay::{replay_stream_with, FrameSink, ReplayHooks, ReplayStats, StreamInput};
 use crate::run::{run_on_platform, RunOptions, RunReport};
 use longhaul_control::config::Config;
 use longhaul_control::plane::Inline;
@@ -37,11 +37,11 @@ impl<M: PipelineMechanism> ErasedPipeline for Typed<M> {
         cfg: &Config,
         inputs: Vec<StreamInput<'_>>,
         sink: &mut FrameSink<'_>,
-        progress: Option<&mut Progress<'_>>,
+        hooks: ReplayHooks<'_>,
     ) -> Result<ReplayStats, String> {
         let m = &self.0;
         let (pipeline, control) = (m.pipeline(cfg), m.control(cfg));
-        replay_stream_with(registry, cfg, pipeline, control, inputs, sink, progress)
+        replay_stream_with(registry, cfg, pipeline, control, inputs, sink, hooks)
     }
 
     fn emulated(&self, mechanisms: &dyn MechanismSet, cfg: &Config) -> Box<dyn EmulatedSwitch> {
