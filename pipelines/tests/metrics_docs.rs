@@ -168,3 +168,65 @@ fn bifrost_metrics_are_summed_and_exported() {
     assert!(text.contains("# TYPE longhaul_bifrost_max_queue_bytes gauge"));
     assert!(text.contains("# TYPE longhaul_bifrost_slot_lateness_seconds histogram"));
 }
+
+/// Every `longhaul_*` metric a file uses (histogram series `_bucket`/`_sum`/`_count` named by
+/// their histogram).
+fn metrics_used(text: &str, exported: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("longhaul_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|b| exported.contains(*b)))
+            .unwrap_or(name);
+        out.insert(base.to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[test]
+fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
+    let reg = longhaul_pipelines::registry();
+    let exported: BTreeSet<String> = METRIC_NAMES
+        .iter()
+        .copied()
+        .chain(
+            reg.mechanisms()
+                .iter()
+                .flat_map(|m| m.metric_names().iter().copied()),
+        )
+        .map(str::to_string)
+        .collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana");
+    let dash = std::fs::read_to_string(dir.join("longhaul-dashboard.json")).unwrap();
+    let v: Value = serde_json::from_str(&dash).expect("the dashboard is valid JSON");
+    let panels = v["panels"].as_array().unwrap();
+    let exprs: Vec<&str> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str())
+        .collect();
+    assert!(exprs.len() >= 20, "{} queries", exprs.len());
+    let alerts = std::fs::read_to_string(dir.join("alerts.yml")).unwrap();
+    assert!(alerts.matches("- alert: ").count() >= 8);
+    for (what, text) in [("dashboard", exprs.join("\n")), ("alerts.yml", alerts.clone())] {
+        let used = metrics_used(&text, &exported);
+        let unknown: Vec<&String> = used.difference(&exported).collect();
+        assert!(unknown.is_empty(), "{what} uses metrics longhaul does not export: {unknown:?}");
+        assert!(used.len() >= 8, "{what} uses only {used:?}");
+    }
+    // The pipeline counters they name exist: the neighbour ones are the baseline's.
+    let mut names = Vec::new();
+    let cfg = longhaul_pipelines::load_config(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/routed-arp.toml"),
+    )
+    .unwrap();
+    longhaul_pipelines::baseline::Forwarding::new(&cfg).counters(&mut |n, _| names.push(n));
+    assert!(alerts.contains("name=\"neighbor.failed\"") && names.contains(&"neighbor.failed"));
+}
