@@ -113,13 +113,10 @@ enum Cmd {
         #[arg(long, value_name = "US")]
         duration: Option<f64>,
     },
-    /// Talk to a running longhaul's management API: `longhaul ctl [--addr A] [--token T]
-    /// health|stats|tables|table list NAME|table insert NAME JSON|table delete NAME JSON|reload [PATH]`.
-    Ctl {
-        /// Arguments for the client (see `longhaul ctl help`).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    /// Talk to a running longhaul's management API (health, stats, tables, table entries,
+    /// reload); exit status 0 on success, 1 when the API refuses or cannot be reached, 2 on a
+    /// usage error.
+    Ctl(longhaul_control::ctl::CtlArgs),
 }
 
 fn main() -> ExitCode {
@@ -175,10 +172,9 @@ fn main() -> ExitCode {
             seed,
             duration,
         } => cmd_emulate(&scenario, out_dir.as_deref(), seed, duration),
-        Cmd::Ctl { args } => Ok(match longhaul_control::client::ctl_main(&args) {
-            0 => ExitCode::SUCCESS,
-            _ => ExitCode::FAILURE,
-        }),
+        Cmd::Ctl(args) => Ok(ExitCode::from(
+            longhaul_control::ctl::run(&args).clamp(0, 255) as u8,
+        )),
     };
     match r {
         Ok(code) => code,

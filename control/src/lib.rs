@@ -5,6 +5,7 @@
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod ctl;
 pub mod http;
 pub mod mechanisms;
 pub mod metrics;

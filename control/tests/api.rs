@@ -3,8 +3,9 @@
 //! client (`Client`, `ctl_main`) against it.
 
 use longhaul_control::api::{ApiError, ApiServer, ManagementBackend, MAX_BODY};
-use longhaul_control::client::{ctl_main, Client};
+use longhaul_control::client::Client;
 use longhaul_control::config::Config;
+use longhaul_control::ctl::ctl_main;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

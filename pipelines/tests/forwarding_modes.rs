@@ -196,6 +196,21 @@ fn arp_for_a_port_address_is_answered_and_other_arp_is_consumed_not_flooded() {
     assert_eq!((a.tha, a.tpa), (HOST_MAC, v4("10.0.0.7")));
     let st = &h.sw.pipeline().fwd.neigh.stats;
     assert_eq!((st.arp_answered, st.not_for_us), (1, 2));
+    // An unpadded request (42 bytes, as a virtual link delivers it) gets a 60-byte reply.
+    let short = &arp_frame(
+        arp::OP_REQUEST,
+        [0xff; 6],
+        HOST_MAC,
+        "10.0.0.8",
+        [0; 6],
+        "10.0.0.1",
+    )[..42];
+    h.put(DC0, 5_000, short);
+    h.run_to_idle();
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].data.len(), 60);
+    assert_eq!(&out[0].data[42..], &[0u8; 18][..]);
     // The request taught the control plane the host's MAC, on every worker.
     let key = (0u16, longhaul_control::config::map_v4(v4("10.0.0.7")));
     assert_eq!(h.sw.pipeline().fwd.neigh.known(&key), Some(HOST_MAC));

@@ -215,10 +215,16 @@ fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
     assert!(exprs.len() >= 20, "{} queries", exprs.len());
     let alerts = std::fs::read_to_string(dir.join("alerts.yml")).unwrap();
     assert!(alerts.matches("- alert: ").count() >= 8);
-    for (what, text) in [("dashboard", exprs.join("\n")), ("alerts.yml", alerts.clone())] {
+    for (what, text) in [
+        ("dashboard", exprs.join("\n")),
+        ("alerts.yml", alerts.clone()),
+    ] {
         let used = metrics_used(&text, &exported);
         let unknown: Vec<&String> = used.difference(&exported).collect();
-        assert!(unknown.is_empty(), "{what} uses metrics longhaul does not export: {unknown:?}");
+        assert!(
+            unknown.is_empty(),
+            "{what} uses metrics longhaul does not export: {unknown:?}"
+        );
         assert!(used.len() >= 8, "{what} uses only {used:?}");
     }
     // The pipeline counters they name exist: the neighbour ones are the baseline's.

@@ -299,7 +299,9 @@ impl Forwarding {
         p.apply_to_meta(pkt.meta_mut());
         let port = pkt.meta().ingress_port;
         if self.wire_peer(port).is_some() {
-            if let Some(a) = p.anomaly {
+            // ARP is not an anomaly to a wire (the parser calls every non-IP EtherType unknown).
+            let arp = p.l3 == L3Kind::Other(longhaul_dataplane::wire::ethernet::ETHERTYPE_ARP);
+            if let Some(a) = p.anomaly.filter(|_| !arp) {
                 self.stats.anomalies.inc(a);
                 self.stats.anomalies_forwarded += 1;
             }

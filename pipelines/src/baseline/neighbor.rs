@@ -32,7 +32,7 @@ use longhaul_dataplane::engine::{Action, Ctx};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::arp::{self, Arp};
-use longhaul_dataplane::wire::ethernet::ETHERTYPE_ARP;
+use longhaul_dataplane::wire::ethernet::{ETHERTYPE_ARP, MIN_FRAME_LEN};
 use longhaul_dataplane::wire::ndp::{self, Nd};
 use longhaul_dataplane::wire::parse::{L3Kind, Parsed};
 
@@ -228,6 +228,14 @@ impl Neighbors {
         if arp::reply_in_place(pkt.data_mut(), off, mac).is_err() {
             self.stats.invalid += 1;
             return Action::Drop(DropReason::Pipeline);
+        }
+        // A request from a virtual link may come unpadded (42 bytes): the reply is a full
+        // Ethernet frame.
+        let short = MIN_FRAME_LEN.saturating_sub(pkt.len());
+        if short > 0 {
+            if let Some(pad) = pkt.append(short) {
+                pad.fill(0);
+            }
         }
         self.stats.arp_answered += 1;
         let m = pkt.meta_mut();
