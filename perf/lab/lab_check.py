@@ -207,10 +207,23 @@ def cmd_send_daemon(a):
     print(f"daemon message to {a.to}:12345: dst {a.dst} cQPN {a.cqpn:#x} sQPN {a.sqpn:#x} flag {a.flag}")
 
 
+# Socket buffers of the TCP transfer. The lab checks forwarding, not congestion: with Linux's
+# autotuned buffers (4-6 MB) one flow keeps more in flight than longhaul's egress queue holds
+# (queue_limit_bytes = 1 MiB in the lab configs), and whenever af_packet's transmit falls behind
+# on the busy 2-core VM the queue fills and tail-drops (drop.queue_full: seen twice in about 20
+# runs; TCP recovers). 256 KiB (the kernel doubles it; about half of that is window) keeps what
+# is in flight well below the queue limit, so a drop is always worth a FAIL.
+TCP_BUF = 256 * 1024
+
+
 def cmd_tcp_sink(a):
     """Accept one TCP connection on ADDR:PORT, write what arrives to OUT."""
     import socket
-    with socket.create_server((a.addr, a.port)) as srv:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TCP_BUF)  # inherited by the connection
+        srv.bind((a.addr, a.port))
+        srv.listen(1)
         srv.settimeout(a.timeout)
         print("listening", flush=True)
         c, _ = srv.accept()
@@ -230,7 +243,10 @@ def cmd_tcp_send(a):
     with open(a.file, "rb") as f:
         data = f.read()
     t0 = time.monotonic()
-    with socket.create_connection((a.addr, a.port), timeout=a.timeout) as s:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TCP_BUF)
+        s.settimeout(a.timeout)
+        s.connect((a.addr, a.port))
         s.sendall(data)
         s.shutdown(socket.SHUT_WR)
         s.recv(1)  # the sink closes after reading everything
