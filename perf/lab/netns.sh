@@ -4,30 +4,44 @@
 #
 #   bash perf/lab/netns.sh [--config FILE] [--keep]
 #
-#   namespace h1: eth0 10.0.0.2/24, MAC 02:00:00:00:10:01, gateway 10.0.0.1
+#   namespace h1: eth0, MAC 02:00:00:00:10:01
 #       | veth
 #   namespace sw: sw-h1 ... longhaul run (EAL --vdev=net_af_packet*,iface=sw-h1 / sw-h2) ... sw-h2
 #       | veth
-#   namespace h2: eth0 10.1.0.2/24, MAC 02:00:00:00:20:01, gateway 10.1.0.1
+#   namespace h2: eth0, MAC 02:00:00:00:20:01
 #
 # The namespaces are named lh<PID>-{sw,h1,h2}; nothing is created in the root namespace. The
-# hosts reach each other through longhaul's ports as their gateway, with a static ARP entry for
-# the port's MAC (longhaul does not answer ARP). Checks, each printing a PASS or FAIL line:
-# ping both ways (TTL decremented by one), a TCP transfer (sha256 of what arrives), captures on
-# both hosts (source MAC = longhaul's egress port, TTL, checksums and RoCE ICRCs recomputed by
+# hosts are set up for the config's lab mode (a `# lab: mode = MODE` line in it, else detected):
+#   routed-static  h1 10.0.0.2/24, h2 10.1.0.2/24; each host's gateway is longhaul's port
+#                  (10.0.0.1 / 10.1.0.1) through a static ARP entry for the port's MAC; the config
+#                  has [[routes]] with next_hop_mac (perf/lab/lab-baseline.toml, lab-themis.toml)
+#   routed-arp     the ports have addresses (perf/lab/lab-routed-arp.toml); each host gets the
+#                  address after its port's (IPv4, and IPv6 when the port has one: IPv6 is then
+#                  on in the hosts, without DAD, RAs or router solicitations) and uses the port's
+#                  addresses as default gateways, with no static neighbour entry: longhaul answers
+#                  ARP / neighbour solicitations and resolves the hosts itself
+#   wire           the ports are a [[wire]] pair (perf/lab/lab-wire.toml): h1 10.0.0.2/24 and h2
+#                  10.0.0.3/24 on one subnet, resolving each other by ARP through the bump
+# Checks, each printing a PASS or FAIL line: ping both ways (TTL decremented by one when routed,
+# unchanged through a wire pair; IPv6 too in routed-arp), a TCP transfer (sha256 of what
+# arrives), captures on both hosts (source MAC = longhaul's egress port when routed, the other
+# host's through a wire pair; TTL; checksums and RoCE ICRCs recomputed by
 # pcap-tests/oracle/verify.py), the shipped RoCE trace (examples/roce-64flows.pcap, MACs
-# rewritten by tcprewrite) replayed by tcpreplay and found byte-exact (as routed) on h2 and
-# decoded by tshark, a generated RoCE trace with ECN CE (THEMIS configs: a daemon message first,
-# then CNPs expected back at h1 with valid ICRCs and CE cleared toward h2; other configs: CE
-# kept, no CNPs), longhaul's tx counters against the captures, no drops, and a clean stop.
-# Exit status 1 if any check fails.
+# rewritten by tcprewrite; in routed-arp and wire modes also its IPs, to h1 -> h2, with the
+# ICRCs recomputed) replayed by tcpreplay and found byte-exact (as routed, or unchanged) on h2
+# and decoded by tshark, a generated RoCE trace with ECN CE (THEMIS configs: a daemon message
+# first, then CNPs expected back at h1 with valid ICRCs and CE cleared toward h2; other configs:
+# CE kept, no CNPs), the hosts' neighbour entries (dynamic in routed-arp and wire modes),
+# longhaul's ARP / ND frames decoded by scapy and its neighbour counters (routed-arp), longhaul's
+# tx counters against the captures, no drops (routed-arp: only the first packets toward a host
+# not resolved yet), and a clean stop. Exit status 1 if any check fails.
 #
-# --config FILE   longhaul config (default perf/lab/lab-baseline.toml; perf/lab/lab-themis.toml
-#                 runs THEMIS). It must have two DPDK ports on vdevs with iface=sw-h1 and
-#                 iface=sw-h2 in [dpdk] eal_args, and [[routes]] (routed mode: the only one the
-#                 hosts are set up for today). @RUN@ in the file is replaced by the run's id (use
-#                 it in --file-prefix). The file is copied into the run's directory, so relative
-#                 paths in it would break; vdev paths are relative to the repository root.
+# --config FILE   longhaul config (default perf/lab/lab-baseline.toml; lab-themis.toml runs
+#                 THEMIS, lab-routed-arp.toml and lab-wire.toml the other modes). It must have
+#                 two DPDK ports on vdevs with iface=sw-h1 and iface=sw-h2 in [dpdk] eal_args.
+#                 @RUN@ in the file is replaced by the run's id (use it in --file-prefix). The
+#                 file is copied into the run's directory, so relative paths in it would break;
+#                 vdev paths are relative to the repository root.
 # --keep          leave the namespaces, longhaul and the run's directory (logs, captures) in
 #                 place at the end, and print how to remove them.
 #
@@ -87,10 +101,6 @@ NS_H1=$RUN-h1
 NS_H2=$RUN-h2
 H1_MAC=02:00:00:00:10:01
 H2_MAC=02:00:00:00:20:01
-H1_IP=10.0.0.2
-H2_IP=10.1.0.2
-H1_GW=10.0.0.1
-H2_GW=10.1.0.1
 WORK=$(mktemp -d "/tmp/longhaul-lab-$RUN.XXXXXX")
 CREATED_NS=()
 LH_PID=
@@ -151,16 +161,50 @@ else
   fail "check-config $CONFIG"
   exit 1
 fi
-CFG_API='' CFG_TOKEN='' CFG_PIPELINE='' CFG_ROUTED='' CFG_H1_PORT='' CFG_H1_PORT_MAC='' CFG_H2_PORT='' CFG_H2_PORT_MAC=''
-cfg_vars=$("${LAB_PY[@]}" config "$WORK/config.toml")
-eval "$cfg_vars"
-echo "pipeline $CFG_PIPELINE; h1 on port $CFG_H1_PORT ($CFG_H1_PORT_MAC), h2 on port $CFG_H2_PORT ($CFG_H2_PORT_MAC); API $CFG_API"
-if [ "$CFG_ROUTED" != 1 ]; then
-  fail "the config has no [[routes]]: only routed mode (hosts using longhaul's ports as gateways) is set up by this script today"
+CFG_API='' CFG_TOKEN='' CFG_PIPELINE='' CFG_MODE='' CFG_H1_PORT='' CFG_H1_PORT_MAC='' CFG_H2_PORT='' CFG_H2_PORT_MAC=''
+CFG_H1_GW='' CFG_H1_ADDR='' CFG_H1_GW6='' CFG_H1_ADDR6='' CFG_H2_GW='' CFG_H2_ADDR='' CFG_H2_GW6='' CFG_H2_ADDR6=''
+if ! cfg_vars=$("${LAB_PY[@]}" config "$WORK/config.toml" 2>&1); then
+  fail "lab mode of $CONFIG: $cfg_vars"
   exit 1
 fi
-# Routed: a frame from h1 reaches h2 with TTL - 1, from the egress port's MAC to h2's.
-TTL_DEC=1
+eval "$cfg_vars"
+echo "mode $CFG_MODE, pipeline $CFG_PIPELINE; h1 on port $CFG_H1_PORT ($CFG_H1_PORT_MAC), h2 on port $CFG_H2_PORT ($CFG_H2_PORT_MAC); API $CFG_API"
+# What each mode sets up on the hosts and expects. H?_ADDR: address/len; H?_GW: the default
+# gateway (none through a wire pair); *6: IPv6 (routed-arp only); NEXT_MAC: the destination MAC
+# of what h1 sends toward h2; AT_H?_SRC_MAC: the source MAC of frames from the other side as the
+# host receives them; FROM_H?: the source addresses of h1's (h2's) traffic, replayed traces
+# included; TRACE_SRC/DST: the IPs the shipped trace is rewritten to (empty: kept).
+H1_ADDR6='' H2_ADDR6='' H1_GW6='' H2_GW6=''
+case "$CFG_MODE" in
+  routed-static)
+    H1_ADDR=10.0.0.2/24 H2_ADDR=10.1.0.2/24 H1_GW=10.0.0.1 H2_GW=10.1.0.1
+    TTL_DEC=1
+    FROM_H1=10.0.0.0/24 FROM_H2=10.1.0.0/16 # the shipped trace's 10.0.0.x -> 10.1.0.x
+    ;;
+  routed-arp)
+    H1_ADDR=$CFG_H1_ADDR H2_ADDR=$CFG_H2_ADDR H1_GW=$CFG_H1_GW H2_GW=$CFG_H2_GW
+    H1_ADDR6=$CFG_H1_ADDR6 H2_ADDR6=$CFG_H2_ADDR6 H1_GW6=$CFG_H1_GW6 H2_GW6=$CFG_H2_GW6
+    TTL_DEC=1
+    ;;
+  wire)
+    H1_ADDR=10.0.0.2/24 H2_ADDR=10.0.0.3/24 H1_GW='' H2_GW=''
+    TTL_DEC=0
+    ;;
+  *) fail "unknown lab mode '$CFG_MODE'"; exit 1 ;;
+esac
+H1_IP=${H1_ADDR%/*} H2_IP=${H2_ADDR%/*} H1_IP6=${H1_ADDR6%/*} H2_IP6=${H2_ADDR6%/*}
+if [ "$CFG_MODE" = wire ]; then
+  NEXT_MAC=$H2_MAC AT_H2_SRC_MAC=$H1_MAC AT_H1_SRC_MAC=$H2_MAC
+  DAEMON_TO=$H2_IP # any address on the link: dc0 takes UDP to port 12345 off the wire
+else
+  NEXT_MAC=$CFG_H1_PORT_MAC AT_H2_SRC_MAC=$CFG_H2_PORT_MAC AT_H1_SRC_MAC=$CFG_H1_PORT_MAC
+  DAEMON_TO=$H1_GW
+fi
+if [ "$CFG_MODE" = routed-static ]; then
+  TRACE_SRC='' TRACE_DST=''
+else
+  FROM_H1=$H1_IP FROM_H2=$H2_IP TRACE_SRC=$H1_IP TRACE_DST=$H2_IP
+fi
 EXP_TTL=$((64 - TTL_DEC))
 CTL=("$LH" ctl --addr "$CFG_API")
 if [ -n "$CFG_TOKEN" ]; then CTL+=(--token "$CFG_TOKEN"); fi
@@ -168,35 +212,73 @@ if [ -n "$CFG_TOKEN" ]; then CTL+=(--token "$CFG_TOKEN"); fi
 # ---- topology ---------------------------------------------------------------------------------
 
 step "namespaces $NS_SW $NS_H1 $NS_H2, veth pairs h1:eth0 - sw:sw-h1, h2:eth0 - sw:sw-h2"
+if [ -n "$H1_ADDR6" ] && [ ! -d /proc/sys/net/ipv6 ]; then
+  fail "mode $CFG_MODE: the config's ports have IPv6 addresses, but this kernel has no IPv6"
+  exit 1
+fi
 for ns in "$NS_SW" "$NS_H1" "$NS_H2"; do
   if ip netns list | grep -qw "^$ns"; then echo "FAIL: namespace $ns exists already"; exit 1; fi
   ip netns add "$ns"
   CREATED_NS+=("$ns")
   ip -n "$ns" link set lo up
-  # No IPv6: no router solicitations, MLD or DAD frames through the switch.
-  if [ -d /proc/sys/net/ipv6 ]; then
+  [ -d /proc/sys/net/ipv6 ] || continue
+  if [ "$ns" != "$NS_SW" ] && [ -n "$H1_ADDR6" ]; then
+    # IPv6 on the hosts (before their eth0 exists, so that it inherits "default"): no duplicate
+    # address detection (the addresses are ours; nothing waits), no router advertisements or
+    # solicitations (the gateway is configured, longhaul sends no RAs), and the MLD reports of
+    # the link coming up sent within milliseconds (rather than over a second), before longhaul
+    # starts (see the wait below).
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+      net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+      net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0 \
+      net.ipv6.conf.default.mldv1_unsolicited_report_interval=10 \
+      net.ipv6.conf.default.mldv2_unsolicited_report_interval=10
+  else
+    # No IPv6: no router solicitations, MLD or DAD frames through the switch.
     ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
   fi
 done
 ip -n "$NS_SW" link add sw-h1 type veth peer name eth0 netns "$NS_H1"
 ip -n "$NS_SW" link add sw-h2 type veth peer name eth0 netns "$NS_H2"
-setup_host() { # ns mac ip/len gateway gateway-mac
+setup_host() { # ns mac addr/len gateway gateway-mac addr6/len gateway6
   ip -n "$1" link set eth0 address "$2" mtu 1500
   ip -n "$1" addr add "$3" dev eth0
+  if [ -n "$6" ]; then ip -n "$1" addr add "$6" dev eth0 nodad; fi
   # The kernel's checksums and segments as they are on the wire: af_packet hands longhaul the
   # frames as the veth carries them (a partial checksum or a 64 KB GSO frame otherwise).
   ip netns exec "$1" ethtool -K eth0 tx off tso off gso off gro off >/dev/null
   ip -n "$1" link set eth0 up
-  ip -n "$1" neigh replace "$4" lladdr "$5" dev eth0 nud permanent
-  ip -n "$1" route add default via "$4" dev eth0
+  # routed-static: the gateway's MAC as a static entry; routed-arp: none (ARP / ND); wire: no
+  # gateway (one subnet, ARP through the bump).
+  if [ -n "$5" ]; then ip -n "$1" neigh replace "$4" lladdr "$5" dev eth0 nud permanent; fi
+  if [ -n "$4" ]; then ip -n "$1" route add default via "$4" dev eth0; fi
+  if [ -n "$7" ]; then ip -n "$1" -6 route add default via "$7" dev eth0; fi
 }
-setup_host "$NS_H1" "$H1_MAC" "$H1_IP/24" "$H1_GW" "$CFG_H1_PORT_MAC"
-setup_host "$NS_H2" "$H2_MAC" "$H2_IP/24" "$H2_GW" "$CFG_H2_PORT_MAC"
+if [ "$CFG_MODE" = routed-static ]; then
+  H1_GW_MAC=$CFG_H1_PORT_MAC H2_GW_MAC=$CFG_H2_PORT_MAC
+else
+  H1_GW_MAC='' H2_GW_MAC=''
+fi
+setup_host "$NS_H1" "$H1_MAC" "$H1_ADDR" "$H1_GW" "$H1_GW_MAC" "$H1_ADDR6" "$H1_GW6"
+setup_host "$NS_H2" "$H2_MAC" "$H2_ADDR" "$H2_GW" "$H2_GW_MAC" "$H2_ADDR6" "$H2_GW6"
 for i in sw-h1 sw-h2; do
   ip -n "$NS_SW" link set "$i" mtu 1500
   ip netns exec "$NS_SW" ethtool -K "$i" tx off tso off gso off gro off >/dev/null
   ip -n "$NS_SW" link set "$i" up
 done
+if [ -n "$H1_ADDR6" ]; then
+  # IPv6 hosts announce their multicast groups (MLD reports to ff02::16) when the link comes up.
+  # longhaul does not take part in MLD: on a routed port it would count each report as
+  # drop.no_route (no route to ff02::16). Let them go out before longhaul starts: the link-local
+  # address appears when the carrier is up, the reports follow within a few tens of ms.
+  for ns in "$NS_H1" "$NS_H2"; do
+    for _ in $(seq 150); do
+      if ip -n "$ns" -6 addr show dev eth0 scope link | grep -q fe80; then break; fi
+      sleep 0.02
+    done
+  done
+  sleep 0.2
+fi
 
 # ---- longhaul ---------------------------------------------------------------------------------
 
@@ -240,9 +322,25 @@ ip netns exec "$NS_SW" "${CTL[@]}" stats >"$WORK/stats0.json"
 
 # ---- traffic ----------------------------------------------------------------------------------
 
+FIRST_LOST=0
+first_contact() { # from-ns to-ip label
+  # longhaul knows neither host yet: it learns h1 from h1's own ARP request / neighbour
+  # solicitation for its gateway, but must solicit h2, and drops the packet that needed h2's MAC
+  # (drop.neighbor_unresolved); the kernel's ping does not retransmit, the next request passes.
+  local out received
+  out=$(ip netns exec "$1" ping -n -c 3 -i 0.1 -W 1 "$2" 2>&1) || true
+  received=$(sed -n 's/.* \([0-9][0-9]*\) received.*/\1/p' <<<"$out")
+  FIRST_LOST=$((FIRST_LOST + 3 - ${received:-0}))
+  if [ "${received:-0}" -ge 1 ]; then
+    pass "first contact $3: ${received}/3 replies ($((3 - received)) lost while longhaul resolved the next hop)"
+  else
+    indent <<<"$out"
+    fail "first contact $3: no reply in 3 pings: longhaul did not resolve the next hop"
+  fi
+}
 ping_check() { # from-ns to-ip label
   local out received ttls
-  out=$(ip netns exec "$1" ping -n -c 5 -i 0.2 -W 2 "$2" 2>&1) || true
+  out=$(ip netns exec "$1" ping -n -c 5 -i 0.1 -W 2 "$2" 2>&1) || true
   received=$(sed -n 's/.* \([0-9][0-9]*\) received.*/\1/p' <<<"$out")
   ttls=$(grep -o 'ttl=[0-9]*' <<<"$out" | sort | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}') || true
   if [ "${received:-0}" = 5 ] && [ "$ttls" = "ttl=$EXP_TTL x5" ]; then
@@ -252,9 +350,18 @@ ping_check() { # from-ns to-ip label
     fail "ping $3: ${received:-0}/5 replies, TTLs: ${ttls:-none} (expected ttl=$EXP_TTL)"
   fi
 }
+if [ "$CFG_MODE" = routed-arp ]; then
+  step "first contact: the hosts resolve their gateways, longhaul resolves the hosts (3 pings each)"
+  first_contact "$NS_H1" "$H2_IP" "h1 -> h2"
+  if [ -n "$H2_IP6" ]; then first_contact "$NS_H1" "$H2_IP6" "h1 -> h2 (IPv6)"; fi
+fi
 step "ping"
 ping_check "$NS_H1" "$H2_IP" "h1 -> h2"
 ping_check "$NS_H2" "$H1_IP" "h2 -> h1"
+if [ -n "$H2_IP6" ]; then
+  ping_check "$NS_H1" "$H2_IP6" "h1 -> h2 (IPv6, hop limit)"
+  ping_check "$NS_H2" "$H1_IP6" "h2 -> h1 (IPv6, hop limit)"
+fi
 
 step "TCP h1 -> h2, 8 MiB"
 head -c $((8 << 20)) /dev/urandom >"$WORK/tcp.bin"
@@ -276,9 +383,16 @@ else
   fail "TCP h1 -> h2: transfer failed"
 fi
 
-step "tcpreplay of examples/roce-64flows.pcap from h1 (MACs rewritten by tcprewrite)"
-tcprewrite --enet-smac="$H1_MAC" --enet-dmac="$CFG_H1_PORT_MAC" \
-  -i examples/roce-64flows.pcap -o "$WORK/roce64.pcap"
+if [ -z "$TRACE_DST" ]; then
+  step "tcpreplay of examples/roce-64flows.pcap from h1 (MACs rewritten by tcprewrite)"
+  tcprewrite --enet-smac="$H1_MAC" --enet-dmac="$NEXT_MAC" \
+    -i examples/roce-64flows.pcap -o "$WORK/roce64.pcap"
+else
+  # tcprewrite would rewrite the IPs but leave the ICRCs invalid: lab_check.py recomputes them.
+  step "tcpreplay of examples/roce-64flows.pcap from h1 (MACs and IPs rewritten to h1 -> h2, ICRCs recomputed)"
+  "${LAB_PY[@]}" retarget examples/roce-64flows.pcap "$WORK/roce64.pcap" \
+    --src-mac "$H1_MAC" --dst-mac "$NEXT_MAC" --src "$TRACE_SRC" --dst "$TRACE_DST"
+fi
 if out=$(ip netns exec "$NS_H1" tcpreplay -i eth0 --pps=5000 "$WORK/roce64.pcap" 2>&1); then
   pass "tcpreplay: $(sed -n 's/^ *\(Actual: .*\)/\1/p' <<<"$out")"
 else
@@ -290,11 +404,11 @@ CE_N=32
 CQPN=0x111
 SQPN=0x222
 step "RoCE with ECN CE from h1 ($CE_N SEND_ONLY to $H2_IP, DestQP $SQPN; pipeline $CFG_PIPELINE)"
-"${LAB_PY[@]}" gen-roce "$WORK/roce-ce.pcap" --src-mac "$H1_MAC" --dst-mac "$CFG_H1_PORT_MAC" \
+"${LAB_PY[@]}" gen-roce "$WORK/roce-ce.pcap" --src-mac "$H1_MAC" --dst-mac "$NEXT_MAC" \
   --src "$H1_IP" --dst "$H2_IP" --dqpn "$SQPN" --count "$CE_N" --ce
 if [ "$CFG_PIPELINE" = themis ]; then
   # THEMIS's host daemon would announce the QP: (client, destination, sQPN) -> cQPN.
-  ip netns exec "$NS_H1" "${LAB_PY[@]}" send-daemon "$H1_GW" "$H2_IP" "$CQPN" "$SQPN" 1
+  ip netns exec "$NS_H1" "${LAB_PY[@]}" send-daemon "$DAEMON_TO" "$H2_IP" "$CQPN" "$SQPN" 1
   sleep 0.3 # the control thread installs the QP_field entry
   EXP_ECN=2 # CE cleared to ECT(0) by PNP
 else
@@ -329,20 +443,51 @@ for h in h1 h2; do
   dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel$/\1/p' "$WORK/$h.pcap.log")
   [ "${dropped:-0}" = 0 ] || fail "tcpdump on $h: $dropped packets dropped by kernel"
 done
-mac_check() { # capture from-prefix egress-port-mac host-mac label
+if [ "$CFG_MODE" = wire ]; then
+  SRC_WHO="the sending host's own: not rewritten" MAC_WHAT="no MAC rewrite"
+else
+  SRC_WHO="longhaul's egress port" MAC_WHAT="MAC rewrite"
+fi
+mac_check() { # capture ip|ipv6 from-prefix source-mac host-mac label
   # Forwarded frames only: CNPs (BTH opcode 0x81) are longhaul's own (THEMIS), checked below.
-  local sel rows
-  sel="ip.src == $2 && !(infiniband.bth.opcode == 0x81 && !icmp)"
-  rows=$(tshark -r "$1" -d udp.port==4791,infiniband -Y "$sel" -T fields -E occurrence=f -e eth.src -e eth.dst -e ip.ttl 2>/dev/null |
-    sort | uniq -c | awk '{printf "%s%s -> %s ttl %s: %s", s, $2, $3, $4, $1; s="; "}') || true
-  if [ -n "$rows" ] && [ "$(nframes "$1" "($sel) && !(eth.src == $3 && eth.dst == $4 && ip.ttl == $EXP_TTL)")" = 0 ]; then
-    pass "$5: every IPv4 frame from $2 has source MAC $3 (longhaul's egress port), destination $4, TTL $EXP_TTL ($rows)"
+  local sel rows others ttl=ip.ttl fam=IPv4
+  if [ "$2" = ipv6 ]; then ttl=ipv6.hlim fam=IPv6; fi
+  sel="$2.src == $3 && !(infiniband.bth.opcode == 0x81 && !icmp)"
+  # One line per (source MAC, destination MAC, TTL) with its count: a single tshark pass.
+  rows=$(tshark -r "$1" -d udp.port==4791,infiniband -Y "$sel" -T fields -E occurrence=f -e eth.src -e eth.dst -e "$ttl" 2>/dev/null |
+    sort | uniq -c) || true
+  others=$(awk -v s="$4" -v d="$5" -v t="$EXP_TTL" '!($2 == s && $3 == d && $4 == t)' <<<"$rows")
+  rows=$(awk '{printf "%s%s -> %s ttl %s: %s", s, $2, $3, $4, $1; s="; "}' <<<"$rows")
+  if [ -n "$rows" ] && [ -z "$others" ]; then
+    pass "$6: every $fam frame from $3 has source MAC $4 ($SRC_WHO), destination $5, TTL $EXP_TTL ($rows)"
   else
-    fail "$5: frames from $2: ${rows:-none} (expected $3 -> $4 ttl $EXP_TTL only)"
+    fail "$6: $fam frames from $3: ${rows:-none} (expected $4 -> $5 ttl $EXP_TTL only)"
   fi
 }
-mac_check "$WORK/h2.pcap" 10.0.0.0/24 "$CFG_H2_PORT_MAC" "$H2_MAC" "MAC rewrite toward h2 (capture on h2)"
-mac_check "$WORK/h1.pcap" 10.1.0.0/16 "$CFG_H1_PORT_MAC" "$H1_MAC" "MAC rewrite toward h1 (capture on h1)"
+mac_check "$WORK/h2.pcap" ip "$FROM_H1" "$AT_H2_SRC_MAC" "$H2_MAC" "$MAC_WHAT toward h2 (capture on h2)"
+mac_check "$WORK/h1.pcap" ip "$FROM_H2" "$AT_H1_SRC_MAC" "$H1_MAC" "$MAC_WHAT toward h1 (capture on h1)"
+if [ -n "$H1_IP6" ]; then
+  mac_check "$WORK/h2.pcap" ipv6 "$H1_IP6" "$AT_H2_SRC_MAC" "$H2_MAC" "$MAC_WHAT toward h2 (capture on h2)"
+  mac_check "$WORK/h1.pcap" ipv6 "$H2_IP6" "$AT_H1_SRC_MAC" "$H1_MAC" "$MAC_WHAT toward h1 (capture on h1)"
+fi
+if [ "$CFG_MODE" = wire ]; then
+  # Through the bump, each host receives only the other's frames, ARP included: every frame
+  # at h2 is from h1's MAC, and every frame at h1 (THEMIS's CNPs too) from h2's.
+  all_from() { # capture source-mac label
+    local rows others
+    rows=$(tshark -r "$1" -d udp.port==4791,infiniband -T fields -e eth.src -e _ws.col.Protocol 2>/dev/null |
+      sort | uniq -c) || true
+    others=$(awk -v s="$2" '$2 != s' <<<"$rows")
+    rows=$(awk '{printf "%s%s %s: %s", s, $2, $3, $1; s="; "}' <<<"$rows")
+    if [ -n "$rows" ] && [ -z "$others" ]; then
+      pass "$3: every frame has source MAC $2 ($rows)"
+    else
+      fail "$3: frames by source MAC and protocol: ${rows:-none} (expected $2 only)"
+    fi
+  }
+  all_from "$WORK/h2.pcap" "$H1_MAC" "wire: all frames at h2 are h1's, unchanged"
+  all_from "$WORK/h1.pcap" "$H2_MAC" "wire: all frames at h1 are h2's (CNPs: the data's MACs swapped)"
+fi
 
 for h in h1 h2; do
   if out=$(python3 pcap-tests/oracle/verify.py "$WORK/$h.pcap" 2>&1); then
@@ -354,7 +499,7 @@ for h in h1 h2; do
 done
 
 if out=$("${LAB_PY[@]}" forwarded "$WORK/roce64.pcap" "$WORK/h2.pcap" \
-  --src-mac "$CFG_H2_PORT_MAC" --dst-mac "$H2_MAC" --ttl-dec "$TTL_DEC" 2>&1); then
+  --src-mac "$AT_H2_SRC_MAC" --dst-mac "$H2_MAC" --ttl-dec "$TTL_DEC" 2>&1); then
   pass "shipped RoCE trace at h2: $out"
 else
   fail "shipped RoCE trace at h2: $out"
@@ -405,11 +550,81 @@ got=$(decode "$WORK/h1.pcap" "infiniband.bth.opcode == 0x81 && !icmp")
 want="none (0)"
 [ "$EXP_CNPS" = 0 ] || want="129 x$EXP_CNPS ($EXP_CNPS)"
 if out=$("${LAB_PY[@]}" cnps "$WORK/h1.pcap" --count "$EXP_CNPS" --dqpn "$CQPN" --src "$H2_IP" --dst "$H1_IP" \
-  --eth-src "$CFG_H1_PORT_MAC" --eth-dst "$H1_MAC" 2>&1) && [ "$got" = "$want" ]; then
+  --eth-src "$AT_H1_SRC_MAC" --eth-dst "$H1_MAC" 2>&1) && [ "$got" = "$want" ]; then
   pass "CNPs at h1 (pipeline $CFG_PIPELINE): $out; tshark BTH opcodes: $got"
 else
   fail "CNPs at h1 (pipeline $CFG_PIPELINE): $out; tshark BTH opcodes: $got, expected: $want"
 fi
+
+# ---- neighbours ---------------------------------------------------------------------------------
+
+neigh_check() { # ns -4|-6 address expected-mac label
+  # A dynamic entry (learned from ARP / ND, in a state the kernel reached by itself), not one the
+  # script wrote (PERMANENT / NOARP), with the expected MAC.
+  local out mac state
+  out=$(ip -n "$1" "$2" neigh show "$3" dev eth0 | sed 's/ *$//')
+  mac=$(sed -n 's/.* lladdr \([0-9a-f:]*\).*/\1/p' <<<"$out")
+  state=$(awk '{print $NF}' <<<"$out")
+  if [ "$mac" = "$4" ] && [[ $state =~ ^(REACHABLE|STALE|DELAY|PROBE)$ ]]; then
+    pass "$5: '$out' (learned dynamically)"
+  else
+    fail "$5: '${out:-no entry}', expected lladdr $4 in a dynamic state (REACHABLE, STALE, DELAY or PROBE)"
+  fi
+}
+case "$CFG_MODE" in
+  routed-arp)
+    step "neighbour tables of the hosts, longhaul's ARP / ND frames and counters"
+    neigh_check "$NS_H1" -4 "$H1_GW" "$CFG_H1_PORT_MAC" "h1's neighbour entry for its gateway"
+    neigh_check "$NS_H2" -4 "$H2_GW" "$CFG_H2_PORT_MAC" "h2's neighbour entry for its gateway"
+    if [ -n "$H1_GW6" ]; then
+      neigh_check "$NS_H1" -6 "$H1_GW6" "$CFG_H1_PORT_MAC" "h1's IPv6 neighbour entry for its gateway"
+      neigh_check "$NS_H2" -6 "$H2_GW6" "$CFG_H2_PORT_MAC" "h2's IPv6 neighbour entry for its gateway"
+    fi
+    # Every ARP / ND frame longhaul sent, as each host received it, checked by scapy.
+    declare -A NEIGH=()
+    for h in h1 h2; do
+      if [ $h = h1 ]; then
+        args=(--port-mac "$CFG_H1_PORT_MAC" --port-ip "$H1_GW" --port-ip6 "$H1_GW6" --host-mac "$H1_MAC" --host-ip "$H1_IP" --host-ip6 "$H1_IP6")
+      else
+        args=(--port-mac "$CFG_H2_PORT_MAC" --port-ip "$H2_GW" --port-ip6 "$H2_GW6" --host-mac "$H2_MAC" --host-ip "$H2_IP" --host-ip6 "$H2_IP6")
+      fi
+      if out=$("${LAB_PY[@]}" neighbor "$WORK/$h.pcap" "${args[@]}" 2>&1); then
+        pass "longhaul's ARP / ND frames at $h: $(grep -v '^NEIGH_' <<<"$out")"
+      else
+        fail "longhaul's ARP / ND frames at $h: $(grep -v '^NEIGH_' <<<"$out")"
+      fi
+      while IFS='=' read -r k v; do
+        NEIGH[$k]=$((${NEIGH[$k]:-0} + v))
+      done < <(grep '^NEIGH_[A-Z_]*=[0-9]*$' <<<"$out")
+    done
+    read -r N_ARP N_ND N_SOL N_PROBED N_LEARNED N_NFU N_INVALID < <("${LAB_PY[@]}" counter "$WORK/stats0.json" "$WORK/stats1.json" \
+      neighbor.arp_answered neighbor.nd_answered neighbor.solicited neighbor.probed neighbor.learned \
+      neighbor.not_for_us neighbor.invalid | paste -sd' ')
+    c_req=$((${NEIGH[NEIGH_ARP_REQUEST]:-0} + ${NEIGH[NEIGH_NS]:-0}))
+    c_probe=$((${NEIGH[NEIGH_ARP_PROBE]:-0} + ${NEIGH[NEIGH_NS_PROBE]:-0}))
+    want6=0
+    if [ -n "$H1_GW6" ]; then want6=1; fi
+    if [ "$N_ARP" -gt 0 ] && [ "$N_ARP" = "${NEIGH[NEIGH_ARP_REPLY]:-0}" ] &&
+      { [ "$want6" = 0 ] || [ "$N_ND" -gt 0 ]; } && [ "$N_ND" = "${NEIGH[NEIGH_NA]:-0}" ] &&
+      [ "$N_SOL" -gt 0 ] && [ "$N_SOL" = "$c_req" ] && [ "$N_PROBED" = "$c_probe" ] && [ "$N_INVALID" = 0 ]; then
+      pass "longhaul's neighbour counters match the captures: neighbor.arp_answered $N_ARP = ARP replies, neighbor.nd_answered $N_ND = NAs, neighbor.solicited $N_SOL = broadcast ARP requests + multicast NSs, neighbor.probed $N_PROBED = unicast ones (neighbor.learned $N_LEARNED, neighbor.not_for_us $N_NFU, neighbor.invalid 0)"
+    else
+      fail "longhaul's neighbour counters: neighbor.arp_answered $N_ARP (ARP replies captured ${NEIGH[NEIGH_ARP_REPLY]:-0}), nd_answered $N_ND (NAs ${NEIGH[NEIGH_NA]:-0}), solicited $N_SOL (requests + NSs $c_req), probed $N_PROBED (unicast $c_probe), invalid $N_INVALID; expected equal, answered and solicited > 0"
+    fi
+    ;;
+  wire)
+    step "neighbour tables of the hosts (ARP through the wire pair)"
+    neigh_check "$NS_H1" -4 "$H2_IP" "$H2_MAC" "h1's neighbour entry for h2 (h2's own MAC, through the bump)"
+    neigh_check "$NS_H2" -4 "$H1_IP" "$H1_MAC" "h2's neighbour entry for h1"
+    arps=$(nframes "$WORK/h2.pcap" "arp && eth.src == $H1_MAC && arp.src.hw_mac == $H1_MAC && arp.dst.proto_ipv4 == $H2_IP")
+    arpr=$(nframes "$WORK/h1.pcap" "arp && eth.src == $H2_MAC && arp.src.hw_mac == $H2_MAC && arp.src.proto_ipv4 == $H2_IP")
+    if [ "$arps" -ge 1 ] && [ "$arpr" -ge 1 ]; then
+      pass "ARP through the wire pair: h2 received $arps ARP frame(s) from h1 about $H2_IP, h1 received $arpr from h2 with h2's MAC"
+    else
+      fail "ARP through the wire pair: h2 received $arps ARP frames from h1 about $H2_IP, h1 $arpr from h2 (expected at least one each)"
+    fi
+    ;;
+esac
 
 # ---- longhaul's counters ------------------------------------------------------------------------
 
@@ -425,10 +640,29 @@ if [ "$TX_H1" = "$CAP_H1" ] && [ "$TX_H2" = "$CAP_H2" ]; then
 else
   fail "longhaul's tx counters vs captures: $CFG_H1_PORT sent $TX_H1, h1 received $CAP_H1; $CFG_H2_PORT sent $TX_H2, h2 received $CAP_H2"
 fi
-if [ "$DROPS" = 0 ] && [ "$ERRORS" = 0 ]; then
-  pass "no drops, no rx/tx errors in longhaul's counters"
+if [ "$CFG_MODE" = routed-arp ]; then
+  # The only drops expected: the first packets toward a host longhaul had not resolved yet, one
+  # per ping lost in the first contact (nothing else meets an unresolved neighbour).
+  UNRES=$(sed -n 's/^DROP_neighbor_unresolved=//p' <<<"$stats")
+  if [ "$ERRORS" = 0 ] && [ "$DROPS" = "${UNRES:-0}" ] && [ "${UNRES:-0}" = "$FIRST_LOST" ] && [ "$FIRST_LOST" -ge 1 ]; then
+    pass "drops: only drop.neighbor_unresolved $UNRES = the $FIRST_LOST first-contact pings lost while longhaul resolved the next hop; no rx/tx errors"
+  else
+    fail "longhaul counted $DROPS drops (drop.neighbor_unresolved ${UNRES:-0}; first-contact pings lost: $FIRST_LOST; expected equal, at least 1, and no other drop) and $ERRORS rx/tx errors (above)"
+  fi
 else
-  fail "longhaul counted $DROPS drops and $ERRORS rx/tx errors (above)"
+  if [ "$DROPS" = 0 ] && [ "$ERRORS" = 0 ]; then
+    pass "no drops, no rx/tx errors in longhaul's counters"
+  else
+    fail "longhaul counted $DROPS drops and $ERRORS rx/tx errors (above)"
+  fi
+fi
+if [ "$CFG_MODE" = wire ]; then
+  read -r WIRED ROUTED < <("${LAB_PY[@]}" counter "$WORK/stats0.json" "$WORK/stats1.json" baseline.wired baseline.routed | paste -sd' ')
+  if [ "$WIRED" -gt 0 ] && [ "$ROUTED" = 0 ]; then
+    pass "wire pair: baseline.wired $WIRED, baseline.routed 0"
+  else
+    fail "wire pair: baseline.wired $WIRED (expected > 0), baseline.routed $ROUTED (expected 0)"
+  fi
 fi
 
 # ---- stop -----------------------------------------------------------------------------------------
