@@ -318,7 +318,7 @@ capture() { # ns file: what the host receives
 capture "$NS_H1" "$WORK/h1.pcap" || { fail "tcpdump did not start on h1"; exit 1; }
 capture "$NS_H2" "$WORK/h2.pcap" || { fail "tcpdump did not start on h2"; exit 1; }
 sleep 0.3
-ip netns exec "$NS_SW" "${CTL[@]}" stats >"$WORK/stats0.json"
+ip netns exec "$NS_SW" "${CTL[@]}" stats --json >"$WORK/stats0.json"
 
 # ---- traffic ----------------------------------------------------------------------------------
 
@@ -424,7 +424,7 @@ else
 fi
 
 sleep 0.5 # stats_interval and the last frames
-ip netns exec "$NS_SW" "${CTL[@]}" stats >"$WORK/stats1.json"
+ip netns exec "$NS_SW" "${CTL[@]}" stats --json >"$WORK/stats1.json"
 for p in "${CAP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
 for p in "${CAP_PIDS[@]}"; do wait "$p" || true; done
 CAP_PIDS=()
