@@ -64,7 +64,7 @@ impl Plot {
             self.names = s.ports.iter().map(|p| p.name.clone()).collect();
         }
         self.seen += 1;
-        if (self.seen - 1) % self.stride != 0 {
+        if !(self.seen - 1).is_multiple_of(self.stride) {
             return;
         }
         let cnps = |id: u16| self.cnps.get(id as usize).copied().unwrap_or(0);
@@ -115,7 +115,7 @@ impl Plot {
                 }
             }
         }
-        out.sort_by(|a, b| b.0.cmp(&a.0));
+        out.sort_by_key(|s| std::cmp::Reverse(s.0));
         out.into_iter().map(|(_, s)| s).collect()
     }
 
@@ -144,7 +144,7 @@ impl Plot {
                 .collect();
             out.push((total, (format!("{name}{label}"), pts)));
         }
-        out.sort_by(|a, b| b.0.cmp(&a.0));
+        out.sort_by_key(|s| std::cmp::Reverse(s.0));
         out.into_iter().map(|(_, s)| s).collect()
     }
 

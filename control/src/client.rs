@@ -207,7 +207,6 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn responses() {

@@ -144,7 +144,7 @@ impl InputSource for Counted<'_, '_, '_> {
             self.now = self.now.max(t);
         }
         let n = self.inner.taken_frames + 1;
-        if n % PROGRESS_EVERY == 0 {
+        if n.is_multiple_of(PROGRESS_EVERY) {
             (self.progress)(n, self.now);
         }
         self.inner.next_frame()
