@@ -47,36 +47,7 @@ enum Cmd {
     ///
     /// With no arguments, replays the embedded 64-flow RoCE trace into port dc0 of the embedded
     /// baseline config and prints the counters.
-    Replay {
-        /// Switch configuration (TOML). Default: the embedded configs/baseline.toml.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Input: PORT=FILE.pcap (port name or id); repeatable. Default: the embedded trace on dc0.
-        #[arg(long = "in", value_name = "PORT=PCAP")]
-        inputs: Vec<String>,
-        /// Output: PORT=FILE.pcap (port name or id); repeatable.
-        #[arg(long = "out", value_name = "PORT=PCAP")]
-        outputs: Vec<String>,
-        /// Write every port's output to DIR/<port>.pcap.
-        #[arg(long, value_name = "DIR")]
-        out_dir: Option<PathBuf>,
-        /// Print every counter, zero ones too (by default only non-zero ones).
-        #[arg(long)]
-        all: bool,
-        /// Print one JSON object (summary, ports, drops, counters) instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Sample the switch on virtual time and write timeseries.csv and charts (PNG, SVG) of
-        /// queue depth per port and class, throughput per port, PFC frames and CNPs into DIR.
-        #[arg(long, value_name = "DIR")]
-        plot: Option<PathBuf>,
-        /// The --plot sampling step, in virtual microseconds.
-        #[arg(long, value_name = "US", default_value_t = 10)]
-        sample_us: u64,
-        /// Only non-zero counters: what replay prints by default (kept for scripts).
-        #[arg(long, hide = true)]
-        nonzero: bool,
-    },
+    Replay(replay_cmd::ReplayArgs),
     /// List the mechanisms this build has: each one's name (its config section and, for a
     /// pipeline, its `switch.pipeline` value), what it is, and where its documentation is.
     Mechanisms,
@@ -122,26 +93,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Replay {
-            config,
-            inputs,
-            outputs,
-            out_dir,
-            all,
-            json,
-            plot,
-            sample_us,
-            nonzero: _,
-        } => replay_cmd::cmd_replay(replay_cmd::ReplayArgs {
-            config,
-            inputs,
-            outputs,
-            out_dir,
-            all,
-            json,
-            plot,
-            sample_us,
-        }),
+        Cmd::Replay(args) => replay_cmd::cmd_replay(args),
         Cmd::CheckConfig { file } => cmd_check_config(&file),
         Cmd::Mechanisms => {
             let reg = longhaul_pipelines::registry();

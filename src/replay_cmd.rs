@@ -25,17 +25,36 @@ use std::time::{Duration, Instant};
 const IO_BUF: usize = 1 << 20;
 
 /// What `longhaul replay` was asked.
+#[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
+    /// Switch configuration (TOML). Default: the embedded configs/baseline.toml.
+    #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Input: PORT=FILE.pcap (port name or id); repeatable. Default: the embedded trace on dc0.
+    #[arg(long = "in", value_name = "PORT=PCAP")]
     pub inputs: Vec<String>,
+    /// Output: PORT=FILE.pcap (port name or id); repeatable.
+    #[arg(long = "out", value_name = "PORT=PCAP")]
     pub outputs: Vec<String>,
+    /// Write every port's output to DIR/<port>.pcap.
+    #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// Print every counter, zero ones too (by default only non-zero ones).
+    #[arg(long)]
     pub all: bool,
+    /// Print one JSON object (summary, ports, drops, counters) instead of text.
+    #[arg(long)]
     pub json: bool,
-    /// `--plot DIR`: sample the switch and write charts and a CSV there.
+    /// Sample the switch on virtual time and write timeseries.csv and charts (PNG, SVG) of
+    /// queue depth per port and class, throughput per port, PFC frames and CNPs into DIR.
+    #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Sampling step of `--plot`, virtual microseconds.
+    /// The --plot sampling step, in virtual microseconds.
+    #[arg(long, value_name = "US", default_value_t = 10)]
     pub sample_us: u64,
+    /// Only non-zero counters: what replay prints by default (kept for scripts).
+    #[arg(long, hide = true)]
+    pub nonzero: bool,
 }
 
 /// One output file.

@@ -46,6 +46,21 @@ fn stats(s: &SwitchSnapshot) -> Value {
     v
 }
 
+/// Every metric name longhaul exports: the generic ones and every registered mechanism's.
+fn exported() -> BTreeSet<String> {
+    let reg = longhaul_pipelines::registry();
+    METRIC_NAMES
+        .iter()
+        .copied()
+        .chain(
+            reg.mechanisms()
+                .iter()
+                .flat_map(|m| m.metric_names().iter().copied()),
+        )
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn docs_list_exactly_the_exported_names() {
     let doc = std::fs::read_to_string(
@@ -59,17 +74,7 @@ fn docs_list_exactly_the_exported_names() {
         .filter_map(|l| l.split('`').next())
         .map(|rest| format!("longhaul_{rest}"))
         .collect();
-    let reg = longhaul_pipelines::registry();
-    let exported: BTreeSet<String> = METRIC_NAMES
-        .iter()
-        .copied()
-        .chain(
-            reg.mechanisms()
-                .iter()
-                .flat_map(|m| m.metric_names().iter().copied()),
-        )
-        .map(str::to_string)
-        .collect();
+    let exported = exported();
     assert_eq!(documented, exported);
 }
 
@@ -192,17 +197,7 @@ fn metrics_used(text: &str, exported: &BTreeSet<String>) -> BTreeSet<String> {
 
 #[test]
 fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
-    let reg = longhaul_pipelines::registry();
-    let exported: BTreeSet<String> = METRIC_NAMES
-        .iter()
-        .copied()
-        .chain(
-            reg.mechanisms()
-                .iter()
-                .flat_map(|m| m.metric_names().iter().copied()),
-        )
-        .map(str::to_string)
-        .collect();
+    let exported = exported();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana");
     let dash = std::fs::read_to_string(dir.join("longhaul-dashboard.json")).unwrap();
     let v: Value = serde_json::from_str(&dash).expect("the dashboard is valid JSON");
