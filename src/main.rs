@@ -137,9 +137,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// Structured logs on stderr for `run`: reloads, table changes, refused API requests and
+/// commands, link changes (`LONGHAUL_LOG` filters, e.g. `warn` or `longhaul_control=debug`;
+/// default `info`; `LONGHAUL_LOG_FORMAT=json` for one JSON object per line).
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("LONGHAUL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false);
+    let r = if std::env::var("LONGHAUL_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        b.json().try_init()
+    } else {
+        b.try_init()
+    };
+    // Already set (a test harness): keep that one.
+    let _ = r;
+}
+
 fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+    init_logs();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))

@@ -231,6 +231,17 @@ fn sigint_stops_a_live_run_cleanly_and_ctl_talks_to_it() {
     assert!(stdout.starts_with("run: "), "{stdout}");
     assert!(stdout.contains("control.commands_applied 1"), "{stdout}");
     assert!(stdout.contains("port.dc0.rx_pkts"), "{stdout}");
+    // The log lines of the table change and of the refused insert.
+    let mut logs = String::new();
+    std::io::Read::read_to_string(&mut err, &mut logs).unwrap();
+    assert!(
+        logs.contains("table entry inserted") && logs.contains("table=\"l2\""),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("table insert refused") && logs.contains("no table 'nope'"),
+        "{logs}"
+    );
 }
 
 #[test]

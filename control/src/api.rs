@@ -189,6 +189,11 @@ impl Service for Handler {
         if authorized(head, token) {
             return None;
         }
+        tracing::warn!(
+            method = %head.method,
+            path = %head.path_and_query().0,
+            "API request refused: missing or wrong token"
+        );
         Some(
             Response::json_error(
                 401,

@@ -143,6 +143,10 @@ pub struct ControlPlane<H: PipelineControl> {
     pub reloads: u64,
     rebuild: Option<RebuildFn<H::Command>>,
     port_status: Vec<Box<dyn PortStatus>>,
+    /// Last link state per `port_status` entry and commands refused by the workers, for the
+    /// log lines of changes ([`ControlPlane::watch`]).
+    links: Vec<Option<bool>>,
+    refused_seen: u64,
 }
 
 impl<H: PipelineControl> ControlPlane<H> {
@@ -173,6 +177,8 @@ impl<H: PipelineControl> ControlPlane<H> {
                 reloads: 0,
                 rebuild: None,
                 port_status: Vec::new(),
+                links: Vec::new(),
+                refused_seen: 0,
             },
             Backend { tx },
         )
@@ -202,10 +208,38 @@ impl<H: PipelineControl> ControlPlane<H> {
             self.step(Duration::from_micros(50));
             if last_stats.elapsed() >= interval {
                 last_stats = Instant::now();
+                self.watch();
                 self.publish_metrics();
             }
         }
+        self.watch();
         self.publish_metrics();
+    }
+
+    /// Log what changed since the last look: a port's link going up or down, commands the
+    /// workers refused (a table full on a worker, a bad entry).
+    fn watch(&mut self) {
+        self.links.resize(self.port_status.len(), None);
+        for (st, last) in self.port_status.iter().zip(self.links.iter_mut()) {
+            let up = st.link_up();
+            if *last != Some(up) {
+                if up {
+                    tracing::info!(port = st.name(), "link up");
+                } else {
+                    tracing::warn!(port = st.name(), "link down");
+                }
+                *last = Some(up);
+            }
+        }
+        let refused: u64 = self.snapshots().iter().map(|s| s.control.refused).sum();
+        if refused > self.refused_seen {
+            tracing::warn!(
+                refused = refused - self.refused_seen,
+                total = refused,
+                "workers refused table commands (see the worker's counters; a table full?)"
+            );
+        }
+        self.refused_seen = refused;
     }
 
     /// One iteration: requests (waiting up to `wait` for the first), then punts.
@@ -312,6 +346,12 @@ impl<H: PipelineControl> ControlPlane<H> {
                     .known_table(&table)
                     .and_then(|()| self.handler.insert(&table, &entry))
                     .and_then(|(v, cmds)| self.send_all(cmds).map(|()| v));
+                match &r {
+                    Ok(v) => tracing::info!(table, entry = %v, "table entry inserted"),
+                    Err(e) => {
+                        tracing::warn!(table, entry = %entry, error = %e, "table insert refused")
+                    }
+                }
                 let _ = reply.send(r);
             }
             Request::Delete { table, key, reply } => {
@@ -319,10 +359,26 @@ impl<H: PipelineControl> ControlPlane<H> {
                     .known_table(&table)
                     .and_then(|()| self.handler.delete(&table, &key))
                     .and_then(|(v, cmds)| self.send_all(cmds).map(|()| v));
+                match &r {
+                    Ok(v) => tracing::info!(table, entry = %v, "table entry deleted"),
+                    Err(e) => tracing::warn!(table, key = %key, error = %e, "table delete refused"),
+                }
                 let _ = reply.send(r);
             }
             Request::Reload { path, reply } => {
-                let _ = reply.send(self.reload(path.as_deref()));
+                let r = self.reload(path.as_deref());
+                match &r {
+                    Ok(v) => tracing::info!(
+                        config = %v["reloaded"].as_str().unwrap_or(""),
+                        mode = %v["mode"].as_str().unwrap_or(""),
+                        commands = v["commands"].as_u64().unwrap_or(0),
+                        "config reloaded"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reload refused; the running config stays")
+                    }
+                }
+                let _ = reply.send(r);
             }
         }
     }

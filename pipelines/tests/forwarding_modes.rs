@@ -466,6 +466,37 @@ fn the_neighbors_table_lists_static_and_learned_entries_and_takes_static_ones() 
             ..
         }]
     ));
+    // A reload of the unchanged file takes API-added static entries away (the file is the
+    // truth) and puts a replaced configured one back; learned entries stay.
+    let mine = json!({"port": "dc0", "ip": "10.0.0.78", "mac": "02:00:00:00:10:78"});
+    c.insert("neighbors", &mine).unwrap();
+    let over = json!({"port": "dc0", "ip": "10.0.0.254", "mac": "02:00:00:00:10:99"});
+    c.insert("neighbors", &over).unwrap();
+    let plan = c.reload(&cfg, &cfg).unwrap();
+    let longhaul_control::plane::ReloadPlan::Tables(cmds) = plan else {
+        panic!("a table reload expected");
+    };
+    let sets: Vec<(u128, Option<[u8; 6]>)> = cmds
+        .iter()
+        .filter_map(|c| match c {
+            BaselineCommand::NeighborSet { ip, mac, .. } => Some((*ip, *mac)),
+            _ => None,
+        })
+        .collect();
+    let m = |a: &str| longhaul_control::config::map_v4(v4(a));
+    assert_eq!(
+        sets,
+        [
+            (m("10.0.0.78"), None),
+            (m("10.0.0.254"), None),
+            (m("10.0.0.254"), Some([2, 0, 0, 0, 0x10, 0xfe]))
+        ]
+    );
+    assert_eq!(
+        c.list("neighbors", 0, 10).unwrap()["total"],
+        2,
+        "the static and the learned"
+    );
     // A gateway route through the API.
     let r = json!({"prefix": "10.7.0.0/16", "port": "wan0", "next_hop": "192.0.2.2"});
     let (v, _) = c.insert("routes", &r).unwrap();

@@ -605,6 +605,28 @@ impl PipelineControl for BaselineControl {
                 });
             }
         }
+        // Static neighbours added through the API and absent from the file go too (the file is
+        // the truth); a config change to [neighbors] itself rebuilds the switch.
+        for (&(port, ip), n) in self.neighbors.iter().filter(|(_, n)| n.is_static) {
+            if target.neighbors.get(&(port, ip)) != Some(n) {
+                cmds.push(BaselineCommand::NeighborSet {
+                    port,
+                    ip,
+                    mac: None,
+                    is_static: true,
+                });
+            }
+        }
+        for (&(port, ip), n) in target.neighbors.iter().filter(|(_, n)| n.is_static) {
+            if self.neighbors.get(&(port, ip)) != Some(n) {
+                cmds.push(BaselineCommand::NeighborSet {
+                    port,
+                    ip,
+                    mac: Some(n.mac),
+                    is_static: true,
+                });
+            }
+        }
         *self = target;
         Ok(ReloadPlan::Tables(cmds))
     }
