@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 mod raw;
 mod section;
 mod sections;
+mod unknown;
 mod validate;
 
 pub use raw::{PortRef, GENERIC_TABLES, S};
@@ -53,6 +54,14 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Why one parse failed.
+enum Failed {
+    /// Deserializing stopped (syntax, type, unknown key), at this byte offset if known.
+    Stop(ConfigError, Option<usize>),
+    /// The validation pass's errors.
+    Validation(Vec<ConfigError>),
+}
 
 impl Config {
     /// Parses and validates `text` with the generic layer alone (the default pipeline,
@@ -92,31 +101,73 @@ impl Config {
     }
 
     /// Like [`Config::parse_with`], but on failure returns every error found (never an empty
-    /// vector). A syntax, unknown-key or type error stops parsing, so it is always alone; the
-    /// validation pass goes on after an error and reports all of them.
+    /// vector). A syntax or type error stops parsing, so it comes alone; unknown keys are all
+    /// reported at once (each removed from a working copy and the text parsed again,
+    /// `config::unknown`), and then, once the file has none, the validation pass reports every
+    /// error it finds.
     pub fn parse_all_with(
         text: &str,
         file: &Path,
         schema: &dyn Schema,
     ) -> Result<Config, Vec<ConfigError>> {
+        let mut work = text.to_owned();
+        let mut removed = unknown::Unknowns::default();
+        let mut unknowns: Vec<ConfigError> = Vec::new();
+        loop {
+            let (stop, at) = match Self::parse_once(&work, file, schema) {
+                Ok(c) if unknowns.is_empty() => return Ok(c),
+                // Later errors' places would be in the stripped text: unknown keys first.
+                Ok(_) => return Err(unknowns),
+                Err(Failed::Validation(errs)) if unknowns.is_empty() => return Err(errs),
+                Err(Failed::Validation(_)) => return Err(unknowns),
+                Err(Failed::Stop(e, at)) => (e, at),
+            };
+            let relocated = |mut e: ConfigError, at: Option<usize>| {
+                if let (Some(at), Some(i)) = (at, e.msg.rfind(" (line ")) {
+                    e.msg.truncate(i);
+                    e.msg
+                        .push_str(&validate::location(text, removed.original(at)));
+                }
+                e
+            };
+            let range = at.filter(|_| unknown::is_unknown_key(&stop.msg));
+            let range = range.and_then(|a| unknown::removal(&work, a));
+            match range {
+                Some(r) if unknowns.len() < unknown::MAX_UNKNOWN => {
+                    unknowns.push(relocated(stop, at));
+                    removed.remove(&mut work, r);
+                }
+                _ => {
+                    unknowns.push(relocated(stop, at));
+                    return Err(unknowns);
+                }
+            }
+        }
+    }
+
+    /// One parse of `text`: the config, or the error that stopped deserializing (with its byte
+    /// offset), or the validation pass's errors.
+    fn parse_once(text: &str, file: &Path, schema: &dyn Schema) -> Result<Config, Failed> {
         let sections = schema.sections();
         let names: Vec<&'static str> = sections.iter().map(|s| s.name()).collect();
         let mut v = validate::Validator::new(file, text);
-        let raw = v
-            .deserialize(raw::RawConfigSeed { sections: &names })
-            .map_err(|e| vec![e])?;
+        let stop = |v: &validate::Validator<'_>, e| Failed::Stop(e, v.stop_at.get());
+        let raw = match v.deserialize(raw::RawConfigSeed { sections: &names }) {
+            Ok(r) => r,
+            Err(e) => return Err(stop(&v, e)),
+        };
         let mut config = v.config(raw, &schema.pipelines());
         for s in sections {
             match s.validate(&mut v, &config) {
                 Ok(Some(c)) => config.sections.0.push((s.name(), c)),
                 Ok(None) => {}
-                Err(e) => return Err(vec![e]),
+                Err(e) => return Err(stop(&v, e)),
             }
         }
         if v.errors.is_empty() {
             Ok(config)
         } else {
-            Err(v.errors)
+            Err(Failed::Validation(v.errors))
         }
     }
 

@@ -945,3 +945,49 @@ fn mangled_configs_never_panic() {
         check(&l.join("\n"));
     }
 }
+
+#[test]
+fn every_unknown_key_is_reported_at_once_at_its_line() {
+    let text = format!(
+        "{SWITCH}colour = \"red\"\n{PORTS}speed = 5\nio = {{ kind = \"pcap\", tx = \"x.pcap\", bogus = 1 }}\n\n[bogus_table]\nx = 1\n\n[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"a\"\nnext_hop_mac = \"02:00:00:00:00:09\"\nweight = 3\n"
+    );
+    let errs = Config::parse_all(&text, Path::new("t.toml")).unwrap_err();
+    let got: Vec<(&str, &str)> = errs
+        .iter()
+        .map(|e| (e.key.as_str(), e.msg.rsplit(" (").next().unwrap()))
+        .collect();
+    // Lines in the file as written, although each key was removed before the next parse.
+    let line = |needle: &str| text[..text.find(needle).unwrap()].matches('\n').count() + 1;
+    assert_eq!(
+        got,
+        [
+            (
+                "switch.colour",
+                format!("line {}, column 1)", line("colour")).as_str()
+            ),
+            (
+                "ports[1].speed",
+                format!("line {}, column 1)", line("speed")).as_str()
+            ),
+            (
+                "ports[1].io.bogus",
+                format!("line {}, column 38)", line("io = ")).as_str()
+            ),
+            (
+                "bogus_table",
+                format!("line {}, column 2)", line("[bogus_table]")).as_str()
+            ),
+            (
+                "routes[0].weight",
+                format!("line {}, column 1)", line("weight")).as_str()
+            ),
+        ]
+    );
+    assert!(errs.iter().all(|e| e.msg.starts_with("unknown field `")));
+    // The first one is what `parse` returns, as before.
+    assert_eq!(err(&text).key, "switch.colour");
+    // Once the unknown keys are gone, the validation errors come (all of them).
+    let fixed = format!("{SWITCH}{PORTS}mtu = 1\n[pfc]\nxoff_bytes = -1\n");
+    let errs = Config::parse_all(&fixed, Path::new("t.toml")).unwrap_err();
+    assert!(errs.len() >= 2, "{errs:?}");
+}

@@ -107,6 +107,8 @@ pub struct Validator<'a> {
     pub(super) errors: Vec<ConfigError>,
     /// The port entries, for port references (set once `[[ports]]` is validated).
     infos: Vec<PortInfo>,
+    /// Byte offset of the last error that stopped deserializing (for `config::unknown`).
+    pub(super) stop_at: std::cell::Cell<Option<usize>>,
 }
 
 /// What the cross-section checks need to know about one port entry.
@@ -126,6 +128,7 @@ impl<'a> Validator<'a> {
             text,
             errors: Vec::new(),
             infos: Vec::new(),
+            stop_at: std::cell::Cell::new(None),
         }
     }
 
@@ -155,6 +158,7 @@ impl<'a> Validator<'a> {
         let de = toml::Deserializer::new(self.text);
         seed.deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
             .map_err(|e| {
+                self.stop_at.set(e.span().map(|s| s.start));
                 super::serde_error(
                     self.text,
                     self.file,
