@@ -372,7 +372,7 @@ pub(crate) fn v4_mask(len: u8) -> u32 {
     }
 }
 
-fn v6_mask(len: u8) -> u128 {
+pub(crate) fn v6_mask(len: u8) -> u128 {
     if len == 0 {
         0
     } else {

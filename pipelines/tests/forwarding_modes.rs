@@ -60,6 +60,11 @@ fn arp_frame(op: u16, dst: [u8; 6], sha: [u8; 6], spa: &str, tha: [u8; 6], tpa: 
     f
 }
 
+/// A broadcast ARP request from the host (`spa`) for `tpa`.
+fn who_has(spa: &str, tpa: &str) -> Vec<u8> {
+    arp_frame(arp::OP_REQUEST, [0xff; 6], HOST_MAC, spa, [0; 6], tpa)
+}
+
 /// A UDP datagram (RoCEv2-looking is not needed here) from `src` to `dst`.
 fn udp(dst_mac: [u8; 6], src: &str, dst: &str, ttl: u8) -> Vec<u8> {
     let a = roce::RoceAddrs {
@@ -118,14 +123,7 @@ fn a_wire_pair_passes_every_frame_unchanged_both_ways() {
         f
     };
     let frames = [
-        arp_frame(
-            arp::OP_REQUEST,
-            [0xff; 6],
-            HOST_MAC,
-            "10.9.0.1",
-            [0; 6],
-            "10.9.0.2",
-        ),
+        who_has("10.9.0.1", "10.9.0.2"),
         lldp,
         // TTL 1: a routed hop would drop it; a wire passes it, TTL untouched.
         udp([2, 0, 0, 0, 0x30, 1], "10.9.0.1", "10.8.0.1", 1),
@@ -154,33 +152,12 @@ fn a_wire_pair_passes_every_frame_unchanged_both_ways() {
 fn arp_for_a_port_address_is_answered_and_other_arp_is_consumed_not_flooded() {
     let cfg = config();
     let mut h = harness(&cfg);
-    let req = arp_frame(
-        arp::OP_REQUEST,
-        [0xff; 6],
-        HOST_MAC,
-        "10.0.0.7",
-        [0; 6],
-        "10.0.0.1",
-    );
+    let req = who_has("10.0.0.7", "10.0.0.1");
     h.put(DC0, 1_000, &req);
     // For a neighbour's address, and for wan0's address asked on dc0: neither is answered.
-    let other = arp_frame(
-        arp::OP_REQUEST,
-        [0xff; 6],
-        HOST_MAC,
-        "10.0.0.7",
-        [0; 6],
-        "10.0.0.9",
-    );
+    let other = who_has("10.0.0.7", "10.0.0.9");
     h.put(DC0, 2_000, &other);
-    let wrong_port = arp_frame(
-        arp::OP_REQUEST,
-        [0xff; 6],
-        HOST_MAC,
-        "10.0.0.7",
-        [0; 6],
-        "192.0.2.1",
-    );
+    let wrong_port = who_has("10.0.0.7", "192.0.2.1");
     h.put(DC0, 3_000, &wrong_port);
     h.run_to_idle();
     let out = h.take();
@@ -197,14 +174,7 @@ fn arp_for_a_port_address_is_answered_and_other_arp_is_consumed_not_flooded() {
     let st = &h.sw.pipeline().fwd.neigh.stats;
     assert_eq!((st.arp_answered, st.not_for_us), (1, 2));
     // An unpadded request (42 bytes, as a virtual link delivers it) gets a 60-byte reply.
-    let short = &arp_frame(
-        arp::OP_REQUEST,
-        [0xff; 6],
-        HOST_MAC,
-        "10.0.0.8",
-        [0; 6],
-        "10.0.0.1",
-    )[..42];
+    let short = &who_has("10.0.0.8", "10.0.0.1")[..42];
     h.put(DC0, 5_000, short);
     h.run_to_idle();
     let out = h.take();

@@ -1603,7 +1603,7 @@ pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
             .filter(|l| *l <= 32 && len.bytes().all(|b| b.is_ascii_digit()))
             .ok_or_else(|| bad_len(32))?;
         let a = u32::from(a);
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+        let mask = super::v4_mask(len);
         if a & !mask != 0 {
             return Err(format!(
                 "'{s}' has host bits set (did you mean {}/{len}?)",
@@ -1618,11 +1618,7 @@ pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
             .filter(|l| *l <= 128 && len.bytes().all(|b| b.is_ascii_digit()))
             .ok_or_else(|| bad_len(128))?;
         let a = u128::from(a);
-        let mask = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - len)
-        };
+        let mask = super::v6_mask(len);
         if a & !mask != 0 {
             return Err(format!(
                 "'{s}' has host bits set (did you mean {}/{len}?)",

@@ -141,8 +141,6 @@ pub struct Forwarding {
     v6: Lpm<u128, NextHop>,
     /// Port id -> its `[[wire]]` peer ([`NO_PEER`]: routed).
     wire_peer: Vec<u16>,
-    /// Whether any port has addresses (otherwise ARP / ND are not looked at: nothing to answer).
-    has_addresses: bool,
     pub neigh: Neighbors,
     pub stats: BaselineStats,
 }
@@ -238,7 +236,6 @@ impl Forwarding {
             v4,
             v6,
             wire_peer,
-            has_addresses: cfg.ports.iter().any(|p| !p.addresses.is_empty()),
             neigh: Neighbors::new(cfg, control_class),
             stats: BaselineStats::default(),
         }
@@ -307,7 +304,7 @@ impl Forwarding {
             }
             return Ok((p, false));
         }
-        if self.has_addresses && matches!(p.l3, L3Kind::Other(_) | L3Kind::V6) {
+        if self.neigh.active() && matches!(p.l3, L3Kind::Other(_) | L3Kind::V6) {
             if let Some(a) = self.neigh.ingress(ctx, pkt, &p, port) {
                 return Err(a);
             }

@@ -92,10 +92,10 @@ pub struct Neighbors {
     retrans_ns: Nanos,
     /// Port id -> its addresses.
     addrs: Vec<Vec<PortAddr>>,
-    /// Port id -> its MAC.
-    macs: Vec<[u8; 6]>,
     learned: ExactTable<NeighborKey, Entry>,
     statics: ExactTable<NeighborKey, [u8; 6]>,
+    /// Some port has addresses.
+    active: bool,
     /// Class of the frames this sends (network control: what DSCP 48 maps to).
     class: u8,
     scratch: [u8; ndp::FRAME_LEN],
@@ -112,10 +112,8 @@ impl Neighbors {
         let n: &NeighborConfig = &cfg.neighbors;
         let max_id = cfg.ports.iter().map(|p| p.id).max().unwrap_or(0) as usize;
         let mut addrs = vec![Vec::new(); max_id + 1];
-        let mut macs = vec![[0u8; 6]; max_id + 1];
         for p in &cfg.ports {
             addrs[p.id as usize] = p.addresses.clone();
-            macs[p.id as usize] = p.mac;
         }
         // Only a config with addresses resolves anything: otherwise the tables stay tiny.
         let any = cfg.ports.iter().any(|p| !p.addresses.is_empty());
@@ -142,9 +140,9 @@ impl Neighbors {
             probes: n.probes,
             retrans_ns: n.retrans_ns,
             addrs,
-            macs,
             learned,
             statics,
+            active: any,
             class,
             scratch: [0; ndp::FRAME_LEN],
             stats: NeighborStats::default(),
@@ -153,6 +151,12 @@ impl Neighbors {
 
     fn port_addrs(&self, port: u16) -> &[PortAddr] {
         self.addrs.get(port as usize).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Whether any port has addresses (otherwise there is nothing to answer or resolve).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active
     }
 
     /// Whether `ip` is one of `port`'s own addresses.
@@ -224,7 +228,9 @@ impl Neighbors {
         if a.op != arp::OP_REQUEST {
             return Action::Consume;
         }
-        let mac = self.macs.get(port as usize).copied().unwrap_or_default();
+        let Some(mac) = ctx.port(port).map(|p| p.mac) else {
+            return Action::Drop(DropReason::BadPort);
+        };
         if arp::reply_in_place(pkt.data_mut(), off, mac).is_err() {
             self.stats.invalid += 1;
             return Action::Drop(DropReason::Pipeline);
@@ -278,7 +284,9 @@ impl Neighbors {
         }
         let mut requester = [0u8; 6];
         requester.copy_from_slice(&frame[6..12]);
-        let mac = self.macs.get(port as usize).copied().unwrap_or_default();
+        let Some(mac) = ctx.port(port).map(|p| p.mac) else {
+            return Some(Action::Drop(DropReason::BadPort));
+        };
         if let Ok(n) = ndp::build_advertisement(&mut self.scratch, &nd, requester, mac) {
             if self.send(ctx, n, port) {
                 self.stats.nd_answered += 1;
@@ -313,7 +321,9 @@ impl Neighbors {
             self.stats.no_source_address += 1;
             return;
         };
-        let mac = self.macs.get(port as usize).copied().unwrap_or_default();
+        let Some(mac) = ctx.port(port).map(|p| p.mac) else {
+            return;
+        };
         let built = match (unmap_v4(src), unmap_v4(target), to) {
             (Some(s), Some(t), None) => arp::build_request(&mut self.scratch, mac, s, t),
             (Some(s), Some(t), Some(d)) => arp::build_probe(&mut self.scratch, d, mac, s, t),
@@ -341,8 +351,10 @@ impl Neighbors {
         ip: u128,
     ) -> Result<[u8; 6], DropReason> {
         let key = (port, ip);
-        if let Some(m) = self.statics.lookup(&key, ctx.now) {
-            return Ok(*m);
+        if !self.statics.is_empty() {
+            if let Some(m) = self.statics.lookup(&key, ctx.now) {
+                return Ok(*m);
+            }
         }
         let now = ctx.now;
         let (reachable, probes, retrans) = (self.reachable_ns, self.probes, self.retrans_ns);
