@@ -180,6 +180,18 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
         "run: {} frames in, {} out, {} loop iterations",
         w.rx, w.tx, w.iterations
     );
+    if w.swaps > 0 {
+        println!(
+            "reloads that rebuilt the switch: {} ({} frames sent by the replaced switches, {} dropped at their drain deadline)",
+            w.swaps, w.drained_on_swap, w.dropped_on_swap
+        );
+    }
+    if w.swaps == 0 {
+        // Without a rebuild the last switch saw every frame: its ledger must balance.
+        if let Err(e) = report.snapshot.ledger().check() {
+            eprintln!("longhaul: {e}");
+        }
+    }
     // The port I/O's own counters (what the files, rings or NICs took), beside the switch's.
     for (p, io) in report.snapshot.ports.iter().zip(&w.ports) {
         for (what, v) in [

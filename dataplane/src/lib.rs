@@ -7,6 +7,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 pub mod asic;
+pub mod conservation;
 pub mod control;
 pub mod counters;
 pub mod dispatch;

@@ -472,6 +472,10 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             !self.driver.summary.stalled,
             "the switch stalled (a next_event bug)"
         );
+        // Every test that drives a switch through the harness checks packet conservation.
+        if let Err(e) = self.sw.ledger().check() {
+            panic!("{e}");
+        }
     }
 
     /// Current virtual time.

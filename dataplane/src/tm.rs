@@ -640,6 +640,11 @@ impl<B: PacketBuf> TrafficManager<B> {
         self.classes.get(class as usize).map_or(0, |c| c.q.len())
     }
 
+    /// Frames queued in all classes and the control FIFO.
+    pub fn queued_pkts(&self) -> u64 {
+        self.control.len() as u64 + self.classes.iter().map(|c| c.q.len() as u64).sum::<u64>()
+    }
+
     /// Bytes queued in all classes (control FIFO excluded).
     pub fn total_bytes(&self) -> u64 {
         self.classes.iter().map(|c| c.q.bytes()).sum()

@@ -453,3 +453,69 @@ fn inline_control_applies_commands_after_the_control_latency() {
     assert_eq!((c.applied, c.punts), (1, 1));
     assert_eq!(c.latency_hist.max_ns, 1_000);
 }
+
+/// Takes every packet into its "own queue" and forgets it: a silent loss.
+struct Leaky;
+
+impl<P: BufPool> Pipeline<P> for Leaky {
+    type Command = u8;
+    fn ingress(&mut self, _ctx: &mut Ctx<'_, P>, _pkt: &mut P::Buf) -> Action {
+        Action::Hold
+    }
+    fn hold(&mut self, _ctx: &mut Ctx<'_, P>, pkt: P::Buf) -> Result<(), P::Buf> {
+        drop(pkt);
+        Ok(())
+    }
+}
+
+#[test]
+fn ledger_accounts_for_sent_dropped_generated_recirculated_and_queued() {
+    let mut h = switch(
+        vec![port(0, 10 * GBPS, 0), port(1, GBPS, 0)],
+        None,
+        Some(RecircConfig {
+            rate_bps: 100 * GBPS,
+            loop_delay_ns: 1_000,
+            capacity_pkts: 16,
+            capacity_bytes: 1 << 20,
+        }),
+    );
+    let t0 = 1_000;
+    h.put(0, t0, &frame(1, 0, 2, 1000)); // recirculated twice, then sent
+    let mut g = frame(1, 0, 0, 1000);
+    g[3] = 1; // plus a generated copy to port 0
+    h.put(0, t0, &g);
+    h.put(0, t0, &[0u8; 10]); // truncated: dropped
+    h.put(0, t0, &frame(9, 0, 0, 100)); // no such port: dropped
+    for _ in 0..4 {
+        h.put(0, t0, &frame(1, 0, 0, 1000));
+    }
+    // Part way: some frames still queued on the 1 Gb/s port.
+    h.advance_to(t0 + 100);
+    let l = h.sw.ledger();
+    assert_eq!(l.check(), Ok(()), "{l}");
+    assert!(l.queued > 0, "{l}");
+    h.run_to_idle();
+    let l = h.sw.ledger();
+    assert_eq!(l.check(), Ok(()), "{l}");
+    assert_eq!((l.received, l.generated), (8, 1), "{l}");
+    assert_eq!((l.sent, l.dropped, l.queued), (7, 2, 0), "{l}");
+}
+
+#[test]
+#[should_panic(expected = "packet conservation violated, 1 frames unaccounted for")]
+fn a_frame_lost_without_a_counter_fails_the_harness() {
+    let spec = SwitchSpec {
+        ports: vec![port(0, GBPS, 0)],
+        pfc: None,
+        bifrost: None,
+        shared_buffer_bytes: 1 << 20,
+        recirc: None,
+        emit_capacity: 8,
+        command_ring: 4,
+        punt_ring: 4,
+    };
+    let mut h = Harness::new(Switch::new(spec, HeapPool::new(16, 2048), Leaky));
+    h.put(0, 1_000, &frame(0, 0, 0, 100));
+    h.run_to_idle();
+}

@@ -306,3 +306,97 @@ fn live_api_tables_reload_metrics_and_clean_stop() {
     // The API is gone after the stop.
     assert!(std::net::TcpStream::connect(api).is_err());
 }
+
+#[test]
+fn structural_reload_under_load_loses_nothing() {
+    let d = tmpdir("reload-load");
+    let trace = root().join("examples/roce-64flows.pcap");
+    let cfg = config_with_io(
+        &d,
+        [
+            &format!(
+                "{{ kind = \"pcap\", rx = \"{}\", pace = false }}",
+                trace.display()
+            ),
+            "",
+            "{ kind = \"pcap\", tx = \"wan0.pcap\" }",
+            "",
+        ],
+        "",
+    );
+    // wan0 at 5 Mb/s: the whole trace (1024 frames, 321 kB) queues there for about half a
+    // second, so the reload lands while it is queued. ECN out of the way as above.
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace(
+            "kmin_bytes = 100000, kmax_bytes = 400000",
+            "kmin_bytes = 4000000, kmax_bytes = 4194304",
+        )
+        .replace(
+            "name = \"wan0\"\nmac = \"02:00:00:00:00:03\"\nrate_gbps = 100.0",
+            "name = \"wan0\"\nmac = \"02:00:00:00:00:03\"\nrate_gbps = 0.005",
+        )
+        // A small pool: the rebuild makes a new one, and 65536 buffers take long to make.
+        .replace("pool_buffers = 65536", "pool_buffers = 2048");
+    assert!(text.contains("rate_gbps = 0.005"));
+    std::fs::write(&cfg, &text).unwrap();
+    // The structural change: another DRR weight for class 3 (a rebuild, same port I/O).
+    let new = d.join("new.toml");
+    std::fs::write(
+        &new,
+        text.replace("weights = [1, 1, 1, 4,", "weights = [1, 1, 1, 5,"),
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let mut opts = RunOptions::new(stop.clone());
+    opts.until_idle = true;
+    opts.on_ready = Some(Arc::new(move |a, m| {
+        let _ = tx.send((a, m));
+    }));
+    let cfg2 = cfg.clone();
+    let runner = std::thread::spawn(move || run(&cfg2, opts));
+    let (api, _) = wait_ready(&rx);
+    let c = Client::new(&api.to_string(), None);
+    // Wait until the frames are queued on wan0, then reload.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, s) = c.get("/stats", None).unwrap();
+        let rx_dc0 = s["workers"][0]["ports"][0]["rx_pkts"].as_u64().unwrap_or(0);
+        if rx_dc0 == 1024 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the trace never arrived: {s}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (st, v) = c
+        .post("/reload", Some(&json!({"path": new.display().to_string()})))
+        .unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["mode"], "rebuild", "{v}");
+    let report = runner.join().unwrap().expect("run");
+    let w = &report.worker;
+    assert_eq!(w.swaps, 1, "{w:?}");
+    assert!(
+        w.drained_on_swap > 0,
+        "the reload should have found frames queued: {w:?}"
+    );
+    assert_eq!(w.dropped_on_swap, 0, "{w:?}");
+    // Every frame left, in the order the deterministic replay sends them.
+    let out = read_pcap(d.join("wan0.pcap")).expect("wan0.pcap written");
+    let cfgv = longhaul_pipelines::load_config(&cfg).unwrap();
+    let res = longhaul_pipelines::replay(
+        &cfgv,
+        vec![longhaul_runtime::ReplayInput {
+            port: 0,
+            records: read_pcap(&trace).unwrap(),
+        }],
+    )
+    .unwrap();
+    let want: Vec<&Vec<u8>> = res.outputs[&2].iter().map(|r| &r.data).collect();
+    let got: Vec<&Vec<u8>> = out.iter().map(|r| &r.data).collect();
+    assert_eq!(got.len(), 1024);
+    assert_eq!(got.len(), want.len());
+    let first_diff = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+    assert_eq!(first_diff, None, "first differing frame");
+}

@@ -8,7 +8,7 @@
 
 use longhaul_dataplane::control::mono_ns;
 use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
-use longhaul_dataplane::packet::BufPool;
+use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::port::{Port, PortIoStats};
 use longhaul_dataplane::replay::BURST;
 use longhaul_dataplane::time::Nanos;
@@ -49,8 +49,22 @@ pub struct WorkerSummary {
     pub ports: Vec<PortIoStats>,
     /// Switches swapped in by a reload that rebuilt the switch.
     pub swaps: u64,
-    /// Packets that were still queued in a replaced switch (dropped by the swap).
+    /// Frames a replaced switch still held and sent after the swap ([`DRAIN_DEADLINE_NS`]).
+    pub drained_on_swap: u64,
+    /// Frames a replaced switch still held when its drain deadline passed (dropped, counted).
     pub dropped_on_swap: u64,
+}
+
+/// How long a replaced switch may take to send what it still holds after a reload rebuilt it:
+/// past this (a port paused by its peer for good), what is left is dropped and counted
+/// (`dropped_on_swap`).
+pub const DRAIN_DEADLINE_NS: Nanos = 1_000_000_000;
+
+/// A switch replaced by a reload, sending what it still holds (docs/operations.md, "Reload").
+struct Draining<P: BufPool, L: Pipeline<P>> {
+    sw: Switch<P, L>,
+    deadline: Nanos,
+    sent: u64,
 }
 
 /// A switch built from a reloaded config, waiting for the worker to swap it in; `ports` is
@@ -81,6 +95,7 @@ where
     let interval = opts.stats_interval.as_nanos() as Nanos;
     let mut next_stats: Nanos = 0;
     let mut scratch = SwitchSnapshot::default();
+    let mut draining: Option<Draining<P, L>> = None;
     sw.set_tx_slack(LIVE_TX_SLACK_NS);
     loop {
         if opts.stop.load(Ordering::Relaxed) {
@@ -90,15 +105,38 @@ where
             if let Ok(mut pending) = slot.try_lock() {
                 if let Some(new) = pending.take() {
                     sum.swaps += 1;
-                    sum.dropped_on_swap += sw.buffered_packets();
-                    *sw = new.switch;
+                    // A switch still draining from an earlier reload finishes first.
+                    if let Some(d) = draining.take() {
+                        finish_drain(d, ports, &mut txv, &mut sum);
+                    }
+                    let old = core::mem::replace(sw, new.switch);
                     sw.set_tx_slack(LIVE_TX_SLACK_NS);
-                    if let Some(new_ports) = new.ports {
-                        for p in ports.iter_mut() {
-                            let _ = p.flush();
-                            sum.ports.push(p.stats());
+                    match new.ports {
+                        // Same port I/O: the old switch sends what it holds while the new one
+                        // takes the traffic (a port sends the old switch's frames first).
+                        None if old.buffered_packets() > 0 => {
+                            draining = Some(Draining {
+                                sw: old,
+                                deadline: mono_ns() + DRAIN_DEADLINE_NS,
+                                sent: 0,
+                            })
                         }
-                        *ports = new_ports;
+                        None => {}
+                        // New port I/O: the old switch drains over the old ports first (rx
+                        // waits), then they are flushed and closed.
+                        Some(new_ports) => {
+                            let d = Draining {
+                                sw: old,
+                                deadline: mono_ns() + DRAIN_DEADLINE_NS,
+                                sent: 0,
+                            };
+                            finish_drain(d, ports, &mut txv, &mut sum);
+                            for p in ports.iter_mut() {
+                                let _ = p.flush();
+                                sum.ports.push(p.stats());
+                            }
+                            *ports = new_ports;
+                        }
                     }
                 }
             }
@@ -111,14 +149,32 @@ where
             if n > 0 {
                 work = true;
                 sum.rx += n as u64;
+                if let Some(d) = draining.as_mut() {
+                    // The link's PFC / PAUSE apply to the draining switch's queues too.
+                    for p in burst.iter() {
+                        d.sw.honor_mac_control(idx, now, p.data());
+                    }
+                }
                 sw.receive_burst(idx, now, &mut burst);
             }
         }
         sw.poll(now);
+        if let Some(d) = draining.as_mut() {
+            work |= drain_step(d, now, ports, &mut txv);
+            if d.sw.buffered_packets() == 0 || now >= d.deadline {
+                if let Some(d) = draining.take() {
+                    finish_drain(d, ports, &mut txv, &mut sum);
+                }
+            }
+        }
         for (idx, port) in ports.iter_mut().enumerate() {
             // Another worker's frames for a port this worker sends on (dispatch::WorkerPort).
             if port.service(now, sw.pool()) > 0 {
                 work = true;
+            }
+            // The replaced switch's frames go first on their port.
+            if draining.as_ref().is_some_and(|d| d.sw.port_has_frames(idx)) {
+                continue;
             }
             loop {
                 let n = sw.transmit(idx, now, BURST, &mut |p| txv.push(p));
@@ -138,6 +194,7 @@ where
             publish(sw, now, &opts.snapshot, &mut scratch);
         }
         let idle = !work
+            && draining.is_none()
             && opts.until_idle
             && ports.iter().all(|p| p.rx_exhausted())
             && sw.buffered_bytes() == 0
@@ -157,6 +214,48 @@ where
     }
     publish(sw, mono_ns(), &opts.snapshot, &mut scratch);
     sum
+}
+
+/// One round of a switch a reload replaced: its timers (held frames, PFC refresh), then up to a
+/// burst per port. True when it sent something.
+fn drain_step<P: BufPool, L: Pipeline<P>>(
+    d: &mut Draining<P, L>,
+    now: Nanos,
+    ports: &mut [Box<dyn Port<P> + Send>],
+    txv: &mut Vec<P::Buf>,
+) -> bool {
+    d.sw.poll(now);
+    let mut sent = false;
+    for (idx, port) in ports.iter_mut().enumerate() {
+        let n = d.sw.transmit(idx, now, BURST, &mut |p| txv.push(p));
+        if n > 0 {
+            d.sent += n as u64;
+            port.tx_burst(now, txv, d.sw.pool());
+            sent = true;
+        }
+    }
+    sent
+}
+
+/// Let a replaced switch send what it holds until it is empty or its deadline passes (rx waits);
+/// what is left then is counted as dropped.
+fn finish_drain<P: BufPool, L: Pipeline<P>>(
+    mut d: Draining<P, L>,
+    ports: &mut [Box<dyn Port<P> + Send>],
+    txv: &mut Vec<P::Buf>,
+    sum: &mut WorkerSummary,
+) {
+    loop {
+        let now = mono_ns();
+        if d.sw.buffered_packets() == 0 || now >= d.deadline {
+            break;
+        }
+        if !drain_step(&mut d, now, ports, txv) {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+    sum.drained_on_swap += d.sent;
+    sum.dropped_on_swap += d.sw.buffered_packets();
 }
 
 /// Copy the counters into the shared snapshot without waiting: when the control thread holds

@@ -252,6 +252,8 @@ where
     }
     let mut snapshot = SwitchSnapshot::default();
     sw.snapshot_into(0, &mut snapshot);
+    // Packet conservation (issue 20): a frame lost without a counter fails the replay.
+    snapshot.ledger().check().map_err(|e| e.to_string())?;
     Ok(ReplayStats {
         counters: snapshot_counters(mechanisms, &snapshot),
         snapshot,
@@ -321,6 +323,11 @@ pub fn snapshot_counters(mechanisms: &dyn MechanismSet, s: &SwitchSnapshot) -> V
     }
     c.push(("switch.generated".into(), s.stats.generated));
     c.push(("switch.emit_drops".into(), s.stats.emit_drops));
+    c.push(("switch.pfc_generated".into(), s.stats.control_generated));
+    c.push(("switch.injected".into(), s.stats.injected));
+    c.push(("switch.consumed".into(), s.stats.consumed));
+    c.push(("switch.arrived_dropped".into(), s.stats.arrived_dropped));
+    c.push(("switch.queued".into(), s.queued_pkts));
     c.push(("switch.buffer_max_bytes".into(), s.stats.buffer_max_bytes));
     if let Some(pfc) = &s.pfc {
         for prio in 0..NUM_CLASSES {

@@ -354,6 +354,7 @@ fn sum_summaries(all: &[WorkerSummary]) -> WorkerSummary {
         t.tx += s.tx;
         t.swaps = t.swaps.max(s.swaps);
         t.dropped_on_swap += s.dropped_on_swap;
+        t.drained_on_swap += s.drained_on_swap;
         for (i, p) in s.ports.iter().enumerate() {
             if t.ports.len() <= i {
                 t.ports.push(PortIoStats::default());
