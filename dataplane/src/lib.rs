@@ -14,6 +14,7 @@ pub mod dispatch;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod engine;
+pub mod fault;
 pub mod packet;
 pub mod pcap;
 pub mod port;
