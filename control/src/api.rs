@@ -61,6 +61,8 @@ pub enum ApiError {
     BadRequest(String),
     Conflict(String),
     Unavailable(String),
+    /// Refused whoever asks (a reload path outside the allowed directories).
+    Forbidden(String),
 }
 
 impl ApiError {
@@ -71,6 +73,7 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::Conflict(_) => 409,
             ApiError::Unavailable(_) => 503,
+            ApiError::Forbidden(_) => 403,
         }
     }
 
@@ -79,7 +82,8 @@ impl ApiError {
             ApiError::NotFound(m)
             | ApiError::BadRequest(m)
             | ApiError::Conflict(m)
-            | ApiError::Unavailable(m) => m,
+            | ApiError::Unavailable(m)
+            | ApiError::Forbidden(m) => m,
         }
     }
 }

@@ -506,6 +506,9 @@ pub struct ControlConfig {
     pub command_ring: usize,
     /// Capacity of each worker's punt ring (worker -> control), entries.
     pub punt_ring: usize,
+    /// Directories `POST /reload {"path": ...}` may read a config from (absolute); empty: the
+    /// directory of the config the process started with.
+    pub reload_dirs: Vec<std::path::PathBuf>,
 }
 
 impl ControlConfig {
@@ -527,6 +530,7 @@ impl Default for ControlConfig {
             control_latency_ns: 0,
             command_ring: 4096,
             punt_ring: 4096,
+            reload_dirs: Vec::new(),
         }
     }
 }

@@ -130,6 +130,9 @@ const COMMAND_RING_WAIT: Duration = Duration::from_millis(200);
 pub struct ControlPlane<H: PipelineControl> {
     cfg: Config,
     cfg_path: PathBuf,
+    /// Where `/reload` may read configs from: `control.reload_dirs`, or the directory of the
+    /// config the process started with (canonical paths, fixed at start).
+    reload_dirs: Vec<PathBuf>,
     mechanisms: Arc<dyn Mechanisms>,
     handler: H,
     workers: Vec<WorkerHandle<H::Command>>,
@@ -161,10 +164,12 @@ impl<H: PipelineControl> ControlPlane<H> {
         stop: Arc<AtomicBool>,
     ) -> (Self, Backend) {
         let (tx, rx) = mpsc::channel();
+        let reload_dirs = allowed_reload_dirs(&cfg, &cfg_path);
         (
             ControlPlane {
                 cfg,
                 cfg_path,
+                reload_dirs,
                 mechanisms,
                 handler,
                 workers,
@@ -396,7 +401,10 @@ impl<H: PipelineControl> ControlPlane<H> {
     }
 
     fn reload(&mut self, path: Option<&Path>) -> Result<Value, ApiError> {
-        let path = path.map_or_else(|| self.cfg_path.clone(), Path::to_path_buf);
+        let path = match path {
+            None => self.cfg_path.clone(),
+            Some(p) => check_reload_path(p, &self.reload_dirs)?,
+        };
         let new = Config::load_all_with(&path, self.mechanisms.schema()).map_err(|errs| {
             ApiError::BadRequest(
                 errs.iter()
@@ -485,6 +493,55 @@ impl<H: PipelineControl> ControlPlane<H> {
             m.publish(&snap);
         }
     }
+}
+
+/// The directories `/reload` may read from (canonical): `control.reload_dirs`, or the directory
+/// of `cfg_path` (the current directory for a bare file name).
+fn allowed_reload_dirs(cfg: &Config, cfg_path: &Path) -> Vec<PathBuf> {
+    let dirs: Vec<PathBuf> = if cfg.control.reload_dirs.is_empty() {
+        let parent = cfg_path.parent().filter(|p| !p.as_os_str().is_empty());
+        vec![parent.map_or_else(|| PathBuf::from("."), Path::to_path_buf)]
+    } else {
+        cfg.control.reload_dirs.clone()
+    };
+    dirs.into_iter()
+        .filter_map(|d| d.canonicalize().ok())
+        .collect()
+}
+
+/// A config path sent to `/reload`, checked against the allowed directories: no `..`
+/// component, relative paths taken from the first allowed directory, symlinks resolved, and the
+/// file must be inside one of them. Returns the resolved path (what is then read).
+pub fn check_reload_path(p: &Path, allowed: &[PathBuf]) -> Result<PathBuf, ApiError> {
+    use std::path::Component;
+    let shown = p.display();
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(ApiError::Forbidden(format!(
+            "reload path '{shown}' has a '..' component"
+        )));
+    }
+    let Some(first) = allowed.first() else {
+        return Err(ApiError::Forbidden(
+            "no directory is allowed for reloads (control.reload_dirs: none exists)".into(),
+        ));
+    };
+    let full = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        first.join(p)
+    };
+    let real = full
+        .canonicalize()
+        .map_err(|e| ApiError::BadRequest(format!("reading {shown}: {e}")))?;
+    if !allowed.iter().any(|d| real.starts_with(d)) {
+        let dirs: Vec<String> = allowed.iter().map(|d| d.display().to_string()).collect();
+        return Err(ApiError::Forbidden(format!(
+            "reload path '{shown}' (resolved: {}) is outside the directories reloads may read from ({}); see control.reload_dirs",
+            real.display(),
+            dirs.join(", ")
+        )));
+    }
+    Ok(real)
 }
 
 /// Whether going from `old` to `new` changes more than tables (and so needs a rebuild). Any

@@ -552,3 +552,53 @@ fn ctl_against_the_server() {
     drop(s);
     assert_eq!(ctl(&["health"]), 1);
 }
+
+#[test]
+fn every_route_refuses_requests_without_the_token_on_a_public_address() {
+    let mock = Mock::new(PathBuf::from("/nonexistent.toml"));
+    let s = ApiServer::start(
+        "0.0.0.0:0".parse().unwrap(),
+        Some("t0ken".into()),
+        mock.clone(),
+    )
+    .unwrap();
+    let port = s.local_addr().port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let routes: [(&str, &str, &str); 8] = [
+        ("GET", "/health", ""),
+        ("GET", "/stats", ""),
+        ("GET", "/tables", ""),
+        ("GET", "/tables/l2", ""),
+        (
+            "POST",
+            "/tables/l2",
+            r#"{"mac": "02:00:00:00:00:09", "port": "dc0"}"#,
+        ),
+        ("DELETE", "/tables/l2", r#"{"mac": "02:00:00:00:00:09"}"#),
+        ("POST", "/reload", "{}"),
+        ("GET", "/metrics", ""),
+    ];
+    for (method, path, body) in routes {
+        for auth in [
+            "",
+            "Authorization: Bearer wrong\r\n",
+            "Authorization: t0ken\r\n",
+        ] {
+            let req = format!(
+                "{method} {path} HTTP/1.1\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let r = raw(addr, req.as_bytes());
+            assert_eq!(status_of(&r), 401, "{method} {path} with '{auth}': {r}");
+        }
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nAuthorization: Bearer t0ken\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        assert_ne!(
+            status_of(&raw(addr, req.as_bytes())),
+            401,
+            "{method} {path}"
+        );
+    }
+}

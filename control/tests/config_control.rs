@@ -461,3 +461,25 @@ fn ports_cannot_share_pcap_files() {
     ));
     assert_eq!(c.ports[0].io, c.ports[1].io);
 }
+
+#[test]
+fn reload_dirs_are_absolute_without_dotdot() {
+    let c = ok(&format!(
+        "{BASE}\n[control]\nreload_dirs = [\"/etc/longhaul\", \"/srv/cfg\"]\n"
+    ));
+    assert_eq!(
+        c.control.reload_dirs,
+        vec![PathBuf::from("/etc/longhaul"), PathBuf::from("/srv/cfg")]
+    );
+    assert!(ok(BASE).control.reload_dirs.is_empty());
+    assert_err_contains(
+        &format!("{BASE}\n[control]\nreload_dirs = [\"configs\"]\n"),
+        "control.reload_dirs[0]",
+        "not an absolute path",
+    );
+    assert_err_contains(
+        &format!("{BASE}\n[control]\nreload_dirs = [\"/etc\", \"/etc/../root\"]\n"),
+        "control.reload_dirs[1]",
+        "'..'",
+    );
+}

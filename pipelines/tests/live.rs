@@ -199,6 +199,13 @@ fn live_api_tables_reload_metrics_and_clean_stop() {
         .unwrap();
     assert_eq!(st, 400, "{v}");
     assert!(v.to_string().contains("routes[2].port"), "{v}");
+    // Only files in the running config's directory are read.
+    for outside in ["/etc/passwd", "../live.toml"] {
+        let (st, v) = c
+            .post("/reload", Some(&json!({ "path": outside })))
+            .unwrap();
+        assert_eq!(st, 403, "{outside}: {v}");
+    }
     // A good file with one more route reloads live.
     let good = d.join("good.toml");
     std::fs::write(

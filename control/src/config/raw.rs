@@ -214,6 +214,7 @@ pub(super) struct RawControl {
     pub control_latency_ns: Option<S<i64>>,
     pub command_ring: Option<S<i64>>,
     pub punt_ring: Option<S<i64>>,
+    pub reload_dirs: Option<S<Vec<S<String>>>>,
 }
 
 #[derive(Deserialize, Default)]

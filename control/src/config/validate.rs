@@ -553,6 +553,36 @@ impl<'a> Validator<'a> {
             MIN_RING,
             MAX_RING,
         ) as usize;
+        let mut reload_dirs = Vec::new();
+        for (i, v) in c
+            .reload_dirs
+            .iter()
+            .flat_map(|l| l.get_ref().iter())
+            .enumerate()
+        {
+            let p = std::path::Path::new(v.get_ref());
+            if v.get_ref().is_empty() || !p.is_absolute() {
+                self.err(
+                    format!("control.reload_dirs[{i}]"),
+                    span(v),
+                    format!("'{}' is not an absolute path", v.get_ref()),
+                );
+            } else if p
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                self.err(
+                    format!("control.reload_dirs[{i}]"),
+                    span(v),
+                    format!(
+                        "'{}' has a '..' component: name the directory itself",
+                        v.get_ref()
+                    ),
+                );
+            } else {
+                reload_dirs.push(p.to_path_buf());
+            }
+        }
         ControlConfig {
             api_listen,
             api_token,
@@ -561,6 +591,7 @@ impl<'a> Validator<'a> {
             control_latency_ns,
             command_ring,
             punt_ring,
+            reload_dirs,
         }
     }
 
