@@ -1,12 +1,15 @@
 //! The steady-state per-packet path allocates nothing (DESIGN.md section 3): a counting global
 //! allocator watches a warmed-up baseline switch forward, queue, ECN-mark and PFC-pause traffic
-//! through the same event loop `longhaul replay` uses; and the MLCC DCI's receiver side (per-flow
-//! queues, their calendar, INT reinserted and pushed).
+//! through the same event loop `longhaul replay` uses; the MLCC DCI's receiver side (per-flow
+//! queues, their calendar, INT reinserted and pushed); and every other pipeline on its shipped
+//! config and trace: THEMIS at the ESW, the spraying ToR, Reflex at the ESW, Bifrost on a
+//! long-haul port.
 //!
 //! This file is its own test binary, so the counting allocator sees only this test.
 
-use longhaul_dataplane::engine::Switch;
-use longhaul_dataplane::packet::HeapBuf;
+use longhaul_control::config::Config;
+use longhaul_dataplane::engine::{Pipeline, Switch};
+use longhaul_dataplane::packet::{HeapBuf, HeapPool};
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
@@ -187,5 +190,141 @@ fn mlcc_receiver_allocates_nothing() {
         },
     );
     assert!(held >= 24_000, "every packet went through a PFQ: {held}");
+    assert_eq!(allocs, 0, "allocations on the steady-state path");
+}
+
+/// Warm `pipeline` up on `frames` (round after round into port index `port`, one every `gap`
+/// ns), then count the allocations of 20 000 more; returns them and the pipeline's counters.
+fn steady_allocs<L: Pipeline<HeapPool>>(
+    cfg: &Config,
+    pipeline: L,
+    frames: Vec<Vec<u8>>,
+    port: usize,
+    gap: Nanos,
+) -> (u64, Vec<(&'static str, u64)>, Switch<HeapPool, L>) {
+    struct One(Loop, usize);
+    impl InputSource for One {
+        fn peek_ts(&self) -> Option<Nanos> {
+            self.0.peek_ts()
+        }
+        fn next_frame(&mut self) -> Option<(usize, &[u8])> {
+            let p = self.1;
+            self.0.next_frame().map(|(_, f)| (p, f))
+        }
+    }
+    let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), pipeline);
+    let mut d: Driver<HeapBuf> = Driver::default();
+    let mut src = One(
+        Loop {
+            frames,
+            next: 0,
+            t: 1_000,
+            gap,
+            end: 4_000,
+        },
+        port,
+    );
+    let mut sink = |_: usize, _: Nanos, _: &HeapBuf| {};
+    advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    src.0.end += 20_000;
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    COUNTING.store(false, Ordering::SeqCst);
+    let allocs = ALLOCS.load(Ordering::SeqCst);
+    assert_eq!(d.summary.offered, 24_000);
+    let mut counters = Vec::new();
+    sw.pipeline().counters(&mut |k, v| counters.push((k, v)));
+    (allocs, counters, sw)
+}
+
+fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn frames_of(trace: &str) -> Vec<Vec<u8>> {
+    read_pcap(root().join(trace))
+        .expect("trace")
+        .into_iter()
+        .map(|r| r.data)
+        .collect()
+}
+
+fn config(name: &str) -> Config {
+    longhaul_pipelines::load_config(&root().join(name)).expect("config")
+}
+
+fn counter(c: &[(&'static str, u64)], name: &str) -> u64 {
+    c.iter()
+        .find(|(k, _)| *k == name)
+        .map_or_else(|| panic!("no counter {name}: {c:?}"), |(_, v)| *v)
+}
+
+#[test]
+fn themis_esw_allocates_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("configs/themis-esw.toml");
+    let p = longhaul_pipelines::themis::esw::ThemisEsw::new(&cfg);
+    // DC -> WAN RoCE data through PNP's flow table and TRP's tracking.
+    let (allocs, c, _) = steady_allocs(&cfg, p, frames_of("examples/roce-64flows.pcap"), 0, 30);
+    assert!(
+        c.iter().any(|(k, v)| k.starts_with("themis.") && *v > 0),
+        "{c:?}"
+    );
+    assert_eq!(allocs, 0, "allocations on the steady-state path");
+}
+
+#[test]
+fn spray_tor_allocates_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("configs/spray-tor.toml");
+    let p = longhaul_pipelines::spray::tor::SprayTor::new(&cfg);
+    // Host -> other rack: every packet sprayed over the uplinks (Themis-S), its QP in the LRU.
+    let (allocs, c, _) = steady_allocs(&cfg, p, frames_of("perf/spray-64qps.pcap"), 0, 30);
+    assert!(
+        c.iter().any(|(k, v)| k.starts_with("spray.") && *v > 0),
+        "{c:?}"
+    );
+    assert_eq!(allocs, 0, "allocations on the steady-state path");
+}
+
+#[test]
+fn reflex_esw_allocates_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("configs/reflex-esw.toml");
+    let p = longhaul_pipelines::reflex::esw::ReflexEsw::new(&cfg);
+    // DC -> WAN data: NSF's pseudo-ACKs generated, NDT's flow state kept.
+    let (allocs, c, _) =
+        steady_allocs(&cfg, p, frames_of("perf/reflex-64flows-active.pcap"), 0, 30);
+    assert!(
+        c.iter().any(|(k, v)| k.starts_with("reflex.") && *v > 0),
+        "{c:?}"
+    );
+    assert_eq!(allocs, 0, "allocations on the steady-state path");
+}
+
+#[test]
+fn bifrost_slots_allocate_nothing() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("configs/bifrost-dci.toml");
+    let p = longhaul_pipelines::baseline::Baseline::new(&cfg);
+    // RoCE data from the remote DC on wan0 (index 1, Bifrost-governed class 3) at 125 Gb/s into
+    // dc0's 100 Gb/s: the queue builds, the slots run Algorithm 1 and send pause frames.
+    let frames: Vec<Vec<u8>> = frames_of("examples/roce-64flows.pcap")
+        .into_iter()
+        .map(|mut f| {
+            f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 3]); // to wan0's MAC
+            let (src, dst) = (f[26..30].to_vec(), f[30..34].to_vec());
+            f[26..30].copy_from_slice(&dst); // 10.1.0.x -> 10.0.0.x: to a host behind dc0
+            f[30..34].copy_from_slice(&src);
+            f
+        })
+        .collect();
+    let (allocs, _, sw) = steady_allocs(&cfg, p, frames, 1, 20);
+    let b = sw.bifrost().expect("bifrost").stats();
+    assert!(
+        b.updates > 0 && b.frames > 0,
+        "the window ran slots and paused: {b:?}"
+    );
     assert_eq!(allocs, 0, "allocations on the steady-state path");
 }
