@@ -254,12 +254,6 @@ fn config(name: &str) -> Config {
     longhaul_pipelines::load_config(&root().join(name)).expect("config")
 }
 
-fn counter(c: &[(&'static str, u64)], name: &str) -> u64 {
-    c.iter()
-        .find(|(k, _)| *k == name)
-        .map_or_else(|| panic!("no counter {name}: {c:?}"), |(_, v)| *v)
-}
-
 #[test]
 fn themis_esw_allocates_nothing() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
