@@ -44,6 +44,10 @@
 #                 vdev paths are relative to the repository root.
 # --keep          leave the namespaces, longhaul and the run's directory (logs, captures) in
 #                 place at the end, and print how to remove them.
+# --rfc2544 SIZES after the checks, an RFC 2544 throughput search h1 -> h2 through longhaul for
+#                 each frame size in the comma-separated list (perf/lab/rfc2544.py: zero-loss
+#                 binary search under tcpreplay's top speed); results in the run's directory.
+# --trial S       seconds per RFC 2544 trial (default 2; the RFC asks for 60).
 #
 # Environment: LONGHAUL_BIN (a longhaul binary built with --features dpdk; without it the script
 # runs cargo build --release --features dpdk --locked and uses target/release/longhaul).
@@ -55,11 +59,15 @@ usage() { sed -n '2,/^set -Eeuo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 CONFIG=
 KEEP=0
+RFC2544=
+TRIAL=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) [ $# -ge 2 ] || { echo "--config needs a file" >&2; exit 2; }; CONFIG=$2; shift 2 ;;
     --config=*) CONFIG=${1#--config=}; shift ;;
     --keep) KEEP=1; shift ;;
+    --rfc2544) [ $# -ge 2 ] || { echo "--rfc2544 needs frame sizes" >&2; exit 2; }; RFC2544=$2; shift 2 ;;
+    --trial) [ $# -ge 2 ] || { echo "--trial needs seconds" >&2; exit 2; }; TRIAL=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -662,6 +670,19 @@ if [ "$CFG_MODE" = wire ]; then
     pass "wire pair: baseline.wired $WIRED, baseline.routed 0"
   else
     fail "wire pair: baseline.wired $WIRED (expected > 0), baseline.routed $ROUTED (expected 0)"
+  fi
+fi
+
+# ---- RFC 2544 throughput ------------------------------------------------------------------------
+
+if [ -n "$RFC2544" ]; then
+  step "RFC 2544 throughput h1 -> h2, frame sizes $RFC2544, trials of $TRIAL s"
+  if python3 "$ROOT/perf/lab/rfc2544.py" --h1 "$NS_H1" --h2 "$NS_H2" --src-mac "$H1_MAC" \
+    --dst-mac "$NEXT_MAC" --src-ip "$H1_IP" --dst-ip "$H2_IP" --sizes "$RFC2544" \
+    --trial "$TRIAL" --out "$WORK/rfc2544.json" | indent; then
+    pass "RFC 2544: a zero-loss rate found for every frame size (trials in $WORK/rfc2544.json)"
+  else
+    fail "RFC 2544: no zero-loss rate for some frame size (above)"
   fi
 fi
 
