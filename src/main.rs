@@ -167,6 +167,7 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
         .context("installing the SIGINT/SIGTERM handler")?;
     let mut opts = longhaul_runtime::RunOptions::new(stop);
     opts.until_idle = until_idle;
+    opts.report_memory = true;
     opts.on_ready = Some(Arc::new(|api, metrics| {
         eprintln!("longhaul: management API on http://{api}");
         if let Some(m) = metrics {

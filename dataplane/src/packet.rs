@@ -320,6 +320,28 @@ impl HeapPool {
         }
     }
 
+    /// `count` buffers, the first `made` of them allocated now and the rest the first time they
+    /// are needed (a live run on the heap: the pool's memory follows the traffic's high-water
+    /// mark instead of its configured maximum; past that mark nothing allocates).
+    pub fn with_prefill(count: usize, data_room: usize, made: usize) -> Self {
+        let made = made.min(count);
+        let mut free = Vec::with_capacity(count);
+        for _ in 0..made {
+            free.push(HeapBuf::with_capacity(data_room));
+        }
+        HeapPool {
+            free,
+            capacity: count,
+            made,
+            data_room,
+        }
+    }
+
+    /// Buffers made so far (the pool's memory is about `made * (data_room + headroom)`).
+    pub fn made(&self) -> usize {
+        self.made
+    }
+
     /// Buffers the pool was created with.
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -101,6 +101,17 @@ impl Platform for DpdkPlatform {
         self.ensure_pool(cfg)
     }
 
+    fn pool_note(&self, cfg: &Config) -> String {
+        match &cfg.dpdk {
+            Some(d) => format!(
+                "mbuf pool (DPDK): {} mbufs of {} B data room, cache {} per lcore, reserved up \
+                 front in the EAL's memory ([dpdk] mbufs, mbuf_data_room, mbuf_cache)",
+                d.mbufs, d.mbuf_data_room, d.mbuf_cache
+            ),
+            None => "mbuf pool (DPDK): the [dpdk] defaults".into(),
+        }
+    }
+
     /// Every port opened once; each worker gets its view ([`WorkerPort`]): its own rx queue
     /// when the port has one per worker (the NIC must do RSS), else the owner (`port index mod
     /// workers`) polls the one queue and dispatches by the IP pair; likewise for tx.

@@ -112,6 +112,8 @@ pub trait Platform: Send + 'static {
     fn port_status(&self) -> Vec<Box<dyn longhaul_control::plane::PortStatus>> {
         Vec::new()
     }
+    /// What the buffer pool of `cfg` reserves and why, for the start-up report.
+    fn pool_note(&self, cfg: &Config) -> String;
 }
 
 /// A worker's ports, index i = the switch's port index i.
@@ -123,10 +125,23 @@ pub struct HeapPlatform;
 impl Platform for HeapPlatform {
     type Pool = HeapPool;
     fn pool(&mut self, cfg: &Config) -> Result<HeapPool, String> {
-        Ok(heap_pool(cfg))
+        Ok(live_heap_pool(cfg))
     }
     fn ports(&mut self, cfg: &Config) -> Result<Vec<Ports<HeapPool>>, String> {
         Ok(vec![open_ports(cfg)?])
+    }
+    fn pool_note(&self, cfg: &Config) -> String {
+        let per = cfg.switch.buffer_data_room + longhaul_dataplane::packet::DEFAULT_HEADROOM;
+        let made = LIVE_POOL_PREFILL.min(cfg.switch.pool_buffers);
+        format!(
+            "packet pool (heap): up to {} buffers of {per} B = {} MiB (switch.pool_buffers x \
+             (buffer_data_room + {} B headroom)); {made} made at start ({} MiB), the rest as \
+             the traffic needs them",
+            cfg.switch.pool_buffers,
+            (cfg.switch.pool_buffers * per) >> 20,
+            longhaul_dataplane::packet::DEFAULT_HEADROOM,
+            (made * per) >> 20
+        )
     }
 }
 
@@ -198,6 +213,19 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
         ports.push(port);
     }
     Ok(ports)
+}
+
+/// Buffers a live heap pool makes at start ([`live_heap_pool`]): a few bursts per port.
+pub const LIVE_POOL_PREFILL: usize = 4096;
+
+/// The packet buffer pool of a live run on the heap platform: `switch.pool_buffers` at most,
+/// [`LIVE_POOL_PREFILL`] made at start, the rest as the traffic needs them.
+pub fn live_heap_pool(cfg: &Config) -> HeapPool {
+    HeapPool::with_prefill(
+        cfg.switch.pool_buffers,
+        cfg.switch.buffer_data_room,
+        LIVE_POOL_PREFILL,
+    )
 }
 
 /// The packet buffer pool of `cfg`, allocated up front.

@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub metrics_listen: Option<Option<SocketAddr>>,
     /// Called once the API and metrics are listening, with their addresses.
     pub on_ready: Option<OnReady>,
+    /// Print what the run reserved (pool, tables, resident memory) on stderr at start.
+    pub report_memory: bool,
 }
 
 impl RunOptions {
@@ -50,6 +52,7 @@ impl RunOptions {
             api_listen: None,
             metrics_listen: None,
             on_ready: None,
+            report_memory: false,
         }
     }
 }
@@ -158,6 +161,15 @@ where
         let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
         let slot: SwapSlot<X::Pool, L> = Arc::new(Mutex::new(None));
         workers.push((sw, ports, snapshot, slot));
+    }
+    if opts.report_memory {
+        let mut snap = SwitchSnapshot::default();
+        if let Some((sw, ..)) = workers.first() {
+            sw.snapshot_into(0, &mut snap);
+        }
+        for line in memory_report(&platform.pool_note(&cfg), n, &snap) {
+            eprintln!("longhaul: memory: {line}");
+        }
     }
     let stop = opts.stop.clone();
     let handles: Vec<WorkerHandle<H::Command>> = workers
@@ -372,4 +384,37 @@ fn sum_snapshots(mut snaps: Vec<SwitchSnapshot>) -> SwitchSnapshot {
         total.merge(s);
     }
     total
+}
+
+/// What a run reserved at start and why: the buffer pool, each worker's match-action tables,
+/// and the process's resident memory once the switches are built.
+fn memory_report(pool: &str, workers: usize, snap: &SwitchSnapshot) -> Vec<String> {
+    let mut out = vec![format!("{pool}; one pool per worker ({workers})")];
+    if !snap.tables.is_empty() {
+        let t: Vec<String> = snap
+            .tables
+            .iter()
+            .map(|(name, t)| format!("{name} {}", t.capacity))
+            .collect();
+        out.push(format!(
+            "tables (entries reserved per worker, from the config's capacities): {}",
+            t.join(", ")
+        ));
+    }
+    out.push(
+        "queues and the shared buffer hold pool buffers (switch.buffer_bytes is accounting, \
+         not memory)"
+            .into(),
+    );
+    if let Some(kib) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+    {
+        out.push(format!("resident after start: {} MiB", kib >> 10));
+    }
+    out
 }

@@ -2,11 +2,21 @@
 //! bypass hand-off). Allocated once; `push_back` on a full ring hands the value back instead of
 //! growing, so the push and pop paths are a few instructions with no reallocation branch (a
 //! `VecDeque` keeps its grow path in every `push_back`, which is not inlined).
+//!
+//! The allocation is reserved, not written: a slot is first written when the queue first gets
+//! that deep (`Vec::push` within the reserved capacity, which never reallocates), and the ring
+//! starts over at slot 0 whenever it empties. A queue's resident memory is therefore its
+//! high-water depth, not its worst case (a class queue sized for its byte limit in 64-byte
+//! frames reserves tens of thousands of slots that a queue of large frames never touches).
 
 /// A FIFO of at most `capacity` values, allocated once in [`Ring::with_capacity`].
 #[derive(Debug)]
 pub struct Ring<T> {
-    slots: Box<[Option<T>]>,
+    /// The slots written so far, within one allocation of `cap` slots. Invariant: every index
+    /// in `head .. head + len` (modulo `cap`) is below `slots.len()`, and the next back index is
+    /// at most `slots.len()`.
+    slots: Vec<Option<T>>,
+    cap: usize,
     /// Index of the front value.
     head: usize,
     len: usize,
@@ -16,7 +26,8 @@ impl<T> Ring<T> {
     /// An empty ring with room for exactly `capacity` values (0 is allowed: every push refused).
     pub fn with_capacity(capacity: usize) -> Self {
         Ring {
-            slots: (0..capacity).map(|_| None).collect(),
+            slots: Vec::with_capacity(capacity),
+            cap: capacity,
             head: 0,
             len: 0,
         }
@@ -25,8 +36,8 @@ impl<T> Ring<T> {
     /// `i` taken modulo the capacity, for `i < 2 * capacity`.
     #[inline]
     fn wrap(&self, i: usize) -> usize {
-        if i >= self.slots.len() {
-            i - self.slots.len()
+        if i >= self.cap {
+            i - self.cap
         } else {
             i
         }
@@ -35,18 +46,22 @@ impl<T> Ring<T> {
     /// Add `v` at the back; `Err(v)` when the ring is full.
     #[inline(always)]
     pub fn push_back(&mut self, v: T) -> Result<(), T> {
-        if self.len >= self.slots.len() {
+        if self.len >= self.cap {
             return Err(v);
         }
         let i = self.wrap(self.head + self.len);
-        match self.slots.get_mut(i) {
-            Some(slot) => {
-                *slot = Some(v);
-                self.len += 1;
-                Ok(())
-            }
-            None => Err(v),
+        let written = self.slots.len();
+        if i < written {
+            self.slots[i] = Some(v);
+        } else if i == written && written < self.slots.capacity() {
+            // The first time the ring is this deep: write the next reserved slot.
+            self.slots.push(Some(v));
+        } else {
+            // Unreachable by the invariant; refuse rather than reallocate.
+            return Err(v);
         }
+        self.len += 1;
+        Ok(())
     }
 
     /// Remove the front value.
@@ -56,8 +71,13 @@ impl<T> Ring<T> {
             return None;
         }
         let v = self.slots.get_mut(self.head)?.take();
-        self.head = self.wrap(self.head + 1);
         self.len -= 1;
+        // Empty: start over at slot 0, so the slots written stay the high-water depth.
+        self.head = if self.len == 0 {
+            0
+        } else {
+            self.wrap(self.head + 1)
+        };
         v
     }
 
@@ -97,10 +117,10 @@ impl<T> Ring<T> {
         self.len == 0
     }
 
-    /// Most values it holds (what was allocated; never changes).
+    /// Most values it holds (what was reserved; never changes).
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.cap
     }
 }
 
