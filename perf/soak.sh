@@ -51,10 +51,10 @@ for cfg in "${configs[@]}"; do
   name=$(basename "$cfg" .toml)
   tmp="$work/$name.toml"
   python3 - "$cfg" "$tmp" "$(trace_for "$cfg")" <<'EOF'
-import re, sys
+import os, re, sys
 src, dst, trace = sys.argv[1:]
 text = open(src).read()
-base = src.rsplit("/", 1)[0]
+base = os.path.dirname(os.path.abspath(src))
 # Relative pcap paths in the file are relative to the config's directory: keep them working.
 text = re.sub(r'(rx|tx) = "(\.\./[^"]+)"', lambda m: f'{m.group(1)} = "{base}/{m.group(2)}"', text)
 if "io = {" not in text:

@@ -296,16 +296,7 @@ pub struct HeapPool {
 impl HeapPool {
     /// `count` buffers of `data_room` bytes each (plus [`DEFAULT_HEADROOM`]).
     pub fn new(count: usize, data_room: usize) -> Self {
-        let mut free = Vec::with_capacity(count);
-        for _ in 0..count {
-            free.push(HeapBuf::with_capacity(data_room));
-        }
-        HeapPool {
-            free,
-            capacity: count,
-            made: count,
-            data_room,
-        }
+        Self::with_prefill(count, data_room, count)
     }
 
     /// The same pool (same capacity, same refusals when it runs out), but each buffer is made

@@ -48,12 +48,14 @@ fn config_with_io(dir: &Path, io: [&str; 4], extra: &str) -> PathBuf {
     p
 }
 
-#[test]
-fn pcap_run_until_idle_forwards_like_replay() {
-    let d = tmpdir("idle");
+/// configs/baseline.toml with the shipped trace unpaced into dc0 and wan0's frames written to
+/// `d/wan0.pcap`; the whole trace arrives at once and queues, so ECN marking is kept out of the
+/// comparison with replay by raising Kmin above what the trace can queue (321 kB). `edit`
+/// changes the text further.
+fn unpaced_trace_config(d: &Path, edit: impl FnOnce(String) -> String) -> PathBuf {
     let trace = root().join("examples/roce-64flows.pcap");
     let cfg = config_with_io(
-        &d,
+        d,
         [
             &format!(
                 "{{ kind = \"pcap\", rx = \"{}\", pace = false }}",
@@ -65,21 +67,20 @@ fn pcap_run_until_idle_forwards_like_replay() {
         ],
         "",
     );
-    // Unpaced, the whole trace arrives at once and queues: keep ECN marking out of the
-    // comparison by raising Kmin above what the trace can queue (321 kB).
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
         "kmin_bytes = 100000, kmax_bytes = 400000",
         "kmin_bytes = 4000000, kmax_bytes = 4194304",
     );
-    std::fs::write(&cfg, text).unwrap();
-    let mut opts = RunOptions::new(Arc::new(AtomicBool::new(false)));
-    opts.until_idle = true;
-    let report = run(&cfg, opts).expect("run");
-    assert_eq!(report.worker.rx, 1024);
-    assert_eq!(report.worker.tx, 1024);
+    std::fs::write(&cfg, edit(text)).unwrap();
+    cfg
+}
+
+/// `d/wan0.pcap` holds the 1024 frames the deterministic replay of `cfg` sends out of wan0, in
+/// its order and bytes (timestamps are wall-clock).
+fn assert_wan0_like_replay(d: &Path, cfg: &Path) {
+    let trace = root().join("examples/roce-64flows.pcap");
     let out = read_pcap(d.join("wan0.pcap")).expect("wan0.pcap written");
-    // Same bytes as the deterministic replay of the same input (timestamps are wall-clock).
-    let cfgv = longhaul_pipelines::load_config(&cfg).unwrap();
+    let cfgv = longhaul_pipelines::load_config(cfg).unwrap();
     let res = longhaul_pipelines::replay(
         &cfgv,
         vec![longhaul_runtime::ReplayInput {
@@ -90,9 +91,22 @@ fn pcap_run_until_idle_forwards_like_replay() {
     .unwrap();
     let want: Vec<&Vec<u8>> = res.outputs[&2].iter().map(|r| &r.data).collect();
     let got: Vec<&Vec<u8>> = out.iter().map(|r| &r.data).collect();
+    assert_eq!(got.len(), 1024);
     assert_eq!(got.len(), want.len());
     let first_diff = got.iter().zip(want.iter()).position(|(a, b)| a != b);
     assert_eq!(first_diff, None, "first differing frame");
+}
+
+#[test]
+fn pcap_run_until_idle_forwards_like_replay() {
+    let d = tmpdir("idle");
+    let cfg = unpaced_trace_config(&d, |t| t);
+    let mut opts = RunOptions::new(Arc::new(AtomicBool::new(false)));
+    opts.until_idle = true;
+    let report = run(&cfg, opts).expect("run");
+    assert_eq!(report.worker.rx, 1024);
+    assert_eq!(report.worker.tx, 1024);
+    assert_wan0_like_replay(&d, &cfg);
 }
 
 fn wait_ready(rx: &mpsc::Receiver<(SocketAddr, Option<SocketAddr>)>) -> (SocketAddr, SocketAddr) {
@@ -317,36 +331,18 @@ fn live_api_tables_reload_metrics_and_clean_stop() {
 #[test]
 fn structural_reload_under_load_loses_nothing() {
     let d = tmpdir("reload-load");
-    let trace = root().join("examples/roce-64flows.pcap");
-    let cfg = config_with_io(
-        &d,
-        [
-            &format!(
-                "{{ kind = \"pcap\", rx = \"{}\", pace = false }}",
-                trace.display()
-            ),
-            "",
-            "{ kind = \"pcap\", tx = \"wan0.pcap\" }",
-            "",
-        ],
-        "",
-    );
     // wan0 at 5 Mb/s: the whole trace (1024 frames, 321 kB) queues there for about half a
-    // second, so the reload lands while it is queued. ECN out of the way as above.
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace(
-            "kmin_bytes = 100000, kmax_bytes = 400000",
-            "kmin_bytes = 4000000, kmax_bytes = 4194304",
-        )
-        .replace(
+    // second, so the reload lands while it is queued. A small pool: the rebuild makes a new
+    // one, and 65536 buffers take long to make.
+    let cfg = unpaced_trace_config(&d, |t| {
+        t.replace(
             "name = \"wan0\"\nmac = \"02:00:00:00:00:03\"\nrate_gbps = 100.0",
             "name = \"wan0\"\nmac = \"02:00:00:00:00:03\"\nrate_gbps = 0.005",
         )
-        // A small pool: the rebuild makes a new one, and 65536 buffers take long to make.
-        .replace("pool_buffers = 65536", "pool_buffers = 2048");
+        .replace("pool_buffers = 65536", "pool_buffers = 2048")
+    });
+    let text = std::fs::read_to_string(&cfg).unwrap();
     assert!(text.contains("rate_gbps = 0.005"));
-    std::fs::write(&cfg, &text).unwrap();
     // The structural change: another DRR weight for class 3 (a rebuild, same port I/O).
     let new = d.join("new.toml");
     std::fs::write(
@@ -390,20 +386,5 @@ fn structural_reload_under_load_loses_nothing() {
     );
     assert_eq!(w.dropped_on_swap, 0, "{w:?}");
     // Every frame left, in the order the deterministic replay sends them.
-    let out = read_pcap(d.join("wan0.pcap")).expect("wan0.pcap written");
-    let cfgv = longhaul_pipelines::load_config(&cfg).unwrap();
-    let res = longhaul_pipelines::replay(
-        &cfgv,
-        vec![longhaul_runtime::ReplayInput {
-            port: 0,
-            records: read_pcap(&trace).unwrap(),
-        }],
-    )
-    .unwrap();
-    let want: Vec<&Vec<u8>> = res.outputs[&2].iter().map(|r| &r.data).collect();
-    let got: Vec<&Vec<u8>> = out.iter().map(|r| &r.data).collect();
-    assert_eq!(got.len(), 1024);
-    assert_eq!(got.len(), want.len());
-    let first_diff = got.iter().zip(want.iter()).position(|(a, b)| a != b);
-    assert_eq!(first_diff, None, "first differing frame");
+    assert_wan0_like_replay(&d, &cfg);
 }
