@@ -60,7 +60,7 @@ pub struct WorkerSummary {
 /// (`dropped_on_swap`).
 pub const DRAIN_DEADLINE_NS: Nanos = 1_000_000_000;
 
-/// A switch replaced by a reload, sending what it still holds (docs/operations.md, "Reload").
+/// A switch replaced by a reload, sending what it still holds (README, "Running live": Reload).
 struct Draining<P: BufPool, L: Pipeline<P>> {
     sw: Switch<P, L>,
     deadline: Nanos,
