@@ -46,14 +46,14 @@ has_bench() { grep -q "^name = \"$2\"" "$1/pipelines/Cargo.toml"; }
 for b in "${benches[@]}"; do
   echo "== $b: $old"
   if has_bench "$work/old" "$b"; then
-    (cd "$work/old" && cargo bench -q -p longhaul-pipelines --bench "$b" -- --noplot "${quick[@]}" --save-baseline old) |
-      grep -E '^[a-z_]+/[a-z_]+ |time:' || true
+    (cd "$work/old" && cargo bench -q -p longhaul-pipelines --bench "$b" -- --noplot "${quick[@]}" --save-baseline old 2>&1) |
+      grep -E '^[a-z_]+/[a-z_]+ |time:|^error|^warning' || true
     base=(--baseline old)
   else
     echo "   (no bench '$b' at $old)"
     base=()
   fi
   echo "== $b: $new against $old"
-  (cd "$new_dir" && cargo bench -q -p longhaul-pipelines --bench "$b" -- --noplot "${quick[@]}" "${base[@]}") |
-    grep -E '^[a-z_]+/[a-z_]+ |time:|change:|Performance|No change|within noise' || true
+  (cd "$new_dir" && cargo bench -q -p longhaul-pipelines --bench "$b" -- --noplot "${quick[@]}" "${base[@]}" 2>&1) |
+    grep -E '^[a-z_]+/[a-z_]+ |time:|change:|Performance|No change|within noise|^error|^warning' || true
 done
