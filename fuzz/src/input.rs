@@ -95,7 +95,7 @@ impl SplitMix {
         for _ in 0..n {
             let r = self.next_u64();
             match r % 5 {
-                0 | 1 | 2 if !v.is_empty() => {
+                0..=2 if !v.is_empty() => {
                     let i = (r >> 8) as usize % v.len();
                     v[i] = (r >> 40) as u8;
                 }

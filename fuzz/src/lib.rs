@@ -127,7 +127,7 @@ pub fn themis_daemon(data: &[u8]) {
         }
         if let Some((a, b, _)) = parse::ipv4_udp(frame) {
             let _ = pairs.record(a, b, now);
-            if now % 3 == 0 {
+            if now.is_multiple_of(3) {
                 pairs.remove(b, a);
             }
         }

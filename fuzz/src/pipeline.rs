@@ -41,7 +41,7 @@ macro_rules! repo_file {
 }
 
 /// The shipped configs the targets build switches from.
-const CONFIGS: &[(&str, &[u8])] = &[
+const CONFIGS: &[RepoFile] = &[
     repo_file!("configs/baseline.toml"),
     repo_file!("configs/routed-arp.toml"),
     repo_file!("configs/themis-esw.toml"),
@@ -52,8 +52,11 @@ const CONFIGS: &[(&str, &[u8])] = &[
     repo_file!("configs/bifrost-dci.toml"),
 ];
 
+/// A repository file: path and contents.
+type RepoFile = (&'static str, &'static [u8]);
+
 /// Shipped traces and conformance inputs, the frames op 1 starts from, per target.
-const TRACES: &[(&str, &[(&str, &[u8])])] = &[
+const TRACES: &[(&str, &[RepoFile])] = &[
     (
         "baseline",
         &[
@@ -443,7 +446,7 @@ fn plausible(inp: &mut Input<'_>, key: &str, ports: &[(u16, String)]) -> Value {
         }
         "local_qpn" | "remote_qpn" | "slot" => Value::from(inp.u32() >> (inp.u8() % 32)),
         _ => {
-            if inp.u8() % 4 == 0 {
+            if inp.u8().is_multiple_of(4) {
                 Value::from(format!("2001:db8::{:x}", inp.u16()))
             } else {
                 Value::from(format!(
