@@ -122,7 +122,8 @@ const TRACES: &[(&str, &[RepoFile])] = &[
 /// Frames taken from each trace (the first ones, then every k-th).
 const FRAMES_PER_TRACE: usize = 24;
 
-/// The shipped config `name` (e.g. `baseline.toml`), parsed once.
+/// The shipped config `name` (e.g. `baseline.toml`), parsed once, with at most
+/// [`POOL_BUFFERS`] buffers.
 pub fn shipped_config(name: &str) -> &'static Config {
     static C: OnceLock<HashMap<&'static str, Config>> = OnceLock::new();
     let all = C.get_or_init(|| {
@@ -130,8 +131,9 @@ pub fn shipped_config(name: &str) -> &'static Config {
             .iter()
             .map(|(path, text)| {
                 let text = std::str::from_utf8(text).expect("config is UTF-8");
-                let cfg = longhaul_pipelines::parse_config(text, &crate::root().join(path))
+                let mut cfg = longhaul_pipelines::parse_config(text, &crate::root().join(path))
                     .unwrap_or_else(|e| panic!("{path}: {e}"));
+                cfg.switch.pool_buffers = cfg.switch.pool_buffers.min(POOL_BUFFERS);
                 (path.trim_start_matches("configs/"), cfg)
             })
             .collect()
@@ -240,18 +242,15 @@ pub fn smoke_config(cfg: &Config) {
 /// Most operations per input (keeps an execution short).
 const MAX_OPS: usize = 256;
 
-/// Most packet buffers of a fuzzed switch. The shipped configs have 65536, and a switch that
-/// large takes 60 MB and 30 ms to build and drop: 30 executions a second. With 2048 a program
-/// still fills queues and runs the pool dry (drops counted as `pool_empty`), at 5-10 times the
-/// speed.
+/// Most packet buffers of a fuzzed switch (`switch.pool_buffers`, which also bounds every
+/// queue's ring). The shipped configs have 65536, and a switch that large takes 60 MB and 30 ms
+/// to build and drop: 30 executions a second. With 2048 a program still fills queues and runs
+/// the pool dry (drops counted as `pool_empty`), many times faster.
 pub const POOL_BUFFERS: usize = 2048;
 
 fn drive<M: PipelineMechanism>(m: &M, cfg: &Config, traces: &str, data: &[u8]) {
     let reg = longhaul_pipelines::registry();
-    let pool = HeapPool::lazy(
-        cfg.switch.pool_buffers.min(POOL_BUFFERS),
-        cfg.switch.buffer_data_room,
-    );
+    let pool = HeapPool::lazy(cfg.switch.pool_buffers, cfg.switch.buffer_data_room);
     let mut sw = Switch::new(switch_spec(cfg, reg.as_ref()), pool, m.pipeline(cfg));
     sw.set_inline_control(
         Box::new(Inline(m.control(cfg))),
