@@ -478,3 +478,34 @@ fn send(mut stream: impl Write, r: &Response) {
         .and_then(|()| stream.write_all(&r.body))
         .and_then(|()| stream.flush());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo;
+
+    impl Service for Echo {
+        fn call(&self, head: &Head, body: &[u8]) -> Response {
+            let text = format!("{} {} {}", head.method, head.target, body.len());
+            Response::new(200, "text/plain", text.into_bytes())
+        }
+    }
+
+    #[test]
+    fn answer_reads_a_request_from_bytes_as_a_connection_does() {
+        let r = answer(
+            b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcdef",
+            16,
+            &Echo,
+        );
+        let r = String::from_utf8(r).unwrap();
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.ends_with("\r\n\r\nPOST /x 3"), "{r}");
+        // Body over the limit: 413 before reading it; a request cut short: nothing sent.
+        let r = answer(b"POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n", 16, &Echo);
+        assert!(r.starts_with(b"HTTP/1.1 413 "));
+        assert!(answer(b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\na", 16, &Echo).is_empty());
+        assert!(answer(b"GET / HTTP/1.1\r\n", 16, &Echo).is_empty());
+    }
+}
