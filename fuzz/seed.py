@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerate the seed corpora fuzz/corpus/<target>/ from the shipped traces, conformance
-fixtures and configs (fuzz/README.md). Deterministic; the whole corpus stays small (about 1 MB).
+fixtures and configs (fuzz/README.md). Deterministic; the whole corpus stays small (about 320 KB).
 
 Usage: python3 fuzz/seed.py        (from anywhere; rewrites fuzz/corpus/*/seed-*)
 
