@@ -161,6 +161,14 @@ impl ApiServer {
     }
 }
 
+/// The API's request handler without a listener, for [`crate::http::answer`] (the fuzz targets).
+pub fn service(token: Option<String>, backend: Arc<dyn ManagementBackend>) -> Arc<dyn Service> {
+    Arc::new(Handler {
+        token: token.map(String::into_bytes),
+        backend,
+    })
+}
+
 struct Handler {
     token: Option<Vec<u8>>,
     backend: Arc<dyn ManagementBackend>,

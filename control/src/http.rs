@@ -246,9 +246,59 @@ fn serve_connection(mut stream: TcpStream, max_body: usize, svc: &dyn Service) {
     }
 }
 
+/// What a request is read from and answered on: a socket, or bytes ([`answer`]).
+trait Conn: Read + Write {
+    fn set_read_timeout(&mut self, d: Option<Duration>) -> std::io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn set_read_timeout(&mut self, d: Option<Duration>) -> std::io::Result<()> {
+        TcpStream::set_read_timeout(self, d)
+    }
+}
+
+/// A request given as bytes; what is written to it is discarded.
+struct Bytes<'a>(&'a [u8]);
+
+impl Read for Bytes<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for Bytes<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Conn for Bytes<'_> {
+    fn set_read_timeout(&mut self, _d: Option<Duration>) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Answers one request given as bytes exactly as a connection would (the same reading, limits
+/// and `svc`), and returns the bytes that would be sent; empty when the connection would just
+/// close (the request ends before its head or body is complete). For tests and the fuzz targets.
+pub fn answer(request: &[u8], max_body: usize, svc: &dyn Service) -> Vec<u8> {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let resp = match read_request(&mut Bytes(request), deadline, max_body, svc) {
+        Ok((head, body)) => svc.call(&head, &body),
+        Err(ReadError::Reply(r)) => r,
+        Err(ReadError::Gone) => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    send(&mut out, &resp);
+    out
+}
+
 /// Reads at most `buf.len()` more bytes before `deadline`; `Gone` on EOF, error or timeout.
 fn read_some(
-    stream: &mut TcpStream,
+    stream: &mut impl Conn,
     buf: &mut [u8],
     deadline: Instant,
 ) -> Result<usize, ReadError> {
@@ -270,7 +320,7 @@ fn read_some(
 }
 
 fn read_request(
-    stream: &mut TcpStream,
+    stream: &mut impl Conn,
     deadline: Instant,
     max_body: usize,
     svc: &dyn Service,
@@ -408,7 +458,7 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn send(mut stream: &TcpStream, r: &Response) {
+fn send(mut stream: impl Write, r: &Response) {
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         r.status,
@@ -427,4 +477,35 @@ fn send(mut stream: &TcpStream, r: &Response) {
         .write_all(head.as_bytes())
         .and_then(|()| stream.write_all(&r.body))
         .and_then(|()| stream.flush());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo;
+
+    impl Service for Echo {
+        fn call(&self, head: &Head, body: &[u8]) -> Response {
+            let text = format!("{} {} {}", head.method, head.target, body.len());
+            Response::new(200, "text/plain", text.into_bytes())
+        }
+    }
+
+    #[test]
+    fn answer_reads_a_request_from_bytes_as_a_connection_does() {
+        let r = answer(
+            b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcdef",
+            16,
+            &Echo,
+        );
+        let r = String::from_utf8(r).unwrap();
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.ends_with("\r\n\r\nPOST /x 3"), "{r}");
+        // Body over the limit: 413 before reading it; a request cut short: nothing sent.
+        let r = answer(b"POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n", 16, &Echo);
+        assert!(r.starts_with(b"HTTP/1.1 413 "));
+        assert!(answer(b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\na", 16, &Echo).is_empty());
+        assert!(answer(b"GET / HTTP/1.1\r\n", 16, &Echo).is_empty());
+    }
 }
