@@ -11,8 +11,9 @@
 //! | DELETE | `/tables/{name}` | key (JSON) | `backend.delete(...)` |
 //! | POST | `/reload` | none, or `{"path": "..."}` | `backend.reload(...)` |
 //!
-//! Errors are `{"error": "..."}` with 400 (bad request, bad JSON, bad config), 401 (token), 403 (a reload path outside the allowed directories), 404,
-//! 405 (wrong method, with `Allow`), 409, 413 (body over [`MAX_BODY`]), 503. When a token is set,
+//! Errors are `{"error": "..."}` with 400 (bad request, bad JSON, bad config), 401 (token), 403
+//! (a reload path outside the allowed directories), 404, 405 (wrong method, with `Allow`), 409,
+//! 413 (body over [`MAX_BODY`]), 503. When a token is set,
 //! every request needs `Authorization: Bearer <token>` (compared in constant time); the token is
 //! checked before the body is read. A non-loopback listen address without a token is refused.
 //!
