@@ -14,9 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_dataplane::asic::bifrost::BifrostGenerator;
 use longhaul_dataplane::asic::pfc::ActionBuf;
 use longhaul_dataplane::engine::Switch;
-use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_dataplane::replay::{advance, Driver};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::bifrost::mechanism::bifrost_params;
@@ -26,7 +24,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 mod common;
-use common::{reversed, Mix};
+use common::{bench_switch, reversed};
 
 fn bench(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -76,24 +74,7 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     let mut sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
-    let mut d: Driver<HeapBuf> = Driver::default();
-    let mut src = Mix {
-        frames: &frames,
-        next: 0,
-        end: 0,
-        t: 1_000,
-        gap: 30,
-    };
-    let mut sink = |_: usize, _: Nanos, p: &HeapBuf| {
-        black_box(p.len());
-    };
-    g.throughput(Throughput::Elements(frames.len() as u64));
-    g.bench_function("switch", |b| {
-        b.iter(|| {
-            src.end += frames.len();
-            advance(&mut d, &mut sw, &mut src, None, &mut sink);
-        })
-    });
+    bench_switch(&mut g, "switch", &mut sw, &frames);
     g.finish();
     let st = sw.bifrost().expect("bifrost").stats();
     assert!(st.updates > 0, "the switch benchmark ran no slot: {st:?}");

@@ -11,13 +11,11 @@
 
 mod common;
 
-use common::{reversed, Mix};
+use common::{bench_switch, reversed};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_dataplane::engine::{Pipeline, Switch};
 use longhaul_dataplane::packet::{HeapBuf, HeapPool, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_dataplane::replay::{advance, Driver};
-use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::{int, mlcc};
 use longhaul_pipelines::mlcc::dci::MlccDci;
 use longhaul_pipelines::mlcc::dqm::{Dqm, DqmParams};
@@ -50,25 +48,8 @@ fn run(
     cfg: &longhaul_control::config::Config,
 ) {
     let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), MlccDci::new(cfg));
-    let mut d: Driver<HeapBuf> = Driver::default();
     // 314-byte frames every 30 ns (~84 Gb/s).
-    let mut src = Mix {
-        frames: mix,
-        next: 0,
-        end: 0,
-        t: 1_000,
-        gap: 30,
-    };
-    let mut sink = |_: usize, _: Nanos, p: &HeapBuf| {
-        black_box(p.len());
-    };
-    g.throughput(Throughput::Elements(mix.len() as u64));
-    g.bench_function(name, |b| {
-        b.iter(|| {
-            src.end += mix.len();
-            advance(&mut d, &mut sw, &mut src, None, &mut sink);
-        })
-    });
+    bench_switch(g, name, &mut sw, mix);
     let mut n = Vec::new();
     Pipeline::<HeapPool>::counters(sw.pipeline(), &mut |k, v| {
         if k.starts_with("mlcc.") && v > 0 {

@@ -13,12 +13,10 @@
 
 mod common;
 
-use common::{reversed, Mix};
+use common::{bench_switch, reversed};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_dataplane::engine::Switch;
-use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_dataplane::replay::{advance, Driver};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::reflex;
 use longhaul_pipelines::reflex::esw::ReflexEsw;
@@ -81,25 +79,8 @@ fn bench(c: &mut Criterion) {
         mix.push((0usize, f.clone()));
         mix.push((2usize, reversed(f, peer, wan0)));
     }
-    let mut d: Driver<HeapBuf> = Driver::default();
     // 342-byte frames every 30 ns alternating over two ingress ports (~46 Gb/s each).
-    let mut src_mix = Mix {
-        frames: &mix,
-        next: 0,
-        end: 0,
-        t: 1_000,
-        gap: 30,
-    };
-    let mut sink = |_: usize, _: Nanos, p: &HeapBuf| {
-        black_box(p.len());
-    };
-    g.throughput(Throughput::Elements(mix.len() as u64));
-    g.bench_function("esw_switch", |b| {
-        b.iter(|| {
-            src_mix.end += mix.len();
-            advance(&mut d, &mut sw, &mut src_mix, None, &mut sink);
-        })
-    });
+    bench_switch(&mut g, "esw_switch", &mut sw, &mix);
     g.finish();
     let mut n = Vec::new();
     longhaul_dataplane::engine::Pipeline::<longhaul_dataplane::packet::HeapPool>::counters(

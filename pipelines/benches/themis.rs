@@ -14,13 +14,11 @@
 
 mod common;
 
-use common::{reversed, Mix};
+use common::{bench_switch, reversed};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::Switch;
-use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::pcap::read_pcap;
-use longhaul_dataplane::replay::{advance, Driver};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
@@ -169,25 +167,8 @@ fn bench(c: &mut Criterion) {
         }
         mix.push((2usize, rev));
     }
-    let mut d: Driver<HeapBuf> = Driver::default();
     // 314-byte frames every 30 ns alternating over two ingress ports (~42 Gb/s each).
-    let mut src_mix = Mix {
-        frames: &mix,
-        next: 0,
-        end: 0,
-        t: 1_000,
-        gap: 30,
-    };
-    let mut sink = |_: usize, _: Nanos, p: &HeapBuf| {
-        black_box(p.len());
-    };
-    g.throughput(Throughput::Elements(mix.len() as u64));
-    g.bench_function("esw_switch", |b| {
-        b.iter(|| {
-            src_mix.end += mix.len();
-            advance(&mut d, &mut sw, &mut src_mix, None, &mut sink);
-        })
-    });
+    bench_switch(&mut g, "esw_switch", &mut sw, &mix);
     g.finish();
     let p = sw.pipeline();
     let mut n = Vec::new();

@@ -254,47 +254,40 @@ fn config(name: &str) -> Config {
     longhaul_pipelines::load_config(&root().join(name)).expect("config")
 }
 
-#[test]
-fn themis_esw_allocates_nothing() {
+/// `pipeline` on `trace` into port index 0 allocates nothing in the steady state, and the
+/// window went through it (some counter starting with `prefix` moved).
+fn assert_steady<L: Pipeline<HeapPool>>(cfg: &Config, pipeline: L, trace: &str, prefix: &str) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cfg = config("configs/themis-esw.toml");
-    let p = longhaul_pipelines::themis::esw::ThemisEsw::new(&cfg);
-    // DC -> WAN RoCE data through PNP's flow table and TRP's tracking.
-    let (allocs, c, _) = steady_allocs(&cfg, p, frames_of("examples/roce-64flows.pcap"), 0, 30);
+    let (allocs, c, _) = steady_allocs(cfg, pipeline, frames_of(trace), 0, 30);
     assert!(
-        c.iter().any(|(k, v)| k.starts_with("themis.") && *v > 0),
+        c.iter().any(|(k, v)| k.starts_with(prefix) && *v > 0),
         "{c:?}"
     );
     assert_eq!(allocs, 0, "allocations on the steady-state path");
+}
+
+#[test]
+fn themis_esw_allocates_nothing() {
+    let cfg = config("configs/themis-esw.toml");
+    // DC -> WAN RoCE data through PNP's flow table and TRP's tracking.
+    let p = longhaul_pipelines::themis::esw::ThemisEsw::new(&cfg);
+    assert_steady(&cfg, p, "examples/roce-64flows.pcap", "themis.");
 }
 
 #[test]
 fn spray_tor_allocates_nothing() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = config("configs/spray-tor.toml");
-    let p = longhaul_pipelines::spray::tor::SprayTor::new(&cfg);
     // Host -> other rack: every packet sprayed over the uplinks (Themis-S), its QP in the LRU.
-    let (allocs, c, _) = steady_allocs(&cfg, p, frames_of("perf/spray-64qps.pcap"), 0, 30);
-    assert!(
-        c.iter().any(|(k, v)| k.starts_with("spray.") && *v > 0),
-        "{c:?}"
-    );
-    assert_eq!(allocs, 0, "allocations on the steady-state path");
+    let p = longhaul_pipelines::spray::tor::SprayTor::new(&cfg);
+    assert_steady(&cfg, p, "perf/spray-64qps.pcap", "spray.");
 }
 
 #[test]
 fn reflex_esw_allocates_nothing() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = config("configs/reflex-esw.toml");
-    let p = longhaul_pipelines::reflex::esw::ReflexEsw::new(&cfg);
     // DC -> WAN data: NSF's pseudo-ACKs generated, NDT's flow state kept.
-    let (allocs, c, _) =
-        steady_allocs(&cfg, p, frames_of("perf/reflex-64flows-active.pcap"), 0, 30);
-    assert!(
-        c.iter().any(|(k, v)| k.starts_with("reflex.") && *v > 0),
-        "{c:?}"
-    );
-    assert_eq!(allocs, 0, "allocations on the steady-state path");
+    let p = longhaul_pipelines::reflex::esw::ReflexEsw::new(&cfg);
+    assert_steady(&cfg, p, "perf/reflex-64flows-active.pcap", "reflex.");
 }
 
 #[test]

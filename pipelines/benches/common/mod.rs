@@ -1,7 +1,11 @@
-//! What the ESW benchmarks (themis.rs, reflex.rs) share: a looped two-port input and the reverse
-//! of a DC -> WAN frame.
+//! What the switch benchmarks (themis.rs, reflex.rs, mlcc.rs, bifrost.rs) share: a looped
+//! multi-port input, the reverse of a DC -> WAN frame, and the whole-switch benchmark.
 
-use longhaul_dataplane::replay::InputSource;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Throughput};
+use longhaul_dataplane::engine::{Pipeline, Switch};
+use longhaul_dataplane::packet::{HeapBuf, HeapPool, PacketBuf};
+use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 
 /// (port index, frame) pairs looped forever, one every `gap` ns; `end` is how many to give.
@@ -38,4 +42,32 @@ pub fn reversed(f: &[u8], peer_mac: [u8; 6], port_mac: [u8; 6]) -> Vec<u8> {
     r[26..30].copy_from_slice(&f[30..34]);
     r[30..34].copy_from_slice(&f[26..30]);
     r
+}
+
+/// `group/name`: the whole switch `sw` on virtual time, `frames` looped (one every 30 ns) through
+/// the replay event loop, per frame: what every `*_switch` benchmark measures.
+pub fn bench_switch<L: Pipeline<HeapPool>>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    sw: &mut Switch<HeapPool, L>,
+    frames: &[(usize, Vec<u8>)],
+) {
+    let mut d: Driver<HeapBuf> = Driver::default();
+    let mut src = Mix {
+        frames,
+        next: 0,
+        end: 0,
+        t: 1_000,
+        gap: 30,
+    };
+    let mut sink = |_: usize, _: Nanos, p: &HeapBuf| {
+        std::hint::black_box(p.len());
+    };
+    g.throughput(Throughput::Elements(frames.len() as u64));
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            src.end += frames.len();
+            advance(&mut d, sw, &mut src, None, &mut sink);
+        })
+    });
 }
