@@ -3,6 +3,7 @@
 
 mod replay_cmd;
 mod replay_plot;
+mod rfc2544;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -88,6 +89,10 @@ enum Cmd {
     /// reload); exit status 0 on success, 1 when the API refuses or cannot be reached, 2 on a
     /// usage error.
     Ctl(longhaul_control::ctl::CtlArgs),
+    /// RFC 2544 throughput (section 26.1) of a device under test between two DPDK ports: a
+    /// binary search on the offered rate for zero loss at each frame size; prints the table,
+    /// writes CSV, JSON and plots with --out-dir (perf/rfc2544.sh runs it against longhaul).
+    Rfc2544(rfc2544::Rfc2544Args),
 }
 
 fn main() -> ExitCode {
@@ -124,6 +129,7 @@ fn main() -> ExitCode {
             seed,
             duration,
         } => cmd_emulate(&scenario, out_dir.as_deref(), seed, duration),
+        Cmd::Rfc2544(args) => rfc2544::cmd_rfc2544(args),
         Cmd::Ctl(args) => Ok(ExitCode::from(
             longhaul_control::ctl::run(&args).clamp(0, 255) as u8,
         )),

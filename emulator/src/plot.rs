@@ -39,14 +39,14 @@ pub type Series = (String, Vec<(f64, f64)>);
 /// One plot's data.
 enum Chart {
     Slowdown(Vec<(&'static str, f64, f64)>),
-    /// Title, y axis, series.
-    Lines(&'static str, &'static str, Vec<Series>),
+    /// Title, x axis, y axis, series.
+    Lines(&'static str, &'static str, &'static str, Vec<Series>),
 }
 
 fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) {
     match c {
         Chart::Slowdown(rows) => draw_slowdown(area, rows),
-        Chart::Lines(title, y, series) => draw_lines(area, title, y, series),
+        Chart::Lines(title, x, y, series) => draw_lines(area, title, x, y, series),
     }
 }
 
@@ -121,10 +121,11 @@ fn draw_slowdown<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rows: &[(&st
         .draw();
 }
 
-/// Time series plot: `series` of (name, points (us, value)), `y` named `y_desc`.
+/// Line plot: `series` of (name, points (x, y)), the axes named `x_desc` and `y_desc`.
 fn draw_lines<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
+    x_desc: &str,
     y_desc: &str,
     series: &[Series],
 ) {
@@ -147,11 +148,7 @@ fn draw_lines<DB: DrawingBackend>(
     else {
         return;
     };
-    let _ = chart
-        .configure_mesh()
-        .x_desc("time (us)")
-        .y_desc(y_desc)
-        .draw();
+    let _ = chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw();
     for (i, (name, pts)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))) {
@@ -253,12 +250,15 @@ pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<&'static str>> {
         if !q.is_empty() {
             plots.push((
                 "queues",
-                Chart::Lines("Queued bytes per port", "queued (KB)", q),
+                Chart::Lines("Queued bytes per port", "time (us)", "queued (KB)", q),
             ));
         }
         let f = rate_series(r);
         if !f.is_empty() {
-            plots.push(("rates", Chart::Lines("Flow goodput", "Gb/s", f)));
+            plots.push((
+                "rates",
+                Chart::Lines("Flow goodput", "time (us)", "Gb/s", f),
+            ));
         }
     }
     let mut names = Vec::new();
@@ -298,5 +298,19 @@ pub fn write_lines(
     mut series: Vec<Series>,
 ) -> std::io::Result<()> {
     series.truncate(MAX_SERIES);
-    write_chart(dir, name, &Chart::Lines(title, y_desc, series))
+    write_chart(dir, name, &Chart::Lines(title, "time (us)", y_desc, series))
+}
+
+/// A line chart of `series` (points (x, y)) with both axes named, as `dir/NAME.svg` and
+/// `dir/NAME.png`: `longhaul rfc2544 --out-dir` uses it for throughput by frame size.
+pub fn write_xy(
+    dir: &Path,
+    name: &str,
+    title: &'static str,
+    x_desc: &'static str,
+    y_desc: &'static str,
+    mut series: Vec<Series>,
+) -> std::io::Result<()> {
+    series.truncate(MAX_SERIES);
+    write_chart(dir, name, &Chart::Lines(title, x_desc, y_desc, series))
 }
