@@ -1,0 +1,68 @@
+-- RFC 2544 throughput (section 26.1) through longhaul in the VM lab: for each frame size, a
+-- binary search on Pktgen's rate (percent of line rate) for the highest rate at which every
+-- frame sent on port 0 comes back on port 1 (through longhaul and the sink). Settings: see
+-- common.lua (LH_SIZES, LH_TRIAL_MS, LH_SETTLE_MS, LH_RESOLUTION, LH_FLOWS, LH_PCAP, LH_OUT).
+--
+--   lh-pktgen /longhaul/perf/pktgen/rfc2544.lua
+--
+-- Writes LH_OUT (default /tmp/longhaul-rfc2544.csv) and prints the table; vagrant/README.md
+-- says how to read it.
+
+-- common.lua next to this script, wherever the repository is.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+require "Pktgen"
+local lh = require "common"
+
+local MAX_TRIALS = 20
+
+local function search(size)
+  local line = lh.line_pps(size)
+  local lo, hi, rate = 0, 100, 100
+  local best = nil
+  local first = nil
+  local trials = 0
+  local short = false
+  while trials < MAX_TRIALS do
+    trials = trials + 1
+    local count = math.floor(line * rate / 100 * lh.trial_ms / 1000)
+    local tx, rx, secs = lh.trial(size, rate, count)
+    local achieved = tx / secs
+    -- Pktgen could not offer the rate: the trial ran long or sent less.
+    local gen_short = tx < count or secs > lh.trial_ms / 1000 * 1.005
+    short = short or gen_short
+    local passed = tx > 0 and rx >= tx
+    lh.printf("[%5dB] trial %2d: rate %7.3f%% asked, %12.0f pps offered, sent %d, received %d, lost %d%s\n",
+      size, trials, rate, achieved, tx, rx, tx - rx, gen_short and " (generator short)" or "")
+    if first == nil then first = { tx = tx, rx = rx, pps = achieved } end
+    if passed then
+      lo = rate
+      if best == nil or achieved > best.pps then best = { rate = rate, pps = achieved } end
+      if rate >= 100 then break end
+    else
+      hi = rate
+    end
+    if hi - lo <= lh.resolution then break end
+    rate = (lo + hi) / 2
+  end
+  return line, first, best, trials, short
+end
+
+lh.setup()
+pktgen.delay(1000)
+local f, path = lh.open_csv("rfc2544",
+  "frame,line_rate_pps,zero_loss_rate_percent,zero_loss_pps,zero_loss_gbps,top_sent,top_lost,trials,generator_limited")
+lh.printf("%8s %14s %10s %10s %9s %12s %7s\n", "frame", "zero-loss pps", "% of line", "Mpps", "Gb/s", "lost at top", "trials")
+for _, size in ipairs(lh.sizes()) do
+  local line, first, best, trials, short = search(size)
+  local pps = best and best.pps or 0
+  local pct = best and best.rate or 0
+  local gbps = pps * size * 8 / 1e9
+  lh.printf("%8d %14.0f %9.2f%% %10.3f %9.3f %12d %7d%s\n", size, pps, pct, pps / 1e6, gbps,
+    first.tx - first.rx, trials, short and "  generator could not offer the rate asked" or "")
+  f:write(string.format("%d,%.0f,%.3f,%.0f,%.4f,%d,%d,%d,%s\n", size, line, pct, pps, gbps,
+    first.tx, first.tx - first.rx, trials, tostring(short)))
+  f:flush()
+end
+f:close()
+lh.printf("wrote %s\n", path)
+lh.done()
