@@ -186,6 +186,15 @@ fn ipv4_udp(f: &[u8]) -> Option<(u32, u32, u16, usize)> {
     ))
 }
 
+/// The IPv4 source and destination of an untagged IPv4 frame.
+fn ipv4_pair(f: &[u8]) -> Option<(u32, u32)> {
+    if f.len() < 34 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 {
+        return None;
+    }
+    let word = |o: usize| u32::from_be_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]);
+    Some((word(26), word(30)))
+}
+
 /// The frames a row offers, and how a received frame is recognized.
 #[derive(Debug)]
 pub struct Offer {
@@ -194,8 +203,9 @@ pub struct Offer {
     /// Mean frame size on the wire minus the preamble and gap (FCS included).
     pub mean_size: f64,
     pub frames: Vec<Vec<u8>>,
-    /// Trace rows: (source, destination, UDP destination port) of the trace's frames, sorted.
-    trace_keys: Option<Vec<(u32, u32, u16)>>,
+    /// Trace rows: the IPv4 (source, destination) pairs of the trace's frames, sorted. Not the
+    /// UDP port: a device may change it (an INT source moves RoCE to INT's port).
+    trace_keys: Option<Vec<(u32, u32)>>,
 }
 
 impl Offer {
@@ -220,8 +230,8 @@ impl Offer {
                 f[0..6].copy_from_slice(&dst_mac);
                 f[6..12].copy_from_slice(&src_mac);
             }
-            if let Some((s, d, p, _)) = ipv4_udp(f) {
-                keys.push((s, d, p));
+            if let Some(k) = ipv4_pair(f) {
+                keys.push(k);
             }
         }
         keys.sort_unstable();
@@ -243,18 +253,15 @@ impl Offer {
 
     /// What `f`, received during trial `trial`, is.
     pub fn classify(&self, f: &[u8], trial: u32) -> Seen {
-        let Some((s, d, port, payload)) = ipv4_udp(f) else {
-            return Seen::Other;
-        };
         match &self.trace_keys {
-            Some(keys) => {
-                if keys.binary_search(&(s, d, port)).is_ok() {
-                    Seen::Ours
-                } else {
-                    Seen::Other
-                }
-            }
+            Some(keys) => match ipv4_pair(f) {
+                Some(k) if keys.binary_search(&k).is_ok() => Seen::Ours,
+                _ => Seen::Other,
+            },
             None => {
+                let Some((_, _, port, payload)) = ipv4_udp(f) else {
+                    return Seen::Other;
+                };
                 if port != UDP_DST
                     || f.len() < payload + SIGNATURE
                     || f[payload..payload + 4] != MAGIC
@@ -717,8 +724,9 @@ mod driver {
                     anyhow!("{e} (ethdevs: {})", names.join(", "))
                 })
             };
-            // One after the other, each link up before the next port starts: a memif client
-            // connects when it starts, so the peer's side must be up by then.
+            // Both ports started before waiting for either link: a memif client connects once,
+            // when it starts, and a server port that is not started yet turns it away, so the
+            // device under test may start both its ports at once (as testpmd does).
             let up = |p: DpdkPort| -> Result<DpdkPort> {
                 match p.wait_link_up(Duration::from_secs(10)) {
                     Ok(l) if l.up => Ok(p),
@@ -729,8 +737,8 @@ mod driver {
                     Err(e) => Err(anyhow!("{e} (is the device under test running?)")),
                 }
             };
-            let tx = up(open(&a.tx)?)?;
-            let rx = up(open(&a.rx)?)?;
+            let (tx, rx) = (open(&a.tx)?, open(&a.rx)?);
+            let (tx, rx) = (up(tx)?, up(rx)?);
             Ok(Tester {
                 eal,
                 pool,
@@ -1002,8 +1010,14 @@ print("ok")
         }
         let mean = frames.iter().map(|f| f.len() + 4).sum::<usize>() as f64 / 1024.0;
         assert!((o.mean_size - mean).abs() < 1e-9);
-        let udp = Offer::udp(64, &args(), [0; 6], [1; 6]);
+        let mut other = args();
+        other.src_ip = "192.0.2.1".parse().unwrap();
+        let udp = Offer::udp(64, &other, [0; 6], [1; 6]);
         assert_eq!(o.classify(&udp.frames[0], 0), Seen::Other);
+        // A device that moves RoCE to another UDP port (MLCC's INT source) keeps it ours.
+        let mut moved = o.frames[0].clone();
+        moved[36..38].copy_from_slice(&5000u16.to_be_bytes());
+        assert_eq!(o.classify(&moved, 1), Seen::Ours);
     }
 
     #[test]
