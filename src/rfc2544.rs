@@ -169,24 +169,16 @@ pub enum Seen {
 /// The IPv4 source, destination and UDP destination port of an untagged IPv4/UDP frame, and
 /// where its UDP payload starts. Lengths are checked before every read.
 fn ipv4_udp(f: &[u8]) -> Option<(u32, u32, u16, usize)> {
-    if f.len() < HEADERS || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[23] != 17 {
-        return None;
-    }
+    let (src, dst) = ipv4_pair(f)?;
     let ihl = usize::from(f[14] & 0x0f) * 4;
     let l4 = 14 + ihl;
-    if ihl < 20 || f.len() < l4 + 8 {
+    if f[23] != 17 || ihl < 20 || f.len() < l4 + 8 {
         return None;
     }
-    let word = |o: usize| u32::from_be_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]);
-    Some((
-        word(26),
-        word(30),
-        u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]),
-        l4 + 8,
-    ))
+    Some((src, dst, u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]), l4 + 8))
 }
 
-/// The IPv4 source and destination of an untagged IPv4 frame.
+/// The IPv4 source and destination of an untagged IPv4 frame (at least its 34 header bytes).
 fn ipv4_pair(f: &[u8]) -> Option<(u32, u32)> {
     if f.len() < 34 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 {
         return None;

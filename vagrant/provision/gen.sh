@@ -14,19 +14,20 @@ url="https://github.com/pktgen/Pktgen-DPDK/archive/refs/tags/pktgen-$version.tar
 
 apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config libnuma-dev libpcap-dev \
-  liblua5.3-dev lua5.3 python3-scapy >/dev/null
+  liblua5.3-dev liblua5.4-dev lua5.3 python3-scapy >/dev/null
 
 if [[ "$(cat /usr/local/share/pktgen-version 2>/dev/null)" != "$version" ]]; then
   src=/usr/local/src/pktgen-$version
-  rm -rf "$src" && mkdir -p "$src"
-  curl -fsSL "$url" | tar -xz -C "$src" --strip-components=1 \
-    || { echo "gen.sh: cannot fetch $url" >&2; exit 1; }
+  tarball=/usr/local/src/pktgen-$version.tar.gz
+  curl -fsSL -o "$tarball" "$url" || { echo "gen.sh: cannot fetch $url" >&2; exit 1; }
   if [[ -n "${LH_PKTGEN_SHA256:-}" ]]; then
-    curl -fsSL "$url" | sha256sum | grep -q "^$LH_PKTGEN_SHA256 " \
+    echo "$LH_PKTGEN_SHA256  $tarball" | sha256sum -c --quiet \
       || { echo "gen.sh: $url does not match LH_PKTGEN_SHA256" >&2; exit 1; }
   fi
+  rm -rf "$src" && mkdir -p "$src"
+  tar -xzf "$tarball" -C "$src" --strip-components=1
   cd "$src"
-  meson setup build -Denable_lua=true -Denable_gui=false --buildtype=release >/dev/null
+  meson setup build -Denable_lua=true --buildtype=release >/dev/null
   ninja -C build >/dev/null
   install -m 0755 build/app/pktgen /usr/local/bin/pktgen
   mkdir -p /usr/local/share/pktgen
