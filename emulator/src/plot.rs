@@ -295,10 +295,9 @@ pub fn write_lines(
     name: &str,
     title: &'static str,
     y_desc: &'static str,
-    mut series: Vec<Series>,
+    series: Vec<Series>,
 ) -> std::io::Result<()> {
-    series.truncate(MAX_SERIES);
-    write_chart(dir, name, &Chart::Lines(title, "time (us)", y_desc, series))
+    write_xy(dir, name, title, "time (us)", y_desc, series)
 }
 
 /// A line chart of `series` (points (x, y)) with both axes named, as `dir/NAME.svg` and
