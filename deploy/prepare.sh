@@ -35,8 +35,10 @@ devbind=$(command -v dpdk-devbind.py || command -v dpdk-devbind || true)
 for nic in $nics; do
   [[ -e "/sys/bus/pci/devices/$nic" ]] || die "no PCI device $nic (lspci -D lists them)"
   drv=$(basename "$(readlink -f "/sys/bus/pci/devices/$nic/driver" 2>/dev/null || echo none)")
-  if [[ "$drv" != vfio-pci ]]; then
+  # Already on a DPDK driver (vfio-pci, or uio_pci_generic / igb_uio where vfio cannot be
+  # used, e.g. the VM lab's fallback): leave it.
+  if [[ "$drv" != vfio-pci && "$drv" != uio_pci_generic && "$drv" != igb_uio ]]; then
     "$devbind" --bind=vfio-pci "$nic" || die "cannot bind $nic (driver $drv) to vfio-pci; is it in use (ip link)?"
   fi
 done
-echo "longhaul prepare: $got hugepages of 2 MiB, NICs on vfio-pci: $nics"
+echo "longhaul prepare: $got hugepages of 2 MiB, NICs on a DPDK driver: $nics"
