@@ -62,6 +62,30 @@ pub trait Pipeline<P: BufPool> {
     /// it goes. Generated packets (CNPs, NACKs, ...) are handed to [`Ctx::emit`].
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action;
 
+    /// Whether the engine may run [`Pipeline::ingress_burst`] over a whole burst before it
+    /// enqueues any of it. Only when no ingress decision depends on what the engine did with the
+    /// burst's earlier packets: their enqueue (queue depths, [`Ctx::queue_depth`]) or their hold
+    /// ([`Action::Hold`]: a per-flow queue that must see a flow's packets in order). `false` (the
+    /// default): one packet at a time through ingress, admission and enqueue.
+    const BURST_INGRESS: bool = false;
+
+    /// Ingress stages over a burst of packets from one port (VPP's vectors), used when
+    /// [`Pipeline::BURST_INGRESS`] is set: set `actions[i]` to the fate of `pkts[i]` (both slices
+    /// have the same length, at most [`MAX_BURST`]). The engine acts on the decisions in order
+    /// once the whole burst is through, so a pipeline can run stage by stage across the burst,
+    /// prefetching the next packets' headers and table entries. Before it works on `pkts[i]` in
+    /// a way that may emit packets it calls [`Ctx::at_packet`]`(i)`: what it emits then is
+    /// enqueued right after `pkts[i]`, as if the packets had gone through
+    /// [`Pipeline::ingress`] one by one. The default does that. (The engine has asked for every
+    /// packet's first cache line before it calls this.)
+    #[inline]
+    fn ingress_burst(&mut self, ctx: &mut Ctx<'_, P>, pkts: &mut [P::Buf], actions: &mut [Action]) {
+        for i in 0..pkts.len().min(actions.len()) {
+            ctx.at_packet(i);
+            actions[i] = self.ingress(ctx, &mut pkts[i]);
+        }
+    }
+
     /// Egress stages for one packet leaving `meta.egress_port` (after the traffic manager).
     /// `Forward` sends it; `Drop` drops it; other actions are treated as `Drop(Pipeline)`.
     #[inline]
@@ -266,6 +290,10 @@ pub struct Ctx<'a, P: BufPool> {
     ports: &'a [PortInfo],
     port_index: &'a [u16],
     emitted: &'a mut Vec<P::Buf>,
+    /// For each packet in `emitted`, the index in the burst of the packet whose processing
+    /// emitted it (`current` at the time).
+    emit_owner: &'a mut Vec<u16>,
+    current: u16,
     emit_drops: &'a mut u64,
     generated: &'a mut u64,
     punts: Option<&'a crossbeam_queue::ArrayQueue<Punt>>,
@@ -305,6 +333,7 @@ impl<'a, P: BufPool> Ctx<'a, P> {
         *self.generated += 1;
         if self.emitted.len() < self.emitted.capacity() {
             self.emitted.push(pkt);
+            self.emit_owner.push(self.current);
         } else {
             *self.emit_drops += 1;
             self.pool.free(pkt);
@@ -318,12 +347,20 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     pub fn inject(&mut self, pkt: P::Buf) -> bool {
         if self.emitted.len() < self.emitted.capacity() {
             self.emitted.push(pkt);
+            self.emit_owner.push(self.current);
             true
         } else {
             *self.emit_drops += 1;
             self.pool.free(pkt);
             false
         }
+    }
+
+    /// [`Pipeline::ingress_burst`]: what is emitted from now on belongs to the burst's packet
+    /// `i`, and is enqueued right after it.
+    #[inline(always)]
+    pub fn at_packet(&mut self, i: usize) {
+        self.current = i as u16;
     }
 
     /// How many more packets [`Ctx::emit`] / [`Ctx::inject`] take before the next flush.
@@ -491,6 +528,8 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     recirc: Option<RecircPort<P::Buf>>,
     shared_limit: u64,
     emitted: Vec<P::Buf>,
+    /// Parallel to `emitted` (see [`Ctx::at_packet`]).
+    emit_owner: Vec<u16>,
     stats: SwitchStats,
     channel: Channel<L::Command>,
     /// A command taken off the ring whose `at` is still in the future (replay).
@@ -511,6 +550,8 @@ macro_rules! ctx {
             ports: &$sw.infos,
             port_index: &$sw.port_index,
             emitted: &mut $sw.emitted,
+            emit_owner: &mut $sw.emit_owner,
+            current: 0,
             emit_drops: &mut $sw.stats.emit_drops,
             generated: &mut $sw.stats.generated,
             punts: Some(&$sw.channel.punts),
@@ -519,6 +560,15 @@ macro_rules! ctx {
         }
     };
 }
+
+/// Whether `d` is an untagged 802.3 MAC control frame (EtherType 0x8808): PFC or PAUSE.
+#[inline(always)]
+fn is_mac_control(d: &[u8]) -> bool {
+    d.len() >= 14 && d[12] == 0x88 && d[13] == 0x08
+}
+
+/// The most packets [`Pipeline::ingress_burst`] is given at once (DPDK's usual burst).
+pub const MAX_BURST: usize = 32;
 
 /// A punt handler run inline (replay) and the control latency it simulates.
 type InlineControl<C> = (Box<dyn PuntHandler<C>>, Nanos);
@@ -564,6 +614,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             recirc: spec.recirc.map(RecircPort::new),
             shared_limit: spec.shared_buffer_bytes,
             emitted: Vec::with_capacity(spec.emit_capacity.max(1)),
+            emit_owner: Vec::with_capacity(spec.emit_capacity.max(1)),
             ports,
             stats: SwitchStats::default(),
             channel: Channel::new(spec.command_ring, spec.punt_ring),
@@ -802,8 +853,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// Process a burst of packets received on port `idx` at `now`. The burst is drained (the
     /// vector keeps its capacity).
+    ///
+    /// Stage by stage over the burst: the port's counters and every packet's metadata in one
+    /// pass, MAC control taken out, then (for a pipeline with [`Pipeline::BURST_INGRESS`]) its
+    /// [`Pipeline::ingress_burst`] over up to [`MAX_BURST`] packets at a time, then admission and
+    /// enqueue of each packet in order, each followed by what the pipeline emitted while
+    /// handling it; otherwise ingress, admission and enqueue one packet at a time.
     pub fn receive_burst(&mut self, idx: usize, now: Nanos, burst: &mut Vec<P::Buf>) {
-        let Some(port) = self.ports.get(idx) else {
+        let Some(port) = self.ports.get_mut(idx) else {
             for p in burst.drain(..) {
                 self.stats.drops.inc(DropReason::BadPort);
                 self.stats.arrived_dropped += 1;
@@ -812,14 +869,56 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             return;
         };
         let id = port.info.id;
-        for mut pkt in burst.drain(..) {
-            let st = &mut self.ports[idx].stats;
-            st.rx_pkts += 1;
-            st.rx_bytes += pkt.len() as u64;
+        let mut bytes = 0u64;
+        let mut mac_control = false;
+        for pkt in burst.iter_mut() {
+            crate::packet::prefetch(pkt);
+            bytes += pkt.len() as u64;
+            mac_control |= is_mac_control(pkt.data());
             let m = pkt.meta_mut();
             m.ingress_port = id;
             m.rx_ts = now;
-            self.receive_one(idx, now, pkt);
+        }
+        port.stats.rx_pkts += burst.len() as u64;
+        port.stats.rx_bytes += bytes;
+        if mac_control {
+            // Rare (a link partner's PFC or PAUSE): taken out in place, order kept.
+            let mut i = 0;
+            while i < burst.len() {
+                if self.mac_control(idx, now, burst[i].data()) {
+                    let p = burst.remove(i);
+                    self.stats.consumed += 1;
+                    self.pool.free(p);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        if !L::BURST_INGRESS {
+            for mut pkt in burst.drain(..) {
+                let action = {
+                    let mut ctx = ctx!(self, now);
+                    self.pipeline.ingress(&mut ctx, &mut pkt)
+                };
+                self.act(now, pkt, action);
+                self.flush_emitted(now);
+            }
+            return;
+        }
+        let mut actions = [Action::Forward; MAX_BURST];
+        while !burst.is_empty() {
+            let n = burst.len().min(MAX_BURST);
+            {
+                let mut ctx = ctx!(self, now);
+                self.pipeline
+                    .ingress_burst(&mut ctx, &mut burst[..n], &mut actions[..n]);
+            }
+            for (i, (pkt, &action)) in burst.drain(..n).zip(actions.iter()).enumerate() {
+                self.act(now, pkt, action);
+                self.flush_emitted_upto(now, i as u16);
+            }
+            // A pipeline that did not mark its packets leaves the rest here.
+            self.flush_emitted(now);
         }
     }
 
@@ -834,6 +933,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             let mut ctx = ctx!(self, now);
             self.pipeline.ingress(&mut ctx, &mut pkt)
         };
+        self.act(now, pkt, action);
+        self.flush_emitted(now);
+    }
+
+    /// Carry out the ingress pipeline's decision for a packet.
+    #[inline(always)]
+    fn act(&mut self, now: Nanos, pkt: P::Buf, action: Action) {
         match action {
             Action::Forward => self.enqueue(now, pkt, true),
             Action::Drop(r) => {
@@ -853,14 +959,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 }
             }
         }
-        self.flush_emitted(now);
     }
 
     /// 802.3 MAC control (EtherType 0x8808, untagged, as the standard requires): PFC and PAUSE
     /// are honored by this port's traffic manager and never forwarded. Returns true when the frame
     /// was MAC control (consumed).
     fn mac_control(&mut self, idx: usize, now: Nanos, d: &[u8]) -> bool {
-        if d.len() < 14 || d[12] != 0x88 || d[13] != 0x08 {
+        if !is_mac_control(d) {
             return false;
         }
         let port = &mut self.ports[idx];
@@ -892,6 +997,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// Whether port `idx` has frames waiting to be sent (queued, or past the empty-queue bypass).
+    #[inline]
     pub fn port_has_frames(&self, idx: usize) -> bool {
         self.ports
             .get(idx)
@@ -929,6 +1035,26 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             self.enqueue(now, p, false);
         }
         self.emitted = list;
+        self.emit_owner.clear();
+    }
+
+    /// Enqueue what was emitted while handling the burst's packets `0..=i` (in emission order).
+    #[inline(always)]
+    fn flush_emitted_upto(&mut self, now: Nanos, i: u16) {
+        if self.emit_owner.first().is_some_and(|&o| o <= i) {
+            self.flush_emitted_upto_slow(now, i);
+        }
+    }
+
+    #[inline(never)]
+    fn flush_emitted_upto_slow(&mut self, now: Nanos, i: u16) {
+        let k = self.emit_owner.iter().take_while(|&&o| o <= i).count();
+        let mut list = core::mem::take(&mut self.emitted);
+        for p in list.drain(..k) {
+            self.enqueue(now, p, false);
+        }
+        self.emitted = list;
+        self.emit_owner.drain(..k);
     }
 
     /// Admission (shared buffer, PFC headroom) and enqueue on the egress traffic manager.

@@ -180,6 +180,9 @@ pub fn advance<P, L, I, S>(
         // 3. Transmit what can start by now. A port's transmission may release PFC state that
         // sends a frame on a port already visited; the next step (at the same `now`) sends it.
         for idx in 0..nports {
+            if !sw.port_has_frames(idx) {
+                continue;
+            }
             loop {
                 let out = &mut d.out;
                 let n = sw.transmit(idx, now, BURST, &mut |p| out.push(p));

@@ -559,16 +559,18 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// assuming no further arrivals or received pause frames: `max(now, busy_until)` if a control
     /// frame is queued or a non-empty class is unpaused at that time; otherwise the earliest
     /// unpause time of a non-empty paused class; `None` when every queue is empty.
+    #[inline]
     pub fn next_event(&self, now: Nanos) -> Option<Nanos> {
         let t0 = now.max(self.busy_until);
         if !self.control.is_empty() {
             return Some(t0);
         }
+        // The non-empty mask: an idle port (the usual case) answers without touching a queue.
+        let mut rest = self.nonempty;
         let mut best: Option<Nanos> = None;
-        for (c, cq) in self.classes.iter().enumerate() {
-            if cq.q.is_empty() {
-                continue;
-            }
+        while rest != 0 {
+            let c = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
             let mut t = t0.max(self.pause.paused_until(self.queue_priority[c]));
             if self.held & (1 << c) != 0 {
                 t = t.max(self.hold_until[c]);
@@ -651,8 +653,9 @@ impl<B: PacketBuf> TrafficManager<B> {
     }
 
     /// Nothing queued anywhere (classes and control FIFO).
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.control.is_empty() && self.classes.iter().all(|c| c.q.is_empty())
+        self.nonempty == 0 && self.control.is_empty()
     }
 
     /// Counters of `class` (default for class >= 8), with the current depth filled in.

@@ -142,6 +142,9 @@ pub struct PfcGenerator {
     p: PfcParams,
     num_ports: usize,
     slots: Vec<Slot>,
+    /// Slots not `Idle` (paused, or an XON pending): while 0, `next_deadline` and `poll` have
+    /// nothing to look at (the usual case; both run once per event step).
+    active: usize,
     stats: PfcGenStats,
 }
 
@@ -152,6 +155,7 @@ impl PfcGenerator {
             p: params,
             num_ports,
             slots: vec![Slot::default(); num_ports * NUM_CLASSES],
+            active: 0,
             stats: PfcGenStats::default(),
         }
     }
@@ -205,6 +209,9 @@ impl PfcGenerator {
         s.bytes = new;
         s.max_bytes = s.max_bytes.max(new);
         if new >= p.xoff_bytes && !matches!(s.state, Xstate::Paused(_)) {
+            if s.state == Xstate::Idle {
+                self.active += 1;
+            }
             // Also cancels a pending XON: the XOFF supersedes it.
             s.state = Xstate::Paused(now);
             self.emit_port(port as usize, now, out);
@@ -272,6 +279,7 @@ impl PfcGenerator {
                 _ => {
                     self.stats.xon_sent[prio] += 1;
                     s.state = Xstate::Idle;
+                    self.active -= 1;
                 }
             }
         }
@@ -282,6 +290,9 @@ impl PfcGenerator {
     /// come, and pending XOFF/XON that did not fit earlier. Due priorities of one port share one
     /// frame. Stops when `out` is full; what did not fit stays due (call again).
     pub fn poll(&mut self, now: Nanos, out: &mut ActionBuf) {
+        if self.active == 0 {
+            return;
+        }
         for port in 0..self.num_ports {
             if out.is_full() {
                 return;
@@ -292,7 +303,18 @@ impl PfcGenerator {
 
     /// Earliest time `poll` has something to emit (a refresh or a pending frame), `None` if
     /// nothing is scheduled. A time in the past means "now".
+    #[inline]
     pub fn next_deadline(&self) -> Option<Nanos> {
+        debug_assert_eq!(
+            self.active,
+            self.slots
+                .iter()
+                .filter(|s| s.state != Xstate::Idle)
+                .count()
+        );
+        if self.active == 0 {
+            return None;
+        }
         self.slots
             .iter()
             .filter_map(|s| match s.state {

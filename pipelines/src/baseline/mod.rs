@@ -716,6 +716,9 @@ impl Baseline {
 
 impl<P: BufPool> Pipeline<P> for Baseline {
     type Command = BaselineCommand;
+    // No ingress decision reads the traffic manager or holds packets: the engine may run the
+    // whole burst through ingress before enqueueing it.
+    const BURST_INGRESS: bool = true;
 
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: BaselineCommand) -> Result<(), &'static str> {
         self.fwd.command(ctx.now, cmd)

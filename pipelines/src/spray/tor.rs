@@ -604,6 +604,9 @@ impl SprayTor {
 
 impl<P: BufPool> Pipeline<P> for SprayTor {
     type Command = SprayCommand;
+    // No ingress decision reads the traffic manager or holds packets: the engine may run the
+    // whole burst through ingress before enqueueing it.
+    const BURST_INGRESS: bool = true;
 
     #[inline]
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
