@@ -295,6 +295,8 @@ pub struct SwitchConfig {
     pub buffer_bytes: u64,
     /// Seed of every dataplane RNG (RED marking), for reproducible replay.
     pub seed: u64,
+    /// Seed of the ECMP hash (`[[routes]] next_hops`): the same seed, the same member per flow.
+    pub ecmp_seed: u64,
     /// The most memory the config may ask for (packet pool, tables, per-flow queues): checked
     /// at validation so an oversized config is refused instead of aborting on allocation.
     pub memory_limit_bytes: u64,
@@ -646,9 +648,28 @@ pub enum IpPrefix {
     V6 { addr: u128, len: u8 },
 }
 
+/// The most members an ECMP group (`[[routes]] next_hops`) may have.
+pub const MAX_ECMP_MEMBERS: usize = 16;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Route {
     pub prefix: IpPrefix,
+    /// The next hops, in file order: one (`port` with `next_hop_mac` / `next_hop`), or the
+    /// members of an ECMP group (`next_hops`, 1 ..= [`MAX_ECMP_MEMBERS`], distinct). A packet
+    /// takes the member its 5-tuple's hash selects (`longhaul_dataplane::asic::ecmp`).
+    pub hops: Vec<RouteHop>,
+}
+
+impl Route {
+    /// More than one next hop: an ECMP group (a `next_hops` of one member is a plain route).
+    pub fn is_group(&self) -> bool {
+        self.hops.len() > 1
+    }
+}
+
+/// One next hop of a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteHop {
     /// Egress port id.
     pub port: u16,
     /// Destination MAC written into forwarded frames (the next hop's), when given.

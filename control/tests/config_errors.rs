@@ -991,3 +991,89 @@ fn every_unknown_key_is_reported_at_once_at_its_line() {
     let errs = Config::parse_all(&fixed, Path::new("t.toml")).unwrap_err();
     assert!(errs.len() >= 2, "{errs:?}");
 }
+
+// ---- ECMP groups (routes[].next_hops) -----------------------------------------------------
+
+fn group(members: &[&str]) -> String {
+    let m: Vec<String> = members.iter().map(|m| format!("  {m},\n")).collect();
+    format!(
+        "[[routes]]\nprefix = \"10.0.0.0/8\"\nnext_hops = [\n{}]\n",
+        m.concat()
+    )
+}
+
+const A9: &str = "{ port = \"a\", next_hop_mac = \"02:00:00:00:00:09\" }";
+const B9: &str = "{ port = \"b\", next_hop_mac = \"02:00:00:00:00:09\" }";
+
+#[test]
+fn ecmp_group_is_accepted() {
+    let c = Config::parse(&with(&group(&[A9, B9])), Path::new("t.toml")).unwrap();
+    assert_eq!(c.routes[0].hops.len(), 2);
+    assert!(c.routes[0].is_group());
+    assert_eq!(c.routes[0].hops[1].port, 1);
+    assert_eq!(c.switch.ecmp_seed, 0);
+}
+
+#[test]
+fn bad_ecmp_groups() {
+    assert_err(
+        &with(&group(&[])),
+        "routes[0].next_hops",
+        "an ECMP group needs at least one next hop ({ port = ..., next_hop_mac = ... })",
+    );
+    let many: Vec<String> = (0..17)
+        .map(|i| format!("{{ port = \"a\", next_hop_mac = \"02:00:00:00:01:{i:02x}\" }}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert_err(
+        &with(&group(&many)),
+        "routes[0].next_hops",
+        "an ECMP group holds at most 16 next hops, this one has 17",
+    );
+    assert_err(
+        &with(&group(&[A9, B9, A9])),
+        "routes[0].next_hops[2]",
+        "the same next hop as routes[0].next_hops[0]: list each member once (a member listed \
+         twice is not weighted, it is a mistake)",
+    );
+    assert_err(
+        &with(&group(&[
+            A9,
+            "{ port = \"c\", next_hop_mac = \"02:00:00:00:00:09\" }",
+        ])),
+        "routes[0].next_hops[1].port",
+        "no port named 'c' (ports: a, b)",
+    );
+    assert_err_contains(
+        &with(&group(&[A9, "{ port = \"b\" }"])),
+        "routes[0].next_hops[1].next_hop_mac",
+        "missing: a route needs next_hop_mac",
+    );
+    assert_err(
+        &with(&format!("{}port = \"a\"\n", group(&[A9, B9]))),
+        "routes[0].port",
+        "a route with next_hops (an ECMP group) gives each member's port and next_hop_mac / \
+         next_hop inside next_hops, not on the route",
+    );
+    assert_err_contains(
+        &with(&group(&[
+            A9,
+            "{ port = \"b\", mac = \"02:00:00:00:00:09\" }",
+        ])),
+        "routes[0].next_hops[1].mac",
+        "unknown field `mac`",
+    );
+    // The error names the file, the key and the place.
+    let e = err(&with(&group(&[A9, B9, A9])));
+    assert!(
+        e.to_string()
+            .starts_with("t.toml: routes[0].next_hops[2]: the same next hop as"),
+        "{e}"
+    );
+    assert!(e.msg.contains(" (line "), "{e}");
+    assert_err_contains(
+        &with(&group(&[A9, B9])).replace("[switch]\n", "[switch]\necmp_seed = -1\n"),
+        "switch.ecmp_seed",
+        "-1 is out of range",
+    );
+}

@@ -103,7 +103,7 @@ mac = "02:00:00:00:10:09"
             }
         ]
     );
-    assert_eq!(c.routes[0].next_hop, Some(map_v4(0xc000_0202)));
+    assert_eq!(c.routes[0].hops[0].next_hop, Some(map_v4(0xc000_0202)));
     assert_eq!(c.neighbors.capacity, 10);
     assert_eq!(c.neighbors.reachable_ns, 5_000_000_000);
     assert_eq!(
@@ -245,7 +245,7 @@ fn a_gateway_is_on_the_route_s_port_subnet_and_of_its_family() {
         "routes[0].next_hop: 'bogus' is not an IPv4 or IPv6 address",
     );
     let c = ok(&r("next_hop = \"192.0.2.2\""));
-    assert_eq!(c.routes[0].next_hop, Some(map_v4(0xc000_0202)));
+    assert_eq!(c.routes[0].hops[0].next_hop, Some(map_v4(0xc000_0202)));
 }
 
 #[test]

@@ -123,8 +123,8 @@ fn baseline_config_values() {
             len: 16
         }
     );
-    assert_eq!(c.routes[2].port, 2);
-    assert_eq!(c.routes[2].next_hop_mac, [2, 0, 0, 0, 0x20, 1]);
+    assert_eq!(c.routes[2].hops[0].port, 2);
+    assert_eq!(c.routes[2].hops[0].next_hop_mac, [2, 0, 0, 0, 0x20, 1]);
     assert_eq!(
         c.routes[3].prefix,
         IpPrefix::V6 {
@@ -240,5 +240,5 @@ fn routes_and_l2_by_name_and_id() {
             len: 32
         }
     );
-    assert!(c.routes.iter().all(|r| r.port == 7));
+    assert!(c.routes.iter().all(|r| r.hops[0].port == 7));
 }

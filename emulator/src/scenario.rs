@@ -126,8 +126,22 @@ pub struct Params {
     pub swift: Option<SwiftParams>,
     /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs).
     pub host_agents: Vec<String>,
+    /// `connect`: how a flow's two hosts set up its QPs before the first data packet.
+    pub connect: Connect,
     /// The time series (`timeseries.csv`) are sampled this often; `None`: not recorded.
     pub sample_ns: Option<Nanos>,
+}
+
+/// Connection setup before a flow's QPs exist (`[emulation] connect`, `connect_from`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Connect {
+    /// None: both QPs exist from the flow's start (what the papers' simulators do).
+    #[default]
+    None,
+    /// A TCP three-way handshake and a QP-info exchange (the out-of-band setup of
+    /// perftest / rdma_cm-style applications) from the flow's start; the QPs are created when
+    /// it completes. `by_receiver`: the data receiver opens the connection (else the sender).
+    Tcp { by_receiver: bool },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -212,6 +226,8 @@ struct RawEmulation {
     data_priority: Option<S<i64>>,
     host_agents: Option<S<Vec<S<String>>>>,
     sample_us: Option<S<f64>>,
+    connect: Option<S<String>>,
+    connect_from: Option<S<String>>,
     cc: Option<S<String>>,
     dcqcn: Option<RawDcqcn>,
     timely: Option<RawTimely>,
@@ -927,10 +943,46 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         timely: (cc == "timely").then_some(tp),
         swift: (cc == "swift").then_some(sp),
         host_agents: Vec::new(),
+        connect: connect(v, &k, e.connect.as_ref(), e.connect_from.as_ref()),
         sample_ns: e
             .sample_us
             .is_some()
             .then(|| us(v, &k("sample_us"), &e.sample_us, 10.0).max(100)),
+    }
+}
+
+/// `connect` ("none", "tcp") and `connect_from` ("sender", "receiver").
+fn connect(
+    v: &mut Validator<'_>,
+    k: &dyn Fn(&str) -> String,
+    connect: Option<&S<String>>,
+    from: Option<&S<String>>,
+) -> Connect {
+    let by_receiver = match from {
+        None => false,
+        Some(r) if r.get_ref() == "sender" => false,
+        Some(r) if r.get_ref() == "receiver" => true,
+        Some(r) => {
+            v.err(
+                k("connect_from"),
+                span(r),
+                format!("'{}': expected \"sender\" or \"receiver\"", r.get_ref()),
+            );
+            false
+        }
+    };
+    match connect {
+        None => Connect::None,
+        Some(c) if c.get_ref() == "none" => Connect::None,
+        Some(c) if c.get_ref() == "tcp" => Connect::Tcp { by_receiver },
+        Some(c) => {
+            v.err(
+                k("connect"),
+                span(c),
+                format!("'{}': expected \"none\" or \"tcp\"", c.get_ref()),
+            );
+            Connect::None
+        }
     }
 }
 

@@ -202,7 +202,13 @@ impl Emulation {
             } else {
                 l.ends[0]
             };
-            let mut host = Host::new(h.clone(), mac_of(other), s.params.clone());
+            let mut params = s.params.clone();
+            if sequential {
+                // The ideal-FCT run: FCTs count from the first data packet either way, so the
+                // flows run alone without their connection setup.
+                params.connect = crate::scenario::Connect::None;
+            }
+            let mut host = Host::new(h.clone(), mac_of(other), params);
             for name in &s.params.host_agents {
                 let agent = registry
                     .get(name)
@@ -475,7 +481,13 @@ impl Emulation {
                     _ => None,
                 },
                 size_bytes: size,
-                start_ns: start,
+                // With `connect = "tcp"` the QP starts once connected: the FCT counts from
+                // there (the first data packet), as the papers' FCTs do.
+                start_ns: if q.start != crate::host::rnic::NOT_STARTED {
+                    q.start
+                } else {
+                    start
+                },
                 finish_ns: q.done,
                 retransmitted: q.retransmitted,
                 naks: q.naks,

@@ -135,11 +135,64 @@ fn themis_shields_intra_dc_flows_from_inter_dc_ones() {
     assert!(trp > 0);
 }
 
+/// THEMIS's TCP handshake monitor (paper 000, section IV, Fig. 5): with no
+/// `inter_dc_prefixes`, DC B's ESW learns the inter-DC pairs from the handshakes b0 opens
+/// (cookie SYN-ACK, ACK validated, RST, pair recorded; b0 connects again), accepts b0's daemon
+/// reports for them, and TRP throttles with those QPs: the headline of
+/// `themis_shields_intra_dc_flows_from_inter_dc_ones` holds against commodity ESWs with the
+/// same connection setup.
+#[test]
+fn themis_learns_inter_dc_flows_from_tcp_handshakes() {
+    let off = report("themis-off-tcp.toml");
+    let on = report("themis-tcp.toml");
+    for r in [&off, &on] {
+        for (name, sw) in &r.outcome.switches {
+            let drops: u64 = sw.stats.drops.iter().map(|(_, v)| v).sum();
+            assert_eq!(drops, 0, "{name}");
+        }
+        assert!(r.outcome.flows.iter().all(|f| f.finish_ns.is_some()));
+        let b0 = &r.outcome.hosts.iter().find(|(n, _)| n == "b0").unwrap().1;
+        assert_eq!(b0.connected as usize, r.outcome.flows.len());
+    }
+    let counter = |sw: &str, name: &str| {
+        switch(&on.outcome, sw)
+            .pipeline
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map_or(0, |(_, v)| *v)
+    };
+    // Two inter-DC pairs (a0, b0) and (a1, b0), each learned from one reset handshake.
+    assert_eq!(counter("esw-b", "themis.handshake_punts"), 2);
+    assert_eq!(counter("esw-b", "themis.rsts_sent"), 2);
+    assert_eq!(counter("esw-b", "themis.syncookie.valid_acks"), 2);
+    let b0 = &on.outcome.hosts.iter().find(|(n, _)| n == "b0").unwrap().1;
+    assert_eq!(b0.tcp_retries, 2);
+    // The QPs came from the daemon only because of the handshakes: TRP used them.
+    assert!(counter("esw-b", "themis.trp.throttled_pkts") > 0);
+    let (intra_off, intra_on) = (avg_slowdown(&off, "b"), avg_slowdown(&on, "b"));
+    let (inter_off, inter_on) = (avg_slowdown(&off, "a"), avg_slowdown(&on, "a"));
+    eprintln!(
+        "TCP setup: intra/inter slowdown THEMIS {intra_on:.2}/{inter_on:.2}, off \
+         {intra_off:.2}/{inter_off:.2}; PFC at esw-b {} vs {}",
+        pfc_frames(&on.outcome, "esw-b"),
+        pfc_frames(&off.outcome, "esw-b")
+    );
+    assert!(
+        intra_on <= 0.53 * intra_off,
+        "intra-DC average slowdown: THEMIS {intra_on:.2}, DCQCN alone {intra_off:.2}"
+    );
+    let gap = |intra: f64, inter: f64| (intra / inter).ln().abs();
+    assert!(gap(intra_on, inter_on) < gap(intra_off, inter_off));
+}
+
 /// Themis packet spraying (paper 002, sections 2 and 6): over paths of unequal delay, naive
 /// per-packet spraying makes the RNICs NAK every reordering and go back N (spurious
 /// retransmissions); Themis (Themis-D dropping the NAKs reordering makes) sprays with almost
-/// none, and its large flows finish before both naive spraying's and ECMP's (here the two
-/// flows share one spine, as when ECMP hashes them together).
+/// none, and its large flows finish before both naive spraying's and ECMP's. ECMP is the
+/// baseline's real ECMP (`next_hops` over the four spines, default `ecmp_seed` 0): the hash
+/// puts both flows on spine 3, the 4 us path (two flows collide on one of four paths with
+/// probability 1/4; with seeds 1 to 4, 6 and 7 they would not, and ECMP would finish with
+/// Themis). The test checks that collision, so a change of the hash shows here.
 #[test]
 fn themis_sprays_without_spurious_retransmissions() {
     let themis = run("spray-themis.toml");
@@ -176,6 +229,23 @@ fn themis_sprays_without_spurious_retransmissions() {
         last(&themis),
         last(&ecmp)
     );
+    eprintln!(
+        "last FCT: Themis {} ns, naive {} ns, ECMP {} ns",
+        last(&themis),
+        last(&naive),
+        last(&ecmp)
+    );
+    // Real ECMP at the ToRs: every data packet hashed, both flows to member 3 (up3).
+    let counter = |sw: &str, name: &str| {
+        switch(&ecmp, sw)
+            .pipeline
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map_or(0, |(_, v)| *v)
+    };
+    let hashed = counter("tor-src", "baseline.ecmp_routed");
+    assert!(hashed >= packets, "{hashed} packets took the ECMP group");
+    assert_eq!(counter("tor-src", "baseline.ecmp_member.3"), hashed);
     let dropped = switch(&themis, "tor-dst")
         .pipeline
         .iter()

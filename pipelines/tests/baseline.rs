@@ -318,3 +318,144 @@ fn command_ring_full_is_refused_not_blocking() {
     assert_eq!(c.refused, ring as u64);
     assert_eq!(h.take().len(), 1);
 }
+
+/// configs/baseline.toml with 10.1.0.0/16 as an ECMP group over wan0 and wan1.
+fn ecmp_config(seed: u64) -> Config {
+    let text = std::fs::read_to_string(root().join("configs/baseline.toml")).unwrap();
+    let single =
+        "prefix = \"10.1.0.0/16\"\nport = \"wan0\"\nnext_hop_mac = \"02:00:00:00:20:01\"\n";
+    assert!(text.contains(single));
+    let group = "prefix = \"10.1.0.0/16\"\nnext_hops = [\n  { port = \"wan0\", next_hop_mac = \
+                 \"02:00:00:00:20:01\" },\n  { port = \"wan1\", next_hop_mac = \
+                 \"02:00:00:00:20:02\" },\n]\n";
+    let text = text
+        .replace(single, group)
+        .replace("[switch]\n", &format!("[switch]\necmp_seed = {seed}\n"));
+    longhaul_pipelines::parse_config(&text, Path::new("ecmp.toml")).expect("ecmp config")
+}
+
+/// The RoCE frame `f` with UDP source port `sport` (a QP's entropy; RoCE's UDP checksum is 0).
+fn with_sport(f: &[u8], sport: u16) -> Vec<u8> {
+    let mut f = f.to_vec();
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f
+}
+
+/// ECMP (`[[routes]] next_hops`): each flow (here a QP: its UDP source port) stays on one
+/// member, the flows spread about evenly, per-member counters add up, and the seed decides.
+#[test]
+fn ecmp_group_hashes_each_flow_to_one_member_and_spreads_flows() {
+    let cfg = ecmp_config(0);
+    let mut h = harness(&cfg);
+    let base = roce_frames().remove(0);
+    let flows = 2000u16;
+    // Every flow twice, the second round after the first.
+    for round in 0..2u64 {
+        for q in 0..flows {
+            let t = 1_000 + (round * u64::from(flows) + u64::from(q)) * 200;
+            h.put(0, t, &with_sport(&base, 0xc000 + q));
+        }
+    }
+    h.run_to_idle();
+    let out = h.take();
+    assert_eq!(out.len(), 2 * flows as usize);
+    let mut port_of = std::collections::HashMap::new();
+    let mut per_port = [0u32; 4];
+    for o in &out {
+        let sport = u16::from_be_bytes([o.data[34], o.data[35]]);
+        let mac = &o.data[0..6];
+        let want: &[u8] = if o.port_idx == 2 {
+            &[2, 0, 0, 0, 0x20, 1]
+        } else {
+            &[2, 0, 0, 0, 0x20, 2]
+        };
+        assert_eq!(mac, want, "the member's own next hop MAC");
+        let p = *port_of.entry(sport).or_insert(o.port_idx);
+        assert_eq!(p, o.port_idx, "flow {sport:#x} changed member");
+        per_port[o.port_idx] += 1;
+    }
+    assert_eq!(per_port[0] + per_port[1], 0);
+    // 2000 packets a member on average (each flow twice): within 10%.
+    for p in [2, 3] {
+        assert!((1800..=2200).contains(&per_port[p]), "{per_port:?}");
+    }
+    let fwd = &h.sw.pipeline().fwd;
+    assert_eq!(fwd.stats.ecmp_routed, 2 * u64::from(flows));
+    let g = &fwd.ecmp_groups()[0];
+    assert_eq!(g.packets(), &[per_port[2] as u64, per_port[3] as u64]);
+    let mut counters = Vec::new();
+    fwd.counters(&mut |n, v| counters.push((n, v)));
+    assert!(counters.contains(&("baseline.ecmp_routed", 4000)));
+    assert!(counters.contains(&("baseline.ecmp_member.1", u64::from(per_port[3]))));
+
+    // Another seed: another member for some flows, the same for the others.
+    let cfg1 = ecmp_config(1);
+    let mut h1 = harness(&cfg1);
+    for q in 0..flows {
+        h1.put(
+            0,
+            1_000 + u64::from(q) * 200,
+            &with_sport(&base, 0xc000 + q),
+        );
+    }
+    h1.run_to_idle();
+    let moved = h1
+        .take()
+        .iter()
+        .filter(|o| port_of[&u16::from_be_bytes([o.data[34], o.data[35]])] != o.port_idx)
+        .count();
+    assert!((800..=1200).contains(&moved), "{moved} flows moved");
+}
+
+/// A route with one next hop has no ECMP counters and takes no hash.
+#[test]
+fn single_next_hop_routes_do_not_count_as_ecmp() {
+    let cfg = config();
+    let mut h = harness(&cfg);
+    h.put(0, 1_000, &roce_frames()[0]);
+    h.run_to_idle();
+    assert_eq!(h.take().len(), 1);
+    let fwd = &h.sw.pipeline().fwd;
+    assert_eq!(fwd.stats.ecmp_routed, 0);
+    let mut names = Vec::new();
+    fwd.counters(&mut |n, _| names.push(n));
+    assert!(!names.iter().any(|n| n.starts_with("baseline.ecmp")));
+}
+
+/// The management API lists a group with its members and refuses to insert one (groups come
+/// from the config); a single next hop inserted for the group's prefix replaces it.
+#[test]
+fn api_lists_ecmp_groups_and_refuses_to_insert_one() {
+    use longhaul_control::api::ApiError;
+    use longhaul_control::plane::PipelineControl;
+    use longhaul_pipelines::baseline::control::BaselineControl;
+    let cfg = ecmp_config(0);
+    let mut c = BaselineControl::new(&cfg);
+    let list = c.list("routes", 0, 100).unwrap();
+    let group = list["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["prefix"] == "10.1.0.0/16")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        group,
+        serde_json::json!({"prefix": "10.1.0.0/16", "next_hops": [
+            {"port": "wan0", "next_hop_mac": "02:00:00:00:20:01"},
+            {"port": "wan1", "next_hop_mac": "02:00:00:00:20:02"},
+        ]})
+    );
+    let e = serde_json::json!({"prefix": "10.2.0.0/16", "next_hops": [
+        {"port": "wan0", "next_hop_mac": "02:00:00:00:20:01"}]});
+    match c.insert("routes", &e) {
+        Err(ApiError::BadRequest(m)) => assert!(m.contains("POST /reload"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let one = serde_json::json!({"prefix": "10.1.0.0/16", "port": "wan1",
+        "next_hop_mac": "02:00:00:00:20:02"});
+    assert!(c.insert("routes", &one).is_ok());
+    // A reload to the file (which has the group) rebuilds the switch.
+    let plan = c.reload(&cfg, &cfg).unwrap();
+    assert!(matches!(plan, longhaul_control::plane::ReloadPlan::Rebuild));
+}

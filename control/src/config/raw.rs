@@ -141,6 +141,7 @@ pub(super) struct RawSwitch {
     pub buffer_data_room: Option<S<i64>>,
     pub buffer_bytes: Option<S<i64>>,
     pub seed: Option<S<i64>>,
+    pub ecmp_seed: Option<S<i64>>,
     pub memory_limit_bytes: Option<S<i64>>,
 }
 
@@ -343,6 +344,17 @@ pub(super) struct RawL2 {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
     pub prefix: Option<S<String>>,
+    pub port: Option<S<PortRef>>,
+    pub next_hop_mac: Option<S<String>>,
+    pub next_hop: Option<S<String>>,
+    /// An ECMP group: the members, instead of `port` and `next_hop_mac` / `next_hop`.
+    pub next_hops: Option<S<Vec<S<RawHop>>>>,
+}
+
+/// One member of a route's `next_hops` (an ECMP group).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHop {
     pub port: Option<S<PortRef>>,
     pub next_hop_mac: Option<S<String>>,
     pub next_hop: Option<S<String>>,

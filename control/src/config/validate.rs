@@ -394,45 +394,22 @@ impl<'a> Validator<'a> {
                         None
                     }
                 });
-            let port = self
-                .required(&format!("{key}.port"), &r.port, &table)
-                .and_then(|p| {
-                    self.port_ref(&format!("{key}.port"), p)
-                        .map(|id| (id, span(p)))
-                });
-            if let Some((id, at)) = &port {
-                self.routed_port(&format!("{key}.port"), at.clone(), *id, &wire);
-            }
-            let port = port.map(|(id, _)| id);
-            let (nh, via) = match (&r.next_hop_mac, &r.next_hop) {
-                (Some(m), None) => (
-                    Some(self.mac(&format!("{key}.next_hop_mac"), m, true)),
-                    None,
-                ),
-                (None, Some(ip)) => {
-                    let pc = port.and_then(|id| ports.iter().find(|p| p.id == id));
-                    let p = prefix.as_ref().map(|(p, _)| *p);
-                    let via = self.next_hop(&format!("{key}.next_hop"), ip, p, pc);
-                    (Some([0; 6]), via)
-                }
-                (Some(_), Some(ip)) => {
-                    self.err(
-                        format!("{key}.next_hop"),
-                        span(ip),
-                        "give next_hop (resolved by ARP / neighbour discovery) or next_hop_mac \
-                         (static), not both",
+            let pfx = prefix.as_ref().map(|(p, _)| *p);
+            let hops = match &r.next_hops {
+                None => {
+                    let hop = self.route_hop(
+                        &key,
+                        &table,
+                        &r.port,
+                        &r.next_hop_mac,
+                        &r.next_hop,
+                        pfx,
+                        &ports,
+                        &wire,
                     );
-                    (None, None)
+                    vec![hop]
                 }
-                (None, None) => {
-                    self.err(
-                        format!("{key}.next_hop_mac"),
-                        table.clone(),
-                        "missing: a route needs next_hop_mac (static) or next_hop (a gateway \
-                         address, resolved by ARP / neighbour discovery)",
-                    );
-                    (None, None)
-                }
+                Some(group) => self.ecmp_group(&key, r, group, pfx, &ports, &wire),
             };
             if let Some((prefix, pspan)) = prefix {
                 let seen_key = match prefix {
@@ -448,12 +425,7 @@ impl<'a> Validator<'a> {
                 } else {
                     route_seen.insert(seen_key, i);
                 }
-                routes.push(Route {
-                    prefix,
-                    port: port.unwrap_or(0),
-                    next_hop_mac: nh.unwrap_or([0; 6]),
-                    next_hop: via,
-                });
+                routes.push(Route { prefix, hops });
             }
         }
 
@@ -785,6 +757,7 @@ impl<'a> Validator<'a> {
             MAX_BUFFER_BYTES,
         );
         let seed = self.int_or("switch.seed", &sw.seed, DEFAULT_SEED, 0, i64::MAX);
+        let ecmp_seed = self.int_or("switch.ecmp_seed", &sw.ecmp_seed, 0, 0, i64::MAX);
         let memory_limit_bytes = self.int_or(
             "switch.memory_limit_bytes",
             &sw.memory_limit_bytes,
@@ -799,6 +772,7 @@ impl<'a> Validator<'a> {
             buffer_data_room: buffer_data_room as usize,
             buffer_bytes: buffer_bytes as u64,
             seed: seed as u64,
+            ecmp_seed: ecmp_seed as u64,
             memory_limit_bytes,
         };
         let pool = cfg.pool_buffers as u64 * (cfg.buffer_data_room as u64 + BUFFER_OVERHEAD_BYTES);

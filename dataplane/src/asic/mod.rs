@@ -2,6 +2,7 @@
 //! construction, bounded, and counts what it refuses.
 pub mod bifrost;
 pub mod drr;
+pub mod ecmp;
 pub mod hierarchical;
 pub mod lpm;
 pub mod mirror;

@@ -5,6 +5,22 @@
 //!
 //! The NIC sends control frames (ACK, NAK, CNP) before data, and serves its sending QPs round
 //! robin, each held back by its rate limiter (DCQCN's Rc, or line rate).
+//!
+//! With `[emulation] connect = "tcp"` a flow's QPs do not exist at its start: the hosts first
+//! set them up over TCP, as perftest and rdma_cm-style applications do (the out-of-band QP-info
+//! exchange; THEMIS's handshake monitor, paper 000 section IV and Fig. 5, watches it):
+//! 1. the client (the data sender, or the receiver with `connect_from = "receiver"`) sends a
+//!    SYN to [`CONNECT_PORT`] from the flow's UDP source port at the flow's start;
+//! 2. the server answers SYN-ACK; the client ACKs any SYN-ACK that acknowledges its SYN;
+//! 3. the server, on the ACK of its SYN-ACK, has the connection: it creates its QP (the host
+//!    agents hear of it: THEMIS's daemon reports it) and sends its QP info (a 16-byte segment:
+//!    QPN, first PSN) to the client; the client creates its QP on receiving it;
+//! 4. a RST before that (THEMIS's SYN-cookie ESW resets the first handshake it validates)
+//!    makes the client try again at once with a new ISN: the application reconnects.
+//!
+//! Segments are real (IPv4 checksums, TCP checksums over the pseudo-header, MSS option on SYN
+//! and SYN-ACK), built with `wire::tcp`. The sender's QP starts its message when it is created;
+//! the flow's FCT counts from there (the first data packet), not from the SYN.
 
 pub mod cc;
 pub mod dcqcn;
@@ -12,7 +28,7 @@ pub mod rnic;
 pub mod swift;
 pub mod timely;
 
-use crate::scenario::{HostSpec, Params};
+use crate::scenario::{Connect, HostSpec, Params};
 use cc::{AgentRate, Cc};
 use dcqcn::Dcqcn;
 use longhaul_dataplane::time::Nanos;
@@ -24,6 +40,8 @@ use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_cnp_v4, build_roce_v4, opcode, write_reth, AckSpec, Aeth, Bth, BthRepr,
     RoceAddrs, PKEY_DEFAULT, RETH_LEN,
 };
+use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
+use longhaul_dataplane::wire::{ethernet, ipv4};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
@@ -61,6 +79,30 @@ struct Receiver {
     sport: u16,
 }
 
+/// TCP port the server end of a flow's connection listens on (perftest's default).
+pub const CONNECT_PORT: u16 = 18515;
+/// MSS announced on SYN and SYN-ACK.
+const CONNECT_MSS: u16 = 1460;
+/// Bytes of QP info the server sends the client once connected (QPN, first PSN, 8 reserved).
+const QP_INFO_LEN: usize = 16;
+
+/// One end of a flow's TCP connection (`connect = "tcp"`).
+struct Conn {
+    flow: usize,
+    peer: Ipv4Addr,
+    /// This host opens the connection.
+    client: bool,
+    /// This host is the flow's data sender.
+    sender: bool,
+    remote: bool,
+    /// Our initial sequence number (the client's changes on every attempt).
+    isn: u32,
+    /// The peer's, once seen.
+    peer_isn: u32,
+    /// This end's QP exists.
+    up: bool,
+}
+
 /// Counters of one host.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostStats {
@@ -75,6 +117,12 @@ pub struct HostStats {
     pub rtt_samples: u64,
     /// Feedback packets a host agent turned into rates (MLCC's Switch-INT and R_DQM).
     pub agent_rates: u64,
+    /// TCP segments sent for connection setup (`connect = "tcp"`).
+    pub tcp_tx: u64,
+    /// Connection attempts reset by a RST and made again.
+    pub tcp_retries: u64,
+    /// Connections set up (counted at the end whose QP came up last: the client).
+    pub connected: u64,
 }
 
 pub struct Host {
@@ -93,6 +141,8 @@ pub struct Host {
     agents: Vec<Box<dyn HostAgent>>,
     /// Frames the agents made, each sent (as control) from its time on, in time order.
     scheduled: VecDeque<(Nanos, Vec<u8>)>,
+    /// Connections by the client's port (the flow's UDP source port).
+    conns: HashMap<u16, Conn>,
     pub stats: HostStats,
 }
 
@@ -102,6 +152,18 @@ const RESP_QPN_BASE: u32 = 0x80_0000;
 
 fn sport(flow: usize) -> u16 {
     49152 + (flow % 16384) as u16
+}
+
+/// Flow `flow`'s QP at one end (`requester`: the sender's).
+fn qp_info(flow: usize, peer: Ipv4Addr, requester: bool, remote: bool) -> QpInfo {
+    let (req, resp) = (REQ_QPN_BASE + flow as u32, RESP_QPN_BASE + flow as u32);
+    QpInfo {
+        peer_ip: peer,
+        local_qpn: if requester { req } else { resp },
+        peer_qpn: if requester { resp } else { req },
+        requester,
+        remote,
+    }
 }
 
 impl Host {
@@ -119,6 +181,7 @@ impl Host {
             rr: 0,
             agents: Vec::new(),
             scheduled: VecDeque::new(),
+            conns: HashMap::new(),
             stats: HostStats::default(),
         }
     }
@@ -139,25 +202,28 @@ impl Host {
         requester: bool,
         remote: bool,
     ) -> QpInfo {
-        let (req, resp) = (REQ_QPN_BASE + flow as u32, RESP_QPN_BASE + flow as u32);
-        let qp = QpInfo {
-            peer_ip: peer,
-            local_qpn: if requester { req } else { resp },
-            peer_qpn: if requester { resp } else { req },
-            requester,
-            remote,
-        };
+        let qp = qp_info(flow, peer, requester, remote);
         let at = if start == rnic::NOT_STARTED { 0 } else { start };
+        self.report(at, &qp);
+        qp
+    }
+
+    /// The agents hear that `qp` is created at `at`; what they send goes out from then on.
+    fn report(&mut self, at: Nanos, qp: &QpInfo) {
         let host = self.addr();
         let mut out = Vec::new();
         for a in &mut self.agents {
-            a.on_qp_created(&host, &qp, &mut out);
+            a.on_qp_created(&host, qp, &mut out);
         }
         for f in out {
-            let pos = self.scheduled.partition_point(|(t, _)| *t <= at);
-            self.scheduled.insert(pos, (at, f));
+            self.schedule(at, f);
         }
-        qp
+    }
+
+    /// Send control frame `f` from `at` on.
+    fn schedule(&mut self, at: Nanos, f: Vec<u8>) {
+        let pos = self.scheduled.partition_point(|(t, _)| *t <= at);
+        self.scheduled.insert(pos, (at, f));
     }
 
     fn addr(&self) -> HostAddr {
@@ -198,7 +264,13 @@ impl Host {
             (None, None, Some(w)) => Some(Cc::Swift(Swift::new(w))),
             (None, None, None) => None,
         };
-        let info = self.announce(start, flow, peer, true, remote);
+        let connect = self.connect_by(flow, peer, true, start, remote);
+        let info = if connect {
+            qp_info(flow, peer, true, remote)
+        } else {
+            self.announce(start, flow, peer, true, remote)
+        };
+        let start = if connect { rnic::NOT_STARTED } else { start };
         let cc = if self.agents.iter().any(|a| a.rate_control(&info)) {
             Some(Cc::Agent(AgentRate::new(line as f64)))
         } else {
@@ -220,7 +292,9 @@ impl Host {
     /// Flow `flow` from `peer` (in another DC: `remote`) to this host, whose QP is created at
     /// `start`.
     pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos, remote: bool) {
-        self.announce(start, flow, peer, false, remote);
+        if !self.connect_by(flow, peer, false, start, remote) {
+            self.announce(start, flow, peer, false, remote);
+        }
         self.receivers.insert(
             RESP_QPN_BASE + flow as u32,
             Receiver {
@@ -295,6 +369,13 @@ impl Host {
     }
 
     fn rnic_receive(&mut self, now: Nanos, frame: &[u8]) {
+        if !self.conns.is_empty()
+            && frame.get(12..14) == Some(&[0x08, 0x00])
+            && frame.get(23) == Some(&6)
+        {
+            self.on_tcp(now, frame);
+            return;
+        }
         let et = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
         if et == Some(ETHERTYPE_MAC_CONTROL) {
             self.on_mac_control(now, frame);
@@ -411,6 +492,213 @@ impl Host {
         // A pause quantum is 512 bit times at the port's rate; 0 resumes.
         let ns = (quanta as u64 * 512 * 1_000_000_000).div_ceil(self.spec.rate_bps);
         self.paused_until = now + ns;
+    }
+
+    /// With `connect = "tcp"`: register this end of flow `flow`'s connection (the client sends
+    /// its SYN at `start`) and return true; otherwise false (the QP exists from the start).
+    fn connect_by(
+        &mut self,
+        flow: usize,
+        peer: Ipv4Addr,
+        sender: bool,
+        start: Nanos,
+        remote: bool,
+    ) -> bool {
+        let Connect::Tcp { by_receiver } = self.p.connect else {
+            return false;
+        };
+        let client = sender != by_receiver;
+        let isn = (flow as u32).wrapping_mul(0x9e37_79b9) ^ if client { 0x1000 } else { 0x2000 };
+        let c = Conn {
+            flow,
+            peer,
+            client,
+            sender,
+            remote,
+            isn,
+            peer_isn: 0,
+            up: false,
+        };
+        let port = sport(flow);
+        self.conns.insert(port, c);
+        if client && start != rnic::NOT_STARTED {
+            if let Some(f) = self.syn(port) {
+                self.schedule(start, f);
+                self.stats.tcp_tx += 1;
+            }
+        }
+        true
+    }
+
+    /// A TCP segment of this host's connection `port` (the client's port) with `flags`.
+    fn segment(&self, port: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Option<Vec<u8>> {
+        let c = self.conns.get(&port)?;
+        let (sp, dp) = if c.client {
+            (port, CONNECT_PORT)
+        } else {
+            (CONNECT_PORT, port)
+        };
+        let r = TcpRepr {
+            src_port: sp,
+            dst_port: dp,
+            seq,
+            ack,
+            flags,
+            window: 65535,
+            mss: (flags & tcp::SYN != 0).then_some(CONNECT_MSS),
+        };
+        let mut buf = vec![0u8; 64 + payload.len()];
+        if payload.is_empty() {
+            let n = tcp::build_frame_v4(
+                &mut buf,
+                MacAddr(self.gw_mac),
+                MacAddr(self.spec.mac),
+                self.spec.ip,
+                c.peer,
+                &r,
+            )
+            .ok()?;
+            buf.truncate(n);
+            return Some(buf);
+        }
+        // With a payload: the same headers as build_frame_v4, the payload after the segment.
+        let tl = r.header_len() + payload.len();
+        let mut off = ethernet::write_header(
+            &mut buf,
+            MacAddr(self.gw_mac),
+            MacAddr(self.spec.mac),
+            ethernet::ETHERTYPE_IPV4,
+        )
+        .ok()?;
+        off += ipv4::write_header(
+            &mut buf[off..],
+            &ipv4::Ipv4Repr {
+                src: self.spec.ip,
+                dst: c.peer,
+                protocol: ipv4::PROTO_TCP,
+                dscp: 0,
+                ecn: 0,
+                ident: 0,
+                dont_frag: true,
+                ttl: 64,
+                payload_len: tl as u16,
+            },
+        )
+        .ok()?;
+        let hl = tcp::write_segment(&mut buf[off..], &r).ok()?;
+        buf.get_mut(off + hl..off + tl)?.copy_from_slice(payload);
+        buf.truncate(off + tl);
+        let mut t = TcpPacket::new_checked(&mut buf[off..]).ok()?;
+        t.fill_checksum_v4(self.spec.ip, c.peer);
+        Some(buf)
+    }
+
+    /// The client's SYN of connection `port`.
+    fn syn(&self, port: u16) -> Option<Vec<u8>> {
+        let isn = self.conns.get(&port)?.isn;
+        self.segment(port, tcp::SYN, isn, 0, &[])
+    }
+
+    /// Queue a setup segment now (control frames go before data).
+    fn send_ctrl(&mut self, f: Option<Vec<u8>>) {
+        if let Some(f) = f {
+            self.ctrl.push_back(f);
+            self.stats.tcp_tx += 1;
+        }
+    }
+
+    /// A TCP segment arrived: the connection setup (module documentation).
+    fn on_tcp(&mut self, now: Nanos, frame: &[u8]) {
+        let ihl = (frame.get(14).copied().unwrap_or(0) & 0x0f) as usize * 4;
+        let Some(seg) = frame.get(ethernet::HEADER_LEN + ihl..) else {
+            self.stats.rx_ignored += 1;
+            return;
+        };
+        let Ok(t) = TcpPacket::new_checked(seg) else {
+            self.stats.rx_ignored += 1;
+            return;
+        };
+        let (from_server, port) = if t.src_port() == CONNECT_PORT {
+            (true, t.dst_port())
+        } else {
+            (false, t.src_port())
+        };
+        let (flags, seq, ack, has_data) = (t.flags(), t.seq(), t.ack(), !t.payload().is_empty());
+        let Some(c) = self
+            .conns
+            .get_mut(&port)
+            .filter(|c| c.client == from_server)
+        else {
+            self.stats.rx_ignored += 1;
+            return;
+        };
+        if c.up {
+            return;
+        }
+        let isn = c.isn;
+        if c.client {
+            if flags & tcp::RST != 0 {
+                // Reset (THEMIS's ESW after validating its cookie): connect again.
+                c.isn = c.isn.wrapping_add(0x0100_0000);
+                self.stats.tcp_retries += 1;
+                let f = self.syn(port);
+                self.send_ctrl(f);
+            } else if flags & (tcp::SYN | tcp::ACK) == tcp::SYN | tcp::ACK
+                && ack == isn.wrapping_add(1)
+            {
+                c.peer_isn = seq;
+                let f = self.segment(
+                    port,
+                    tcp::ACK,
+                    isn.wrapping_add(1),
+                    seq.wrapping_add(1),
+                    &[],
+                );
+                self.send_ctrl(f);
+            } else if has_data && flags & tcp::ACK != 0 && ack == isn.wrapping_add(1) {
+                // The server's QP info: the connection is real, create our QP.
+                self.stats.connected += 1;
+                self.qp_up(now, port);
+            }
+        } else if flags & (tcp::SYN | tcp::ACK | tcp::RST) == tcp::SYN {
+            c.peer_isn = seq;
+            let f = self.segment(port, tcp::SYN | tcp::ACK, isn, seq.wrapping_add(1), &[]);
+            self.send_ctrl(f);
+        } else if flags & (tcp::SYN | tcp::ACK | tcp::RST) == tcp::ACK && ack == isn.wrapping_add(1)
+        {
+            let peer_isn = c.peer_isn;
+            let flow = c.flow;
+            let qpn = if c.sender {
+                REQ_QPN_BASE
+            } else {
+                RESP_QPN_BASE
+            } + flow as u32;
+            let mut info = [0u8; QP_INFO_LEN];
+            info[0..4].copy_from_slice(&qpn.to_be_bytes());
+            let f = self.segment(
+                port,
+                tcp::PSH | tcp::ACK,
+                isn.wrapping_add(1),
+                peer_isn.wrapping_add(1),
+                &info,
+            );
+            self.send_ctrl(f);
+            self.qp_up(now, port);
+        }
+    }
+
+    /// Connection `port` is set up at this end: create its QP (the agents hear of it) and, at
+    /// the sender, start the message.
+    fn qp_up(&mut self, now: Nanos, port: u16) {
+        let Some(c) = self.conns.get_mut(&port) else {
+            return;
+        };
+        c.up = true;
+        let (flow, peer, sender, remote) = (c.flow, c.peer, c.sender, c.remote);
+        self.report(now, &qp_info(flow, peer, sender, remote));
+        if sender {
+            self.start_flow(flow, now);
+        }
     }
 
     /// Timers due by `now`: retransmission timeouts, DCQCN.

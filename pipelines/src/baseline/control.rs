@@ -6,6 +6,11 @@
 //!   `{"mac": "..."}`;
 //! - `routes` entry `{"prefix": "10.1.0.0/16", "port": "wan0", "next_hop_mac": "02:..."}` or
 //!   `{..., "next_hop": "192.0.2.1"}` (a gateway resolved by ARP / ND), key `{"prefix": "..."}`;
+//!   an ECMP group (`[[routes]] next_hops` in the config) is listed as `{"prefix": ...,
+//!   "next_hops": [{"port": ..., "next_hop_mac" | "next_hop": ...}, ...]}`. Groups are edited
+//!   only through the config (`POST /reload`, which rebuilds the switch when a group changes):
+//!   inserting a `next_hops` entry is refused with a 400 that says so; deleting a group's prefix,
+//!   or inserting a single next hop for it, works like for any route;
 //! - `neighbors` (static entries; learned ones are listed too) `{"port": "wan0", "ip":
 //!   "192.0.2.1", "mac": "02:..."}`, key `{"port": "wan0", "ip": "192.0.2.1"}`.
 //!
@@ -70,7 +75,8 @@ pub struct BaselineControl {
     /// Ports in `[[wire]]` pairs (no routes, no neighbours).
     wire_ports: Vec<u16>,
     l2: BTreeMap<[u8; 6], u16>,
-    routes: BTreeMap<RouteKey, NextHop>,
+    /// One next hop, or an ECMP group's members.
+    routes: BTreeMap<RouteKey, Vec<NextHop>>,
     neighbors: BTreeMap<(u16, u128), Neighbor>,
     neighbor_capacity: usize,
 }
@@ -170,14 +176,8 @@ impl BaselineControl {
                 .routes
                 .iter()
                 .map(|r| {
-                    (
-                        route_key(r.prefix),
-                        NextHop {
-                            port: r.port,
-                            mac: r.next_hop_mac,
-                            via: r.next_hop.map_or(Via::Mac, Via::Gateway),
-                        },
-                    )
+                    let hops = r.hops.iter().map(NextHop::from_config).collect();
+                    (route_key(r.prefix), hops)
                 })
                 .collect(),
             neighbors: cfg
@@ -309,12 +309,32 @@ impl BaselineControl {
         json!({"mac": mac_str(mac), "port": self.port_name(port)})
     }
 
-    fn route_json(&self, k: RouteKey, nh: &NextHop) -> Value {
-        let prefix = prefix_str(key_prefix(k));
-        let port = self.port_name(nh.port);
+    fn hop_json(&self, nh: &NextHop) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("port".into(), self.port_name(nh.port).into());
         match nh.via {
-            Via::Gateway(ip) => json!({"prefix": prefix, "port": port, "next_hop": fmt_ip(ip)}),
-            _ => json!({"prefix": prefix, "port": port, "next_hop_mac": mac_str(&nh.mac)}),
+            Via::Gateway(ip) => m.insert("next_hop".into(), fmt_ip(ip).into()),
+            _ => m.insert("next_hop_mac".into(), mac_str(&nh.mac).into()),
+        };
+        m
+    }
+
+    fn route_json(&self, k: RouteKey, hops: &[NextHop]) -> Value {
+        let prefix = prefix_str(key_prefix(k));
+        match hops {
+            [nh] => {
+                let mut m = serde_json::Map::new();
+                m.insert("prefix".into(), prefix.into());
+                m.extend(self.hop_json(nh));
+                Value::Object(m)
+            }
+            _ => {
+                let members: Vec<Value> = hops
+                    .iter()
+                    .map(|h| Value::Object(self.hop_json(h)))
+                    .collect();
+                json!({"prefix": prefix, "next_hops": members})
+            }
         }
     }
 
@@ -410,6 +430,15 @@ impl PipelineControl for BaselineControl {
                 ))
             }
             "routes" => {
+                if e.get("next_hops").is_some() {
+                    return Err(ApiError::BadRequest(
+                        "next_hops: ECMP groups are set only in the config file ([[routes]] \
+                         next_hops, docs/config.md): edit it and POST /reload (a changed group \
+                         rebuilds the switch). Through the API a route has one next hop (port \
+                         with next_hop_mac or next_hop), which replaces a group for its prefix"
+                            .into(),
+                    ));
+                }
                 Self::only_keys(e, &["prefix", "port", "next_hop_mac", "next_hop"])?;
                 let prefix = e
                     .get("prefix")
@@ -457,9 +486,9 @@ impl PipelineControl for BaselineControl {
                                 .into(),
                         )),
                     };
-                self.routes.insert(route_key(prefix), nh);
+                self.routes.insert(route_key(prefix), vec![nh]);
                 Ok((
-                    self.route_json(route_key(prefix), &nh),
+                    self.route_json(route_key(prefix), &[nh]),
                     vec![BaselineCommand::RouteInsert {
                         prefix,
                         next_hop: nh,
@@ -572,6 +601,17 @@ impl PipelineControl for BaselineControl {
             return Ok(ReloadPlan::Rebuild);
         }
         let mut target = BaselineControl::new(new);
+        // ECMP groups have no table command: a reload that adds, changes or removes one builds
+        // the switch anew (its group table is built from the config).
+        let group_changed = |a: &Self, b: &Self| {
+            a.routes
+                .iter()
+                .any(|(k, h)| h.len() > 1 && b.routes.get(k) != Some(h))
+        };
+        if group_changed(self, &target) || group_changed(&target, self) {
+            *self = target;
+            return Ok(ReloadPlan::Rebuild);
+        }
         // Learned neighbours stay (the workers keep theirs: the tables are not rebuilt).
         let learned = self.neighbors.iter().filter(|(_, n)| !n.is_static);
         target.neighbors.extend(learned.map(|(k, n)| (*k, *n)));
@@ -597,12 +637,14 @@ impl PipelineControl for BaselineControl {
                 });
             }
         }
-        for (k, nh) in &target.routes {
-            if self.routes.get(k) != Some(nh) {
-                cmds.push(BaselineCommand::RouteInsert {
-                    prefix: key_prefix(*k),
-                    next_hop: *nh,
-                });
+        for (k, hops) in &target.routes {
+            if let (Some(nh), [_]) = (hops.first(), hops.as_slice()) {
+                if self.routes.get(k) != Some(hops) {
+                    cmds.push(BaselineCommand::RouteInsert {
+                        prefix: key_prefix(*k),
+                        next_hop: *nh,
+                    });
+                }
             }
         }
         // Static neighbours added through the API and absent from the file go too (the file is

@@ -23,6 +23,12 @@
 //!    hop (static `next_hop_mac`, or resolved by `neighbor` for a `next_hop` gateway and for the
 //!    ports' connected subnets). A TTL of 0 or 1 is dropped (`ttl_expired`), no match is dropped
 //!    (`no_route`), a next hop not resolved yet is dropped (`neighbor_unresolved`).
+//!    A route may be an **ECMP group** (`[[routes]] next_hops`, up to 16 members): the member is
+//!    the one the seeded hash of the packet's 5-tuple selects (`asic::ecmp`, `switch.ecmp_seed`;
+//!    the UDP source port is a RoCEv2 QP's entropy), so a flow stays on one member and flows
+//!    spread over the members. Both directions of a flow are hashed independently (not
+//!    symmetric), IPv4 fragments without their ports (all fragments of a datagram on one
+//!    member). A single-next-hop route costs what it did: one more match on the LPM entry.
 //!
 //! A kept anomaly whose L3 header is still usable (IPv4 options, fragments, a bad IPv4 checksum)
 //! is routed like any packet (a bad checksum stays bad: we do not repair what we did not break);
@@ -37,7 +43,10 @@ pub mod int;
 pub mod mechanism;
 pub mod neighbor;
 
-use longhaul_control::config::{map_v4, Config, IpPrefix, ParserConfig, Policy, Trust};
+use longhaul_control::config::{
+    map_v4, Config, IpPrefix, ParserConfig, Policy, RouteHop, Trust, MAX_ECMP_MEMBERS,
+};
+use longhaul_dataplane::asic::ecmp;
 use longhaul_dataplane::asic::lpm::Lpm;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
 use longhaul_dataplane::counters::{DropCounters, DropReason};
@@ -80,6 +89,69 @@ pub enum Via {
     Direct,
 }
 
+impl NextHop {
+    /// A configured next hop (its MAC still unresolved when it is a gateway).
+    pub fn from_config(h: &RouteHop) -> Self {
+        NextHop {
+            port: h.port,
+            mac: h.next_hop_mac,
+            via: h.next_hop.map_or(Via::Mac, Via::Gateway),
+        }
+    }
+}
+
+/// What a route's LPM entry holds: one next hop, or an ECMP group (an index into
+/// [`Forwarding::ecmp_groups`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteEntry {
+    One(NextHop),
+    Group(u32),
+}
+
+/// An ECMP group: its members and how many packets the hash sent to each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EcmpGroup {
+    pub prefix: IpPrefix,
+    /// 1 ..= [`MAX_ECMP_MEMBERS`] (a group's size is checked by the config).
+    len: u8,
+    members: [NextHop; MAX_ECMP_MEMBERS],
+    packets: [u64; MAX_ECMP_MEMBERS],
+    /// Replaced or deleted by a control command: no route points here any more.
+    pub retired: bool,
+}
+
+impl EcmpGroup {
+    /// The members, in config order.
+    pub fn members(&self) -> &[NextHop] {
+        &self.members[..self.len as usize]
+    }
+    /// Packets the hash sent to each member.
+    pub fn packets(&self) -> &[u64] {
+        &self.packets[..self.len as usize]
+    }
+}
+
+/// `baseline.ecmp_member.<i>`: packets sent to the i-th member of their ECMP group, summed
+/// over the groups (static names, so counters never allocate).
+const ECMP_MEMBER_NAMES: [&str; MAX_ECMP_MEMBERS] = [
+    "baseline.ecmp_member.0",
+    "baseline.ecmp_member.1",
+    "baseline.ecmp_member.2",
+    "baseline.ecmp_member.3",
+    "baseline.ecmp_member.4",
+    "baseline.ecmp_member.5",
+    "baseline.ecmp_member.6",
+    "baseline.ecmp_member.7",
+    "baseline.ecmp_member.8",
+    "baseline.ecmp_member.9",
+    "baseline.ecmp_member.10",
+    "baseline.ecmp_member.11",
+    "baseline.ecmp_member.12",
+    "baseline.ecmp_member.13",
+    "baseline.ecmp_member.14",
+    "baseline.ecmp_member.15",
+];
+
 /// No wire peer.
 const NO_PEER: u16 = u16::MAX;
 
@@ -118,6 +190,8 @@ pub struct BaselineStats {
     /// Routed packets addressed to one of the switch's own addresses (not answered: the
     /// appliance terminates only ARP / ND), dropped as `no_route`.
     pub to_local: u64,
+    /// Lookups that hit an ECMP group (the member chosen by the hash).
+    pub ecmp_routed: u64,
 }
 
 /// The forwarding state and stages of the baseline switch.
@@ -137,8 +211,12 @@ pub struct Forwarding {
     /// L2 entries whose MAC is one of the switch's port MACs. While there are none, a frame sent
     /// to its ingress port's own MAC (every routed frame) skips the L2 lookup, which would miss.
     l2_port_macs: u32,
-    v4: Lpm<u32, NextHop>,
-    v6: Lpm<u128, NextHop>,
+    v4: Lpm<u32, RouteEntry>,
+    v6: Lpm<u128, RouteEntry>,
+    /// The configured ECMP groups (built once; a replaced one is retired, never reused).
+    ecmp_groups: Vec<EcmpGroup>,
+    /// `switch.ecmp_seed`.
+    ecmp_seed: u64,
     /// Port id -> its `[[wire]]` peer ([`NO_PEER`]: routed).
     wire_peer: Vec<u16>,
     pub neigh: Neighbors,
@@ -181,17 +259,30 @@ impl Forwarding {
             .ports
             .iter()
             .flat_map(|p| p.addresses.iter().map(move |a| (a.subnet(), p.id)));
-        let configured = cfg.routes.iter().map(|r| {
-            let via = r.next_hop.map_or(Via::Mac, Via::Gateway);
-            (
-                r.prefix,
-                NextHop {
-                    port: r.port,
-                    mac: r.next_hop_mac,
-                    via,
-                },
-            )
-        });
+        let mut ecmp_groups = Vec::new();
+        let mut configured = Vec::with_capacity(cfg.routes.len());
+        for r in &cfg.routes {
+            let entry = if r.is_group() {
+                let mut g = EcmpGroup {
+                    prefix: r.prefix,
+                    len: 0,
+                    members: [NextHop::from_config(&r.hops[0]); MAX_ECMP_MEMBERS],
+                    packets: [0; MAX_ECMP_MEMBERS],
+                    retired: false,
+                };
+                for (slot, h) in g.members.iter_mut().zip(&r.hops) {
+                    *slot = NextHop::from_config(h);
+                    g.len += 1;
+                }
+                ecmp_groups.push(g);
+                RouteEntry::Group(ecmp_groups.len() as u32 - 1)
+            } else if let Some(h) = r.hops.first() {
+                RouteEntry::One(NextHop::from_config(h))
+            } else {
+                continue;
+            };
+            configured.push((r.prefix, entry));
+        }
         let n_conn = cfg.ports.iter().map(|p| p.addresses.len()).sum::<usize>();
         let mut v4 = Lpm::new(n4 + n_conn + TABLE_HEADROOM);
         let mut v6 = Lpm::new(n6 + n_conn + TABLE_HEADROOM);
@@ -202,7 +293,7 @@ impl Forwarding {
                     mac: [0; 6],
                     via: Via::Direct,
                 };
-                (prefix, nh)
+                (prefix, RouteEntry::One(nh))
             })
             .chain(configured);
         for (prefix, nh) in all {
@@ -235,6 +326,8 @@ impl Forwarding {
             l2_port_macs,
             v4,
             v6,
+            ecmp_groups,
+            ecmp_seed: cfg.switch.ecmp_seed,
             wire_peer,
             neigh: Neighbors::new(cfg, control_class),
             stats: BaselineStats::default(),
@@ -394,12 +487,25 @@ impl Forwarding {
             L3Kind::V4 => {
                 let ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
                 let d = u32::from(ip.dst_addr());
-                (self.v4.lookup(d), map_v4(d))
+                let nh = match self.v4.lookup(d) {
+                    Some(RouteEntry::One(nh)) => Some(nh),
+                    Some(RouteEntry::Group(g)) => {
+                        let src = map_v4(u32::from(ip.src_addr()));
+                        self.ecmp_member(g, src, map_v4(d), p, ip.is_fragment())
+                    }
+                    None => None,
+                };
+                (nh, map_v4(d))
             }
             L3Kind::V6 => {
                 let ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
                 let d = ip.dst_u128();
-                (self.v6.lookup(d), d)
+                let nh = match self.v6.lookup(d) {
+                    Some(RouteEntry::One(nh)) => Some(nh),
+                    Some(RouteEntry::Group(g)) => self.ecmp_member(g, ip.src_u128(), d, p, false),
+                    None => None,
+                };
+                (nh, d)
             }
             _ => (None, 0),
         };
@@ -417,6 +523,39 @@ impl Forwarding {
         };
         nh.mac = self.neigh.resolve(ctx, nh.port, target)?;
         Ok(Egress::Route(nh))
+    }
+
+    /// The member of ECMP group `g` for a packet from `src` to `dst` (IPv4-mapped for IPv4):
+    /// the one the seeded hash of its 5-tuple selects (ports only for TCP / UDP and not for a
+    /// fragment, so every fragment of a datagram takes one member), counted.
+    #[inline]
+    fn ecmp_member(
+        &mut self,
+        g: u32,
+        src: u128,
+        dst: u128,
+        p: &Parsed,
+        fragment: bool,
+    ) -> Option<NextHop> {
+        let grp = self.ecmp_groups.get_mut(g as usize)?;
+        let (sport, dport) = if p.l4_off != 0 && !fragment {
+            (p.src_port, p.dst_port)
+        } else {
+            (0, 0)
+        };
+        let h = ecmp::hash5(src, dst, p.proto, sport, dport, self.ecmp_seed);
+        let i = ecmp::pick(h, u32::from(grp.len)) as usize;
+        let nh = *grp.members.get(i)?;
+        if let Some(c) = grp.packets.get_mut(i) {
+            *c += 1;
+        }
+        self.stats.ecmp_routed += 1;
+        Some(nh)
+    }
+
+    /// The ECMP groups the config built (a retired one was replaced or deleted since).
+    pub fn ecmp_groups(&self) -> &[EcmpGroup] {
+        &self.ecmp_groups
     }
 
     /// Carry out a decision of [`Forwarding::lookup_stage`]: set `meta.egress_port`; for a route,
@@ -545,6 +684,14 @@ impl Forwarding {
         out("baseline.anomalies_forwarded", s.anomalies_forwarded);
         out("baseline.wired", s.wired);
         out("baseline.to_local", s.to_local);
+        if !self.ecmp_groups.is_empty() {
+            out("baseline.ecmp_routed", s.ecmp_routed);
+            let widest = self.ecmp_groups.iter().map(|g| g.len).max().unwrap_or(0);
+            for (i, name) in ECMP_MEMBER_NAMES.iter().enumerate().take(widest as usize) {
+                let n = self.ecmp_groups.iter().filter_map(|g| g.packets().get(i));
+                out(name, n.sum());
+            }
+        }
         self.neigh.counters(out);
         for r in DropReason::ALL {
             let v = s.anomalies.get(r);
@@ -587,7 +734,9 @@ fn class_of(trust: Trust, dscp_map: &[u8; 64], default_class: u8, dscp: u8) -> u
     c.min(NUM_CLASSES as u8 - 1)
 }
 
-fn lpm_counters<A: longhaul_dataplane::asic::lpm::LpmAddr>(t: &Lpm<A, NextHop>) -> TableCounters {
+fn lpm_counters<A: longhaul_dataplane::asic::lpm::LpmAddr>(
+    t: &Lpm<A, RouteEntry>,
+) -> TableCounters {
     let s = t.stats();
     TableCounters {
         hits: s.hits,
@@ -624,7 +773,9 @@ pub enum BaselineCommand {
     L2Delete {
         mac: [u8; 6],
     },
-    /// Insert or replace a route.
+    /// Insert or replace a route with one next hop (replacing an ECMP group retires it; groups
+    /// come only from the config: the management API refuses to insert one, a reload that
+    /// changes one rebuilds the switch).
     RouteInsert {
         prefix: IpPrefix,
         next_hop: NextHop,
@@ -674,19 +825,23 @@ impl Forwarding {
                 if !port_ok(next_hop.port) {
                     return Err("no such port");
                 }
+                let e = RouteEntry::One(next_hop);
                 let r = match prefix {
-                    IpPrefix::V4 { addr, len } => self.v4.insert(addr, len, next_hop),
-                    IpPrefix::V6 { addr, len } => self.v6.insert(addr, len, next_hop),
+                    IpPrefix::V4 { addr, len } => self.v4.insert(addr, len, e),
+                    IpPrefix::V6 { addr, len } => self.v6.insert(addr, len, e),
                 };
-                r.map(|_| ())
-                    .map_err(|_| "route refused (table full or bad prefix)")
+                let old = r.map_err(|_| "route refused (table full or bad prefix)")?;
+                self.retire(old);
+                Ok(())
             }
             BaselineCommand::RouteDelete { prefix } => {
                 let r = match prefix {
                     IpPrefix::V4 { addr, len } => self.v4.remove(addr, len),
                     IpPrefix::V6 { addr, len } => self.v6.remove(addr, len),
                 };
-                r.map(|_| ()).ok_or("no such route")
+                let old = r.ok_or("no such route")?;
+                self.retire(Some(old));
+                Ok(())
             }
             BaselineCommand::NeighborSet {
                 port,
@@ -694,6 +849,17 @@ impl Forwarding {
                 mac,
                 is_static,
             } => self.neigh.set(now, (port, ip), mac, is_static),
+        }
+    }
+}
+
+impl Forwarding {
+    /// Mark the group a removed or replaced LPM entry pointed to as retired.
+    fn retire(&mut self, old: Option<RouteEntry>) {
+        if let Some(RouteEntry::Group(g)) = old {
+            if let Some(g) = self.ecmp_groups.get_mut(g as usize) {
+                g.retired = true;
+            }
         }
     }
 }

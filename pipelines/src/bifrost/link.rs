@@ -124,7 +124,7 @@ impl<L: Pipeline<HeapPool>> LongLink<L> {
             .iter()
             .find_map(|r| match r.prefix {
                 longhaul_control::config::IpPrefix::V4 { addr, .. }
-                    if r.port == cfg.ports[dc].id =>
+                    if r.hops.iter().any(|h| h.port == cfg.ports[dc].id) =>
                 {
                     Some(Ipv4Addr::from(addr | 1))
                 }

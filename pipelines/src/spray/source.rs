@@ -18,6 +18,7 @@
 //! is fixed per QP, so the two are the same path, and the NAK (whose 5-tuple is the receiver's)
 //! names only the relative one.
 
+use longhaul_dataplane::asic::ecmp;
 use longhaul_dataplane::asic::rng::Rng;
 use longhaul_dataplane::wire::roce::PSN_MASK;
 
@@ -80,25 +81,14 @@ pub struct ThemisS {
     pub stats: SourceStats,
 }
 
-/// `P_base`: the flow's ECMP hash (5-tuple, seeded) modulo N.
+/// `P_base`: the flow's ECMP hash (5-tuple, seeded) modulo N: the dataplane's ECMP hash
+/// ([`ecmp::hash5`], the one the baseline's ECMP routes use too), over UDP.
 #[inline]
 pub fn p_base(src: u128, dst: u128, sport: u16, dport: u16, seed: u64, n: u32) -> u32 {
-    let mut h = seed ^ 0x9e37_79b9_7f4a_7c15;
-    for w in [
-        src as u64,
-        (src >> 64) as u64,
-        dst as u64,
-        (dst >> 64) as u64,
-        (u64::from(sport) << 16) | u64::from(dport) | (17 << 32),
-    ] {
-        h = (h ^ w).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h ^= h >> 29;
-    }
-    // splitmix64's finaliser.
-    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
-    ((h >> 32) % u64::from(n.max(1))) as u32
+    ecmp::pick(
+        ecmp::hash5(src, dst, ecmp::PROTO_UDP, sport, dport, seed),
+        n,
+    )
 }
 
 impl ThemisS {

@@ -2,9 +2,10 @@
 //! the routed ports' `addresses`, routes through a gateway (`next_hop`), and `[neighbors]`
 //! (ARP / IPv6 neighbour discovery settings, static entries). docs/config.md documents them.
 
-use super::super::raw::{RawNeighbors, RawWire, S};
+use super::super::raw::{PortRef, RawHop, RawNeighbors, RawRoute, RawWire, S};
 use super::super::{
-    map_v4, IpPrefix, NeighborConfig, PortAddr, PortConfig, StaticNeighbor, SwitchConfig,
+    map_v4, IpPrefix, NeighborConfig, PortAddr, PortConfig, RouteHop, StaticNeighbor, SwitchConfig,
+    MAX_ECMP_MEMBERS,
 };
 use super::{fmt_mac, span, Span, Validator};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -212,6 +213,140 @@ impl Validator<'_> {
                 format!("port {port} is in wire[{j}]: a wire port forwards only to its pair"),
             );
         }
+    }
+
+    /// One next hop of a route at `key` (`routes[i]` or `routes[i].next_hops[j]`): `port`
+    /// (routed) and exactly one of `next_hop_mac` / `next_hop`. On an error the hop holds
+    /// placeholders (the error is recorded; no config comes out of this validation).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn route_hop(
+        &mut self,
+        key: &str,
+        table: &Span,
+        port: &Option<S<PortRef>>,
+        mac: &Option<S<String>>,
+        gw: &Option<S<String>>,
+        prefix: Option<IpPrefix>,
+        ports: &[PortConfig],
+        wire: &[(u16, u16)],
+    ) -> RouteHop {
+        let port = self
+            .required(&format!("{key}.port"), port, table)
+            .and_then(|p| {
+                self.port_ref(&format!("{key}.port"), p)
+                    .map(|id| (id, span(p)))
+            });
+        if let Some((id, at)) = &port {
+            self.routed_port(&format!("{key}.port"), at.clone(), *id, wire);
+        }
+        let port = port.map(|(id, _)| id);
+        let (nh, via) = match (mac, gw) {
+            (Some(m), None) => (self.mac(&format!("{key}.next_hop_mac"), m, true), None),
+            (None, Some(ip)) => {
+                let pc = port.and_then(|id| ports.iter().find(|p| p.id == id));
+                let via = self.next_hop(&format!("{key}.next_hop"), ip, prefix, pc);
+                ([0; 6], via)
+            }
+            (Some(_), Some(ip)) => {
+                self.err(
+                    format!("{key}.next_hop"),
+                    span(ip),
+                    "give next_hop (resolved by ARP / neighbour discovery) or next_hop_mac \
+                     (static), not both",
+                );
+                ([0; 6], None)
+            }
+            (None, None) => {
+                self.err(
+                    format!("{key}.next_hop_mac"),
+                    table.clone(),
+                    "missing: a route needs next_hop_mac (static) or next_hop (a gateway \
+                     address, resolved by ARP / neighbour discovery)",
+                );
+                ([0; 6], None)
+            }
+        };
+        RouteHop {
+            port: port.unwrap_or(0),
+            next_hop_mac: nh,
+            next_hop: via,
+        }
+    }
+
+    /// `routes[i].next_hops`: an ECMP group of 1 ..= [`MAX_ECMP_MEMBERS`] distinct members,
+    /// each a next hop as [`Validator::route_hop`] checks it; the route itself then has no
+    /// `port`, `next_hop_mac` or `next_hop`.
+    pub(super) fn ecmp_group(
+        &mut self,
+        key: &str,
+        r: &RawRoute,
+        group: &S<Vec<S<RawHop>>>,
+        prefix: Option<IpPrefix>,
+        ports: &[PortConfig],
+        wire: &[(u16, u16)],
+    ) -> Vec<RouteHop> {
+        let gkey = format!("{key}.next_hops");
+        for (name, at) in [
+            ("port", r.port.as_ref().map(span)),
+            ("next_hop_mac", r.next_hop_mac.as_ref().map(span)),
+            ("next_hop", r.next_hop.as_ref().map(span)),
+        ] {
+            if let Some(at) = at {
+                self.err(
+                    format!("{key}.{name}"),
+                    at,
+                    "a route with next_hops (an ECMP group) gives each member's port and \
+                     next_hop_mac / next_hop inside next_hops, not on the route",
+                );
+            }
+        }
+        let members = group.get_ref();
+        if members.is_empty() {
+            self.err(
+                &gkey,
+                span(group),
+                "an ECMP group needs at least one next hop ({ port = ..., next_hop_mac = ... })",
+            );
+            return Vec::new();
+        }
+        if members.len() > MAX_ECMP_MEMBERS {
+            self.err(
+                &gkey,
+                span(group),
+                format!(
+                    "an ECMP group holds at most {MAX_ECMP_MEMBERS} next hops, this one has {}",
+                    members.len()
+                ),
+            );
+        }
+        let mut hops: Vec<RouteHop> = Vec::with_capacity(members.len());
+        for (j, m) in members.iter().enumerate() {
+            let mkey = format!("{gkey}[{j}]");
+            let at = span(m);
+            let m = m.get_ref();
+            let hop = self.route_hop(
+                &mkey,
+                &at,
+                &m.port,
+                &m.next_hop_mac,
+                &m.next_hop,
+                prefix,
+                ports,
+                wire,
+            );
+            if let Some(k) = hops.iter().position(|h| *h == hop) {
+                self.err(
+                    &mkey,
+                    at,
+                    format!(
+                        "the same next hop as {gkey}[{k}]: list each member once (a member \
+                         listed twice is not weighted, it is a mistake)"
+                    ),
+                );
+            }
+            hops.push(hop);
+        }
+        hops
     }
 
     /// `routes[i].next_hop`: a gateway of the prefix's family on one of the port's subnets.
