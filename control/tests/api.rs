@@ -164,6 +164,15 @@ fn raw(addr: SocketAddr, request: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether the head of `raw` has the header `name: value` (the name in any case).
+fn has_header(raw: &str, name: &str, value: &str) -> bool {
+    let head = raw.split("\r\n\r\n").next().unwrap_or("");
+    head.split("\r\n").skip(1).any(|l| {
+        l.split_once(':')
+            .is_some_and(|(k, v)| k.eq_ignore_ascii_case(name) && v.trim() == value)
+    })
+}
+
 fn status_of(raw: &str) -> u16 {
     raw.split(' ')
         .nth(1)
@@ -306,7 +315,7 @@ fn wrong_routes_methods_and_bodies() {
             format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes(),
         );
         assert_eq!(status_of(&r), 405, "{method} {path}: {r}");
-        assert!(r.contains(&format!("Allow: {allow}\r\n")), "{r}");
+        assert!(has_header(&r, "Allow", allow), "{r}");
         assert!(r.contains("\"error\""), "{r}");
     }
 
@@ -341,11 +350,12 @@ fn hostile_requests_are_refused_without_harm() {
         b"POST /tables/l2 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000000\r\n\r\n{}",
     );
     assert_eq!(status_of(&r), 413, "{r}");
+    // A length beyond u64 is not a length: hyper refuses the header (400) before any handler.
     let r = raw(
         a,
         b"POST /tables/l2 HTTP/1.1\r\nContent-Length: 99999999999999999999999999\r\n\r\n",
     );
-    assert_eq!(status_of(&r), 413, "{r}");
+    assert_eq!(status_of(&r), 400, "{r}");
     assert_eq!(
         status_of(&raw(a, b"POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n")),
         400
@@ -365,7 +375,8 @@ fn hostile_requests_are_refused_without_harm() {
         411
     );
     assert_eq!(status_of(&raw(a, b"garbage\r\n\r\n")), 400);
-    assert_eq!(status_of(&raw(a, b"GET /health HTTP/2.0\r\n\r\n")), 505);
+    // Not HTTP/1.x: hyper answers 400 (the hand-written server said 505).
+    assert_eq!(status_of(&raw(a, b"GET /health HTTP/2.0\r\n\r\n")), 400);
     assert_eq!(
         status_of(&raw(a, b"GET /health HTTP/1.1\r\nbad\r\n\r\n")),
         400
@@ -419,7 +430,7 @@ fn token_is_required_when_set() {
         b"GET /health HTTP/1.1\r\nAuthorization: Basic s3cret\r\n\r\n",
     );
     assert_eq!(status_of(&r), 401);
-    assert!(r.contains("WWW-Authenticate: Bearer\r\n"), "{r}");
+    assert!(has_header(&r, "WWW-Authenticate", "Bearer"), "{r}");
     let r = raw(
         s.local_addr(),
         b"GET /health HTTP/1.1\r\nauthorization: bearer s3cret\r\n\r\n",
