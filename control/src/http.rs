@@ -225,7 +225,7 @@ fn log_request(
     started: Instant,
 ) {
     let peer = peer.map(|p| p.to_string()).unwrap_or_default();
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match refusal {
         Some(r) if !r.by_backend => tracing::warn!(
             endpoint,
@@ -242,7 +242,7 @@ fn log_request(
             path,
             status = st.as_u16(),
             peer,
-            elapsed_ms,
+            elapsed_us,
             "request"
         ),
     }
