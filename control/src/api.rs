@@ -1,4 +1,4 @@
-//! The management API: HTTP/1.1 + JSON on its own threads, independent of the control
+//! The management API: HTTP/1.1 + JSON on its own runtime thread, independent of the control
 //! thread through [`ManagementBackend`].
 //!
 //! | method | path | body | answer |
@@ -13,15 +13,26 @@
 //!
 //! Errors are `{"error": "..."}` with 400 (bad request, bad JSON, bad config), 401 (token), 403
 //! (a reload path outside the allowed directories), 404, 405 (wrong method, with `Allow`), 409,
-//! 413 (body over [`MAX_BODY`]), 503. When a token is set,
-//! every request needs `Authorization: Bearer <token>` (compared in constant time); the token is
+//! 408 (request not completed within the deadline), 411 (chunked body), 413 (body over
+//! [`MAX_BODY`]), 503 (the backend is unavailable, or too many requests or connections: see
+//! [`crate::http`]). When a token is set, every request needs `Authorization: Bearer <token>` (compared in constant time); the token is
 //! checked before the body is read. A non-loopback listen address without a token is refused.
 //!
 //! Nothing from the network can panic a handler: requests are bounded by the HTTP layer
-//! ([`crate::http`]: head size, body size, deadline, connection count), and every parse is
-//! checked. Each connection carries one request (`Connection: close`).
+//! ([`crate::http`], axum on hyper with tower limits: head size, body size, deadline, connections
+//! and requests in progress), and every parse is checked. Each connection carries one request
+//! (`Connection: close`). Backend calls run on the server's blocking threads.
+//!
+//! Logs: the HTTP layer logs refused requests (warn, with the reason and the peer: 401, 400, 404,
+//! 405, 408, 411, 413, 503) and every request at debug; the outcome of a table change or a reload
+//! (done or refused by the backend) is logged by the control thread ([`crate::plane`]), not here.
 
-use crate::http::{Head, HttpServer, Response, Service};
+use crate::http::{self, Gate, Refusal};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, request::Parts, HeaderValue, Method, Uri};
+use axum::response::Response;
+use axum::Router;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -119,10 +130,10 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// The running API server (its own threads). Stops and joins them on [`ApiServer::shutdown`] or
-/// drop.
+/// The running API server (its own runtime thread, [`crate::http::HttpServer`]). Stops it on
+/// [`ApiServer::shutdown`] or drop.
 pub struct ApiServer {
-    http: HttpServer,
+    http: http::HttpServer,
 }
 
 impl ApiServer {
@@ -142,11 +153,7 @@ impl ApiServer {
                  and no token is set (set control.api_token or {TOKEN_ENV}, or listen on 127.0.0.1)"
             ));
         }
-        let service = Arc::new(Handler {
-            token: token.map(String::into_bytes),
-            backend,
-        });
-        let http = HttpServer::start(listen, "longhaul-api", MAX_BODY, service)
+        let http = http::HttpServer::start(listen, "longhaul-api", app(token, backend, MAX_BODY))
             .map_err(|e| format!("management API: {e}"))?;
         Ok(ApiServer { http })
     }
@@ -156,22 +163,25 @@ impl ApiServer {
         self.http.local_addr()
     }
 
-    /// Stops serving and joins the threads (requests in progress finish first). Idempotent.
+    /// Stops serving and joins the thread (requests in progress finish first). Idempotent.
     pub fn shutdown(&mut self) {
         self.http.shutdown();
     }
 }
 
-/// The API's request handler without a listener, for [`crate::http::answer`] (the fuzz targets).
-pub fn service(token: Option<String>, backend: Arc<dyn ManagementBackend>) -> Arc<dyn Service> {
-    Arc::new(Handler {
-        token: token.map(String::into_bytes),
-        backend,
-    })
+/// The API as served: routes, token gate and the HTTP layer's limits with a body limit of
+/// `max_body`, without a listener (for [`crate::http::answer`]: tests and the fuzz targets).
+pub fn app(token: Option<String>, backend: Arc<dyn ManagementBackend>, max_body: usize) -> Router {
+    let gate: Option<Gate> = token.map(|t| {
+        let t = t.into_bytes();
+        Arc::new(move |head: &Parts| check_token(head, &t)) as Gate
+    });
+    let handler = Arc::new(Handler { backend });
+    let router = Router::new().fallback(handle).with_state(handler);
+    http::app(router, "api", max_body, gate)
 }
 
 struct Handler {
-    token: Option<Vec<u8>>,
     backend: Arc<dyn ManagementBackend>,
 }
 
@@ -186,49 +196,66 @@ enum Route {
 
 fn json_reply(status: u16, v: &Value) -> Response {
     let body = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"{}".to_vec());
-    Response::new(status, "application/json", body)
+    http::reply(http::status(status), "application/json", body)
+}
+
+fn error(status: u16, msg: &str) -> Response {
+    http::json_error(http::status(status), msg)
 }
 
 fn from_result(r: Result<Value, ApiError>) -> Response {
     match r {
         Ok(v) => json_reply(200, &v),
-        Err(e) => Response::json_error(e.status(), e.message()),
+        Err(e) => {
+            let mut r = error(e.status(), e.message());
+            r.extensions_mut().insert(Refusal {
+                reason: e.message().to_owned(),
+                by_backend: true,
+            });
+            r
+        }
     }
 }
 
-impl Service for Handler {
-    fn check(&self, head: &Head) -> Option<Response> {
-        let token = self.token.as_ref()?;
-        if authorized(head, token) {
-            return None;
-        }
-        tracing::warn!(
-            method = %head.method,
-            path = %head.path_and_query().0,
-            "API request refused: missing or wrong token"
-        );
-        Some(
-            Response::json_error(
-                401,
-                "missing or wrong token: send Authorization: Bearer <token>",
-            )
-            .with_header("WWW-Authenticate", "Bearer"),
-        )
+/// 401 unless the request carries the token (in constant time); `None`: go on.
+fn check_token(head: &Parts, token: &[u8]) -> Option<Response> {
+    if authorized(head, token) {
+        return None;
     }
+    let mut r = error(
+        401,
+        "missing or wrong token: send Authorization: Bearer <token>",
+    );
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(r)
+}
 
-    fn call(&self, head: &Head, body: &[u8]) -> Response {
-        let (path, query) = head.path_and_query();
+/// The one handler: routes by hand (the tested contract: JSON 404/405 with `Allow`, strict
+/// `%XX` decoding of table names, trailing slashes), and calls the backend on a blocking thread.
+async fn handle(State(h): State<Arc<Handler>>, method: Method, uri: Uri, body: Bytes) -> Response {
+    match tokio::task::spawn_blocking(move || h.call(&method, &uri, &body)).await {
+        Ok(r) => r,
+        Err(_) => error(500, "the request handler failed"),
+    }
+}
+
+impl Handler {
+    fn call(&self, method: &Method, uri: &Uri, body: &[u8]) -> Response {
+        let (path, query) = (uri.path(), uri.query().unwrap_or(""));
         let route = match route(path) {
             Ok(r) => r,
-            Err(resp) => return resp,
+            Err((st, msg)) => return error(st, &msg),
         };
-        let method = head.method.as_str();
+        let method = method.as_str();
         let not_allowed = |allow: &'static str| {
-            Response::json_error(
+            let mut r = error(
                 405,
                 &format!("{method} is not allowed on {path}: use {allow}"),
-            )
-            .with_header("Allow", allow)
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+            r
         };
         match (&route, method) {
             (Route::Health, "GET") => json_reply(200, &self.backend.health()),
@@ -236,25 +263,25 @@ impl Service for Handler {
             (Route::Tables, "GET") => json_reply(200, &json!({ "tables": self.backend.tables() })),
             (Route::Table(name), "GET") => match paging(query) {
                 Ok((offset, limit)) => from_result(self.backend.list_table(name, offset, limit)),
-                Err(msg) => Response::json_error(400, &msg),
+                Err(msg) => error(400, &msg),
             },
             (Route::Table(name), "POST") => match json_body(body) {
                 Ok(Some(entry)) => from_result(self.backend.insert(name, &entry)),
-                Ok(None) => Response::json_error(400, "the request needs a JSON body (the entry)"),
-                Err(r) => r,
+                Ok(None) => error(400, "the request needs a JSON body (the entry)"),
+                Err(msg) => error(400, &msg),
             },
             (Route::Table(name), "DELETE") => match json_body(body) {
                 Ok(Some(key)) => from_result(self.backend.delete(name, &key)),
-                Ok(None) => Response::json_error(400, "the request needs a JSON body (the key)"),
-                Err(r) => r,
+                Ok(None) => error(400, "the request needs a JSON body (the key)"),
+                Err(msg) => error(400, &msg),
             },
             (Route::Reload, "POST") => match json_body(body) {
                 Ok(None) => from_result(self.backend.reload(None)),
                 Ok(Some(v)) => match reload_path(&v) {
                     Ok(p) => from_result(self.backend.reload(p.as_deref())),
-                    Err(msg) => Response::json_error(400, &msg),
+                    Err(msg) => error(400, &msg),
                 },
-                Err(r) => r,
+                Err(msg) => error(400, &msg),
             },
             (Route::Health | Route::Stats | Route::Tables, _) => not_allowed("GET"),
             (Route::Table(_), _) => not_allowed("GET, POST, DELETE"),
@@ -263,8 +290,12 @@ impl Service for Handler {
     }
 }
 
-fn authorized(head: &Head, token: &[u8]) -> bool {
-    let Some(v) = head.header("Authorization") else {
+fn authorized(head: &Parts, token: &[u8]) -> bool {
+    let Some(v) = head
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
     let v = v.trim();
@@ -274,8 +305,9 @@ fn authorized(head: &Head, token: &[u8]) -> bool {
     scheme.eq_ignore_ascii_case("bearer") && ct_eq(given.trim().as_bytes(), token)
 }
 
-fn route(path: &str) -> Result<Route, Response> {
-    let not_found = || Response::json_error(404, &format!("no such resource: {path}"));
+/// The resource `path` names, or the status and message of the refusal.
+fn route(path: &str) -> Result<Route, (u16, String)> {
+    let not_found = || (404, format!("no such resource: {path}"));
     let path = path
         .strip_suffix('/')
         .filter(|p| !p.is_empty())
@@ -294,12 +326,7 @@ fn route(path: &str) -> Result<Route, Response> {
             }
             match percent_decode(name) {
                 Some(n) if !n.is_empty() => Route::Table(n),
-                _ => {
-                    return Err(Response::json_error(
-                        400,
-                        &format!("bad table name in {path}"),
-                    ))
-                }
+                _ => return Err((400, format!("bad table name in {path}"))),
             }
         }
     })
@@ -329,13 +356,13 @@ fn paging(query: &str) -> Result<(usize, usize), String> {
 
 /// The request body as JSON: `Ok(None)` when empty, 400 when not JSON (the size was bounded by
 /// the HTTP layer).
-fn json_body(body: &[u8]) -> Result<Option<Value>, Response> {
+fn json_body(body: &[u8]) -> Result<Option<Value>, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
     serde_json::from_slice(body)
         .map(Some)
-        .map_err(|e| Response::json_error(400, &format!("the request body is not valid JSON: {e}")))
+        .map_err(|e| format!("the request body is not valid JSON: {e}"))
 }
 
 /// `{"path": "..."}` (or `{}`) of `POST /reload`.

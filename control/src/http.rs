@@ -1,140 +1,305 @@
-//! A small, bounded HTTP/1.1 server over `std::net` for the management API and the Prometheus
-//! endpoint.
+//! The HTTP server of the management API and of the Prometheus endpoint: axum on hyper
+//! (HTTP/1.1), on a small tokio runtime of its own (one OS thread plus a few blocking threads), so
+//! the rest of the program stays synchronous.
 //!
-//! Why not tiny_http: tiny_http 0.12 drains an unread request body on drop with
-//! `vec![0; remaining_content_length]`, so a single request with `Content-Length: 10^14` (even
-//! an unauthenticated one that is refused at once) aborts the process. Everything here is
-//! bounded instead:
+//! Why a library server, and why these limits: the first server (tiny_http 0.12) drained an unread
+//! request body on drop with `vec![0; remaining_content_length]`, so one request with
+//! `Content-Length: 10^14` (even an unauthenticated one, refused at once) aborted the process. A
+//! hand-written bounded server over `std::net` replaced it; this one keeps its bounds with
+//! maintained parts (hyper's parser, tower's limits) instead of our own HTTP parsing:
 //!
-//! - one request per connection (`Connection: close`), at most [`MAX_CONNECTIONS`] at a time
-//!   (more get 503 at once);
-//! - request head at most [`MAX_HEAD`] bytes (431), body at most the server's `max_body` (413,
-//!   decided from `Content-Length` before reading any of it), chunked bodies refused (411);
-//! - every read has a timeout and the whole request a deadline ([`REQUEST_DEADLINE`]), so a slow
-//!   client cannot hold a thread;
-//! - `Service::check` sees the head before the body is read (the API checks its token there).
+//! - at most [`MAX_CONNECTIONS`] open connections (more are answered 503 and closed at once), one
+//!   request per connection (`Connection: close`: no idle keep-alive connection holds a slot);
+//! - the request head: at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] headers (431, hyper), read
+//!   within [`REQUEST_DEADLINE`] (else the connection is closed);
+//! - the body: at most the endpoint's `max_body` bytes, refused with 413 from `Content-Length`
+//!   before any of it is read (tower-http `RequestBodyLimit`); chunked bodies are refused (411);
+//! - at most [`MAX_IN_FLIGHT`] requests in progress (more are answered 503 at once: tower
+//!   `load_shed` + `concurrency_limit`), each finished within [`REQUEST_DEADLINE`] (408: tower
+//!   `timeout`, which also bounds a client that sends its body slowly);
+//! - an endpoint's gate (the API's token check) sees the head before the body is read.
+//!
+//! Errors decided here or by a handler are `{"error": "..."}` (any non-JSON error a layer makes is
+//! rewritten to that form); malformed requests that hyper refuses itself (400, 431, 505 never
+//! reaches a handler) get its empty-bodied answer. Handlers run their blocking work on the
+//! runtime's blocking threads. Requests refused here are logged (`tracing`, warn) with the
+//! reason and the peer; every request is logged at debug.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::{BoxError, Router};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::ServiceBuilder;
+use tower::ServiceExt;
+use tower_http::limit::RequestBodyLimitLayer;
 
 /// Largest request head (request line + headers), bytes.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Most headers in a request.
 pub const MAX_HEADERS: usize = 64;
-/// Connections served at once; more are answered 503 and closed.
-pub const MAX_CONNECTIONS: usize = 32;
-/// Time a client has to send its whole request.
+/// Connections open at once; more are answered 503 and closed.
+pub const MAX_CONNECTIONS: usize = 128;
+/// Requests in progress at once (head read); more are answered 503.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Time a client has to send its request head, and a request to be read and answered.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
-/// How often the accept loop looks at the stop flag.
-const POLL: Duration = Duration::from_millis(10);
-/// Timeout of one socket write.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Threads for handlers' blocking work (the control thread answers one request at a time anyway).
+const BLOCKING_THREADS: usize = 4;
+/// Time given to a connection refused for lack of slots to take its 503.
+const BUSY_WRITE: Duration = Duration::from_secs(1);
 
-/// A request's method, target and headers (the body is read after [`Service::check`]).
-#[derive(Debug, Clone)]
-pub struct Head {
-    pub method: String,
-    /// Path and query as sent (`/tables/l3?offset=0`).
-    pub target: String,
-    /// Names as sent; compare them with [`Head::header`].
-    pub headers: Vec<(String, String)>,
+/// Sees a request's head before its body is read: `Some` answers at once (the API's token check).
+pub type Gate = Arc<dyn Fn(&Parts) -> Option<Response> + Send + Sync>;
+
+/// Why a request was refused, carried by an error response to the request log.
+#[derive(Clone, Debug)]
+pub struct Refusal {
+    pub reason: String,
+    /// Decided by the backend behind the handler (the control thread logs state changes itself):
+    /// logged at debug, not warn.
+    pub by_backend: bool,
 }
 
-impl Head {
-    /// The value of the first header named `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
+/// The peer of a connection (a request extension).
+#[derive(Clone, Copy, Debug)]
+struct Peer(Option<SocketAddr>);
 
-    /// The path (without the query) and the query (without `?`, may be empty).
-    pub fn path_and_query(&self) -> (&str, &str) {
-        match self.target.split_once('?') {
-            Some((p, q)) => (p, q),
-            None => (self.target.as_str(), ""),
+/// A response with `body` and its content type.
+pub fn reply(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// `{"error": msg}` with `status` (pretty-printed, as every JSON answer).
+pub fn json_error(status: StatusCode, msg: &str) -> Response {
+    let body = serde_json::to_vec_pretty(&serde_json::json!({ "error": msg }))
+        .unwrap_or_else(|_| b"{}".to_vec());
+    let mut r = reply(status, "application/json", body);
+    r.extensions_mut().insert(Refusal {
+        reason: msg.to_owned(),
+        by_backend: false,
+    });
+    r
+}
+
+/// The status from a number (500 for a number that is not one).
+pub fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// `router` (its handlers) wrapped in the limits above, the gate and the JSON errors: what
+/// [`HttpServer::start`] and [`answer`] serve. `name` tags the logs.
+pub fn app(router: Router, name: &'static str, max_body: usize, gate: Option<Gate>) -> Router {
+    // Innermost first: body limit, chunked refusal, gate, then the request limits, then the
+    // JSON errors and the log around everything.
+    let mut app = router
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(middleware::from_fn(refuse_chunked));
+    if let Some(gate) = gate {
+        app = app.layer(middleware::from_fn(move |req: Request, next: Next| {
+            let gate = gate.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                match gate(&parts) {
+                    Some(r) => r,
+                    None => next.run(Request::from_parts(parts, body)).await,
+                }
+            }
+        }));
+    }
+    app.layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(limit_error))
+            .load_shed()
+            .layer(GlobalConcurrencyLimitLayer::new(MAX_IN_FLIGHT))
+            .timeout(REQUEST_DEADLINE),
+    )
+    .layer(middleware::from_fn(move |req: Request, next: Next| {
+        finish(req, next, name, max_body)
+    }))
+}
+
+async fn refuse_chunked(req: Request, next: Next) -> Response {
+    if req.headers().contains_key(header::TRANSFER_ENCODING) {
+        return json_error(
+            StatusCode::LENGTH_REQUIRED,
+            "chunked request bodies are not supported: send Content-Length",
+        );
+    }
+    next.run(req).await
+}
+
+/// The answers of the load-shedding, concurrency and timeout layers.
+async fn limit_error(err: BoxError) -> Response {
+    if err.is::<tower::timeout::error::Elapsed>() {
+        json_error(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "the request was not completed within {} s",
+                REQUEST_DEADLINE.as_secs()
+            ),
+        )
+    } else if err.is::<tower::load_shed::error::Overloaded>() {
+        json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("more than {MAX_IN_FLIGHT} requests in progress; try again"),
+        )
+    } else {
+        json_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("{err}"))
+    }
+}
+
+fn content_length(h: &HeaderMap) -> Option<u64> {
+    h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// Rewrites a non-JSON error response (a layer's own, e.g. tower-http's 413) as `{"error": ..}`
+/// and logs the request: refusals at warn (with the reason), the rest at debug.
+async fn finish(req: Request, next: Next, name: &'static str, max_body: usize) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let peer = req.extensions().get::<Peer>().and_then(|p| p.0);
+    let length = content_length(req.headers());
+    let mut resp = next.run(req).await;
+    let st = resp.status();
+    if (st.is_client_error() || st.is_server_error())
+        && resp.extensions().get::<Refusal>().is_none()
+    {
+        let msg = match (st, length) {
+            (StatusCode::PAYLOAD_TOO_LARGE, Some(n)) => {
+                format!("request body of {n} bytes is larger than the limit of {max_body} bytes")
+            }
+            (StatusCode::PAYLOAD_TOO_LARGE, None) => {
+                format!("request body larger than the limit of {max_body} bytes")
+            }
+            _ => st
+                .canonical_reason()
+                .unwrap_or("error")
+                .to_ascii_lowercase(),
+        };
+        let mut json = json_error(st, &msg);
+        for (k, v) in resp.headers() {
+            if k != header::CONTENT_TYPE && k != header::CONTENT_LENGTH {
+                json.headers_mut().append(k.clone(), v.clone());
+            }
         }
+        resp = json;
+    }
+    log_request(
+        name,
+        &method,
+        &path,
+        peer,
+        st,
+        resp.extensions().get::<Refusal>(),
+        started,
+    );
+    resp
+}
+
+fn log_request(
+    endpoint: &'static str,
+    method: &Method,
+    path: &str,
+    peer: Option<SocketAddr>,
+    st: StatusCode,
+    refusal: Option<&Refusal>,
+    started: Instant,
+) {
+    let peer = peer.map(|p| p.to_string()).unwrap_or_default();
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    match refusal {
+        Some(r) if !r.by_backend => tracing::warn!(
+            endpoint,
+            %method,
+            path,
+            status = st.as_u16(),
+            peer,
+            reason = %r.reason,
+            "request refused"
+        ),
+        _ => tracing::debug!(
+            endpoint,
+            %method,
+            path,
+            status = st.as_u16(),
+            peer,
+            elapsed_us,
+            "request"
+        ),
     }
 }
 
-/// A response. `Content-Length` and `Connection: close` are added when it is sent.
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
+/// The HTTP/1.1 settings of every connection.
+fn connection_builder() -> http1::Builder {
+    let mut b = http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_DEADLINE)
+        .keep_alive(false)
+        .half_close(true)
+        .title_case_headers(true)
+        .max_headers(MAX_HEADERS)
+        .max_header_size(MAX_HEAD)
+        .max_buf_size(MAX_HEAD);
+    b
 }
 
-impl Response {
-    pub fn new(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
-        Response {
-            status,
-            content_type,
-            headers: Vec::new(),
-            body,
-        }
-    }
-
-    /// `{"error": msg}` with `status`.
-    pub fn json_error(status: u16, msg: &str) -> Response {
-        let body = serde_json::to_vec_pretty(&serde_json::json!({ "error": msg }))
-            .unwrap_or_else(|_| b"{}".to_vec());
-        Response::new(status, "application/json", body)
-    }
-
-    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Response {
-        self.headers.push((name, value.into()));
-        self
-    }
-}
-
-/// What a server does with requests.
-pub trait Service: Send + Sync + 'static {
-    /// Called with the head before the body is read; `Some` answers at once (the body is not
-    /// read). Default: go on.
-    fn check(&self, _head: &Head) -> Option<Response> {
-        None
-    }
-    /// Answers a request whose body (at most `max_body` bytes) has been read.
-    fn call(&self, head: &Head, body: &[u8]) -> Response;
-}
-
-/// A running server: an accept thread plus one thread per connection in progress. Stops and
-/// joins them all on [`HttpServer::shutdown`] or drop.
+/// A running server: its runtime's thread. Stops it on [`HttpServer::shutdown`] or drop.
 pub struct HttpServer {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl HttpServer {
-    /// Binds `listen` (port 0: any free port) and serves `service` on a thread named `name`.
-    pub fn start(
-        listen: SocketAddr,
-        name: &str,
-        max_body: usize,
-        service: Arc<dyn Service>,
-    ) -> Result<HttpServer, String> {
-        let listener =
-            TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    /// Binds `listen` (port 0: any free port) and serves `app` (from [`app`]) on a thread named
+    /// `name`.
+    pub fn start(listen: SocketAddr, name: &str, app: Router) -> Result<HttpServer, String> {
+        let listener = std::net::TcpListener::bind(listen)
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let addr = listener
             .local_addr()
             .map_err(|e| format!("cannot read the address of {listen}: {e}"))?;
         listener
             .set_nonblocking(true)
             .map_err(|e| format!("{listen}: {e}"))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let conn_name = format!("{name}-conn");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .max_blocking_threads(BLOCKING_THREADS)
+            .thread_name(format!("{name}-blocking"))
+            .build()
+            .map_err(|e| format!("cannot start the runtime of {name}: {e}"))?;
+        let listener = {
+            let _in_rt = rt.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(|e| format!("{listen}: {e}"))?
+        };
+        let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
-            .spawn(move || accept_loop(listener, &flag, &conn_name, max_body, service))
+            .spawn(move || {
+                rt.block_on(serve(listener, app, stopped));
+                // Blocking work still running (a backend call) is abandoned, not waited for.
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
         Ok(HttpServer {
             addr,
@@ -147,9 +312,10 @@ impl HttpServer {
         self.addr
     }
 
-    /// Stops accepting, lets requests in progress finish, joins every thread. Idempotent.
+    /// Stops accepting, lets requests in progress finish (at most [`REQUEST_DEADLINE`]), joins the
+    /// thread. Idempotent.
     pub fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -162,350 +328,174 @@ impl Drop for HttpServer {
     }
 }
 
-fn accept_loop(
-    listener: TcpListener,
-    stop: &AtomicBool,
-    conn_name: &str,
-    max_body: usize,
-    service: Arc<dyn Service>,
-) {
-    let active = Arc::new(AtomicUsize::new(0));
-    let mut conns: Vec<JoinHandle<()>> = Vec::new();
-    while !stop.load(Ordering::SeqCst) {
-        conns.retain(|t| !t.is_finished());
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                std::thread::sleep(POLL);
-                continue;
-            }
+async fn serve(listener: tokio::net::TcpListener, app: Router, mut stop: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = tokio::task::JoinSet::new();
+    let (mut busy_since, mut busy) = (Instant::now(), 0u64);
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => break,
+            a = listener.accept() => a,
+        };
+        while conns.try_join_next().is_some() {}
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
             // Out of descriptors and the like: wait for connections to finish.
             Err(_) => {
-                std::thread::sleep(POLL * 10);
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        // Accepted sockets may inherit non-blocking mode on some platforms.
-        if stream.set_nonblocking(false).is_err() {
-            continue;
-        }
-        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let r = Response::json_error(503, "too many connections; try again");
-            send(&stream, &r);
-            continue;
-        }
-        active.fetch_add(1, Ordering::SeqCst);
-        let (svc, act) = (service.clone(), active.clone());
-        let spawned = std::thread::Builder::new()
-            .name(conn_name.to_owned())
-            .spawn(move || {
-                serve_connection(stream, max_body, &*svc);
-                act.fetch_sub(1, Ordering::SeqCst);
-            });
-        match spawned {
-            Ok(t) => conns.push(t),
+        match slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                conns.spawn(connection(stream, peer, app.clone(), stop.clone(), slot));
+            }
             Err(_) => {
-                active.fetch_sub(1, Ordering::SeqCst);
+                busy += 1;
+                if busy_since.elapsed() >= Duration::from_secs(1) {
+                    tracing::warn!(
+                        refused = busy,
+                        max = MAX_CONNECTIONS,
+                        "connections refused: too many open connections"
+                    );
+                    (busy_since, busy) = (Instant::now(), 0);
+                }
+                conns.spawn(refuse_busy(stream));
             }
         }
     }
-    for t in conns {
-        let _ = t.join();
-    }
+    drop(listener);
+    // Requests in progress finish (each is bounded by the deadline); then whatever is left is
+    // dropped with the set.
+    let _ = tokio::time::timeout(REQUEST_DEADLINE, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
 }
 
-/// Why a request could not be read.
-enum ReadError {
-    /// Answer with this.
-    Reply(Response),
-    /// The client went away or timed out: just close.
-    Gone,
-}
-
-fn serve_connection(mut stream: TcpStream, max_body: usize, svc: &dyn Service) {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let resp = match read_request(&mut stream, deadline, max_body, svc) {
-        Ok((head, body)) => svc.call(&head, &body),
-        Err(ReadError::Reply(r)) => r,
-        Err(ReadError::Gone) => return,
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    mut stop: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(Peer(Some(peer)));
+        req
+    });
+    let conn =
+        connection_builder().serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
+    tokio::pin!(conn);
+    let done = tokio::select! {
+        r = conn.as_mut() => Some(r),
+        _ = stop.changed() => None,
     };
-    send(&stream, &resp);
-    // Let the client read the answer even if it is still sending a body we did not read: stop
-    // writing, then discard (boundedly) what it sends, so closing does not reset the connection.
-    let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
-    let mut sink = [0u8; 8192];
-    let (mut drained, until) = (0usize, Instant::now() + Duration::from_secs(2));
-    while drained < 4 * max_body.max(MAX_HEAD) && Instant::now() < until {
-        match stream.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => drained += n,
+    let result = match done {
+        Some(r) => r,
+        None => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
         }
-    }
-}
-
-/// What a request is read from and answered on: a socket, or bytes ([`answer`]).
-trait Conn: Read + Write {
-    fn set_read_timeout(&mut self, d: Option<Duration>) -> std::io::Result<()>;
-}
-
-impl Conn for TcpStream {
-    fn set_read_timeout(&mut self, d: Option<Duration>) -> std::io::Result<()> {
-        TcpStream::set_read_timeout(self, d)
-    }
-}
-
-/// A request given as bytes; what is written to it is discarded.
-struct Bytes<'a>(&'a [u8]);
-
-impl Read for Bytes<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.0.read(buf)
-    }
-}
-
-impl Write for Bytes<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Conn for Bytes<'_> {
-    fn set_read_timeout(&mut self, _d: Option<Duration>) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Answers one request given as bytes exactly as a connection would (the same reading, limits
-/// and `svc`), and returns the bytes that would be sent; empty when the connection would just
-/// close (the request ends before its head or body is complete). For tests and the fuzz targets.
-pub fn answer(request: &[u8], max_body: usize, svc: &dyn Service) -> Vec<u8> {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let resp = match read_request(&mut Bytes(request), deadline, max_body, svc) {
-        Ok((head, body)) => svc.call(&head, &body),
-        Err(ReadError::Reply(r)) => r,
-        Err(ReadError::Gone) => return Vec::new(),
     };
-    let mut out = Vec::new();
-    send(&mut out, &resp);
-    out
-}
-
-/// Reads at most `buf.len()` more bytes before `deadline`; `Gone` on EOF, error or timeout.
-fn read_some(
-    stream: &mut impl Conn,
-    buf: &mut [u8],
-    deadline: Instant,
-) -> Result<usize, ReadError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(ReadError::Gone);
-    }
-    stream
-        .set_read_timeout(Some(left))
-        .map_err(|_| ReadError::Gone)?;
-    loop {
-        match stream.read(buf) {
-            Ok(0) => return Err(ReadError::Gone),
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return Err(ReadError::Gone),
-        }
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection closed on an error");
     }
 }
 
-fn read_request(
-    stream: &mut impl Conn,
-    deadline: Instant,
-    max_body: usize,
-    svc: &dyn Service,
-) -> Result<(Head, Vec<u8>), ReadError> {
-    let bad = |msg: &str| ReadError::Reply(Response::json_error(400, msg));
-    let mut buf: Vec<u8> = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = find(&buf, b"\r\n\r\n") {
-            break i;
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(ReadError::Reply(Response::json_error(
-                431,
-                &format!("request head larger than {MAX_HEAD} bytes"),
-            )));
-        }
-        let n = read_some(stream, &mut chunk, deadline)?;
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    if head_end > MAX_HEAD {
-        return Err(ReadError::Reply(Response::json_error(
-            431,
-            &format!("request head larger than {MAX_HEAD} bytes"),
-        )));
-    }
-    let head_text =
-        std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("request head is not UTF-8"))?;
-    let mut lines = head_text.split("\r\n");
-    let request_line = lines.next().unwrap_or("");
-    let mut parts = request_line.split(' ');
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v), None) if !m.is_empty() && t.starts_with('/') => (m, t, v),
-        _ => return Err(bad("malformed request line")),
-    };
-    if !matches!(version, "HTTP/1.1" | "HTTP/1.0") {
-        return Err(ReadError::Reply(Response::json_error(
-            505,
-            "only HTTP/1.0 and HTTP/1.1 are supported",
-        )));
-    }
-    let mut headers = Vec::new();
-    for line in lines {
-        if headers.len() == MAX_HEADERS {
-            return Err(ReadError::Reply(Response::json_error(
-                431,
-                &format!("more than {MAX_HEADERS} headers"),
-            )));
-        }
-        let Some((k, v)) = line.split_once(':') else {
-            return Err(bad("malformed header line"));
-        };
-        if k.is_empty() || k.bytes().any(|b| b.is_ascii_whitespace()) {
-            return Err(bad("malformed header name"));
-        }
-        headers.push((k.to_owned(), v.trim().to_owned()));
-    }
-    let head = Head {
-        method: method.to_owned(),
-        target: target.to_owned(),
-        headers,
-    };
-
-    if let Some(r) = svc.check(&head) {
-        return Err(ReadError::Reply(r));
-    }
-
-    if head.header("Transfer-Encoding").is_some() {
-        return Err(ReadError::Reply(Response::json_error(
-            411,
-            "chunked request bodies are not supported: send Content-Length",
-        )));
-    }
-    let mut lengths = head
-        .headers
-        .iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case("Content-Length"))
-        .map(|(_, v)| v);
-    let len = match (lengths.next(), lengths.next()) {
-        (None, _) => 0,
-        (Some(v), None) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
-            // Digits only: an overflow means "huge".
-            v.parse::<usize>().unwrap_or(usize::MAX)
-        }
-        _ => return Err(bad("bad Content-Length")),
-    };
-    if len > max_body {
-        return Err(ReadError::Reply(Response::json_error(
-            413,
-            &format!("request body of {len} bytes is larger than the limit of {max_body} bytes"),
-        )));
-    }
-    if len > 0
-        && head
-            .header("Expect")
-            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
-    {
-        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
-    }
-    let mut body = buf.split_off(head_end + 4);
-    if body.len() > len {
-        // Pipelined data after the body: ignored (one request per connection).
-        body.truncate(len);
-    }
-    while body.len() < len {
-        let want = (len - body.len()).min(chunk.len());
-        let n = read_some(stream, &mut chunk[..want], deadline)?;
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Ok((head, body))
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
-        _ => "",
-    }
-}
-
-fn send(mut stream: impl Write, r: &Response) {
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        r.status,
-        reason(r.status),
-        r.content_type,
-        r.body.len()
+/// Answers 503 to a connection over [`MAX_CONNECTIONS`] without reading its request.
+async fn refuse_busy(mut stream: tokio::net::TcpStream) {
+    let body = serde_json::to_vec_pretty(&serde_json::json!({
+        "error": format!("more than {MAX_CONNECTIONS} connections open; try again")
+    }))
+    .unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
     );
-    for (k, v) in &r.headers {
-        // Values are ours, but never let one break the framing.
-        if !v.contains(['\r', '\n']) {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
+    let _ = tokio::time::timeout(BUSY_WRITE, async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&body).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+/// Answers one request given as bytes exactly as a connection would (hyper's parsing, the same
+/// layers and handlers), and returns the bytes that would be sent; empty when the connection
+/// would just close. For tests and the fuzz targets.
+pub fn answer(request: &[u8], app: &Router) -> Vec<u8> {
+    thread_local! {
+        static RT: Option<tokio::runtime::Runtime> = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(BLOCKING_THREADS)
+            .build()
+            .ok();
     }
-    head.push_str("\r\n");
-    let _ = stream
-        .write_all(head.as_bytes())
-        .and_then(|()| stream.write_all(&r.body))
-        .and_then(|()| stream.flush());
+    RT.with(|rt| {
+        let Some(rt) = rt else {
+            return Vec::new();
+        };
+        rt.block_on(async {
+            let (mut client, server) = tokio::io::duplex(64 * 1024);
+            let svc = app
+                .clone()
+                .map_request(|mut req: Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(Peer(None));
+                    req
+                });
+            let conn = connection_builder()
+                .serve_connection(TokioIo::new(server), TowerToHyperService::new(svc));
+            let talk = async {
+                // The server may stop reading (an early answer): a failed write is not an error.
+                let _ = client.write_all(request).await;
+                let _ = client.shutdown().await;
+                let mut out = Vec::new();
+                let _ = client.read_to_end(&mut out).await;
+                out
+            };
+            let both = async { tokio::join!(conn, talk).1 };
+            tokio::time::timeout(REQUEST_DEADLINE + Duration::from_secs(1), both)
+                .await
+                .unwrap_or_default()
+        })
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
 
-    struct Echo;
-
-    impl Service for Echo {
-        fn call(&self, head: &Head, body: &[u8]) -> Response {
-            let text = format!("{} {} {}", head.method, head.target, body.len());
-            Response::new(200, "text/plain", text.into_bytes())
-        }
+    fn echo() -> Router {
+        Router::new().fallback(
+            |method: Method, uri: axum::http::Uri, body: Bytes| async move {
+                let text = format!("{method} {uri} {}", body.len());
+                reply(StatusCode::OK, "text/plain", text.into_bytes())
+            },
+        )
     }
 
     #[test]
     fn answer_reads_a_request_from_bytes_as_a_connection_does() {
-        let r = answer(
-            b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcdef",
-            16,
-            &Echo,
-        );
+        let app = app(echo(), "test", 16, None);
+        let r = answer(b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcdef", &app);
         let r = String::from_utf8(r).unwrap();
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
         assert!(r.ends_with("\r\n\r\nPOST /x 3"), "{r}");
-        // Body over the limit: 413 before reading it; a request cut short: nothing sent.
-        let r = answer(b"POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n", 16, &Echo);
-        assert!(r.starts_with(b"HTTP/1.1 413 "));
-        assert!(answer(b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\na", 16, &Echo).is_empty());
-        assert!(answer(b"GET / HTTP/1.1\r\n", 16, &Echo).is_empty());
+        // Body over the limit: 413 (JSON) before reading it.
+        let r = answer(b"POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n", &app);
+        let r = String::from_utf8(r).unwrap();
+        assert!(r.starts_with("HTTP/1.1 413 "), "{r}");
+        assert!(r.contains("larger than the limit of 16 bytes"), "{r}");
+        // A head cut short: nothing sent.
+        assert!(answer(b"GET / HTTP/1.1\r\n", &app).is_empty());
+        // Chunked: 411.
+        let r = answer(
+            b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            &app,
+        );
+        assert!(r.starts_with(b"HTTP/1.1 411 "));
     }
 }

@@ -23,7 +23,11 @@
 //! Mechanisms add their own series ([`Series`], from `Mechanisms::metrics`): their names, help
 //! texts and documentation are the mechanism's.
 
-use crate::http::{Head, HttpServer, Response, Service};
+use crate::http::{self, HttpServer};
+use axum::extract::State as Shared;
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::Router;
 use longhaul_dataplane::control::LatencyHist;
 use longhaul_dataplane::counters::{DropCounters, DropReason};
 use longhaul_dataplane::engine::SwitchSnapshot;
@@ -710,44 +714,56 @@ fn describe() {
     );
 }
 
-/// Serves `GET /metrics` (Prometheus text format 0.0.4) on its own thread. Read-only and
-/// unauthenticated, like every Prometheus exporter: keep it on loopback or a management network.
+/// Serves `GET /metrics` (Prometheus text format 0.0.4) on its own thread ([`HttpServer`]: axum
+/// on hyper, with the same limits as the API). Read-only and unauthenticated, like every
+/// Prometheus exporter: keep it on loopback or a management network.
 pub struct MetricsServer {
     http: HttpServer,
 }
 
-struct MetricsService {
-    metrics: Metrics,
-}
+/// Largest request body the metrics endpoint accepts (it reads none).
+const METRICS_MAX_BODY: usize = 64 * 1024;
 
-impl Service for MetricsService {
-    fn call(&self, head: &Head, _body: &[u8]) -> Response {
-        let (path, _) = head.path_and_query();
-        match (path, head.method.as_str()) {
-            ("/metrics", "GET") => Response::new(
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                self.metrics.render().into_bytes(),
-            ),
-            ("/metrics", m) => {
-                Response::json_error(405, &format!("{m} is not allowed on /metrics: use GET"))
-                    .with_header("Allow", "GET")
+async fn serve_metrics(Shared(metrics): Shared<Metrics>, method: Method, uri: Uri) -> Response {
+    let path = uri.path().to_owned();
+    match (path.as_str(), method) {
+        ("/metrics", Method::GET) => {
+            // Rendering takes a lock and formats every series: off the runtime's thread.
+            match tokio::task::spawn_blocking(move || metrics.render()).await {
+                Ok(text) => http::reply(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    text.into_bytes(),
+                ),
+                Err(_) => http::json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "rendering the metrics failed",
+                ),
             }
-            _ => Response::json_error(404, &format!("no such resource: {path} (try /metrics)")),
         }
+        ("/metrics", m) => {
+            let mut r = http::json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!("{m} is not allowed on /metrics: use GET"),
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET"));
+            r
+        }
+        _ => http::json_error(
+            StatusCode::NOT_FOUND,
+            &format!("no such resource: {path} (try /metrics)"),
+        ),
     }
 }
 
 impl MetricsServer {
     /// Listens on `listen` (port 0: any free port).
     pub fn start(listen: SocketAddr, metrics: Metrics) -> Result<MetricsServer, String> {
-        let http = HttpServer::start(
-            listen,
-            "longhaul-metrics",
-            64 * 1024,
-            Arc::new(MetricsService { metrics }),
-        )
-        .map_err(|e| format!("metrics endpoint: {e}"))?;
+        let router = Router::new().fallback(serve_metrics).with_state(metrics);
+        let app = http::app(router, "metrics", METRICS_MAX_BODY, None);
+        let http = HttpServer::start(listen, "longhaul-metrics", app)
+            .map_err(|e| format!("metrics endpoint: {e}"))?;
         Ok(MetricsServer { http })
     }
 
@@ -755,7 +771,7 @@ impl MetricsServer {
         self.http.local_addr()
     }
 
-    /// Stops serving and joins the threads. Idempotent (also on drop).
+    /// Stops serving and joins the thread. Idempotent (also on drop).
     pub fn shutdown(&mut self) {
         self.http.shutdown();
     }

@@ -1,5 +1,5 @@
-//! The `api` target: arbitrary request bytes through the management API's HTTP reading
-//! (control/src/http.rs, [`http::answer`]: head, headers, Content-Length, body limits) and its
+//! The `api` target: arbitrary request bytes through the management API's HTTP server
+//! (control/src/http.rs, [`http::answer`]: hyper's parsing, the tower limits, body limits) and its
 //! service (control/src/api.rs: token check, routes, paging, JSON bodies), on a backend whose
 //! tables are a real pipeline's control plane (the master copies of `configs/*.toml`), so table
 //! inserts and deletes run the same entry parsing as `longhaul run`.
@@ -92,8 +92,8 @@ pub fn api(data: &[u8]) {
     };
     let be = backend(sel, |name| crate::pipeline::shipped_config(name).clone());
     let token = (sel & 4 != 0).then(|| "s3cret".to_owned());
-    let svc = api::service(token, be);
     // A small body limit too, so the 413 path and exact-limit bodies are reached.
     let max_body = if sel & 8 != 0 { 64 } else { api::MAX_BODY };
-    let _ = http::answer(req, max_body, &*svc);
+    let app = api::app(token, be, max_body);
+    let _ = http::answer(req, &app);
 }
