@@ -1152,6 +1152,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// The packet leaves the buffer: give its bytes back to PFC accounting.
+    #[inline]
     fn release_pfc(&mut self, now: Nanos, pkt: &P::Buf) {
         let m = pkt.meta();
         if m.flags & FLAG_PFC_ACCOUNTED == 0 {

@@ -301,25 +301,12 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// probes, longest first.
     #[inline(never)]
     fn probe(&self, addr: A, lo: u8, hi: u8) -> Option<(A, u8, V)> {
-        for w in (0..self.populated.len()).rev() {
-            let mut bits = self.populated[w];
-            while bits != 0 {
-                let top = 63 - bits.leading_zeros();
-                bits &= !(1u64 << top);
-                let len = (w * 64) as u8 + top as u8;
-                if len >= hi {
-                    continue;
-                }
-                if len < lo {
-                    return None;
-                }
-                let p = addr.mask(len);
-                if let Some(v) = self.map.get(&p.key(len)) {
-                    return Some((p, len, *v));
-                }
-            }
-        }
-        None
+        self.probe_ref(addr, lo, hi).map(|(p, l, v)| (p, l, *v))
+    }
+
+    /// As [`Lpm::probe`], the value by reference.
+    fn probe_ref(&self, addr: A, lo: u8, hi: u8) -> Option<(A, u8, &V)> {
+        probe_in(&self.map, &self.populated, addr, lo, hi)
     }
 
     /// Remove the route `prefix/len` (exactly that prefix), returning its value; `None` when there
@@ -345,7 +332,29 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// The value of the longest route containing `addr`, counting a hit or a miss.
     #[inline]
     pub fn lookup(&mut self, addr: A) -> Option<V> {
-        self.lookup_route(addr).map(|(_, _, v)| v)
+        self.lookup_ref(addr).copied()
+    }
+
+    /// As [`Lpm::lookup`], the value by reference: the fast path reads the route's fields where
+    /// they are (the DIR-16 slot) instead of copying a `(prefix, len, value)` tuple through the
+    /// stack, whose re-read stalled on store forwarding (perf/README.md).
+    #[inline(always)]
+    pub fn lookup_ref(&mut self, addr: A) -> Option<&V> {
+        let (map, populated) = (&self.map, &self.populated);
+        let found = match self.dir.get(addr.top16()) {
+            Some(slot) if slot.longer == 0 => slot.best.as_ref().map(|(_, v)| v),
+            Some(slot) => match probe_in(map, populated, addr, 17, u8::MAX) {
+                Some((_, _, v)) => Some(v),
+                None => slot.best.as_ref().map(|(_, v)| v),
+            },
+            None => probe_in(map, populated, addr, 0, u8::MAX).map(|(_, _, v)| v),
+        };
+        if found.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        found
     }
 
     /// The longest route containing `addr` as `(prefix, len, value)`, counting a hit or a miss.
@@ -419,6 +428,37 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
             ..self.stats
         }
     }
+}
+
+/// The longest route containing `addr` among the populated lengths in `lo..hi`, by hash probes,
+/// longest first (a free function so that a caller can hold the result and count in the stats).
+#[inline(never)]
+fn probe_in<'a, A: LpmAddr, V>(
+    map: &'a HashMap<A::Key, V, RandomState>,
+    populated: &[u64; 3],
+    addr: A,
+    lo: u8,
+    hi: u8,
+) -> Option<(A, u8, &'a V)> {
+    for w in (0..populated.len()).rev() {
+        let mut bits = populated[w];
+        while bits != 0 {
+            let top = 63 - bits.leading_zeros();
+            bits &= !(1u64 << top);
+            let len = (w * 64) as u8 + top as u8;
+            if len >= hi {
+                continue;
+            }
+            if len < lo {
+                return None;
+            }
+            let p = addr.mask(len);
+            if let Some(v) = map.get(&p.key(len)) {
+                return Some((p, len, v));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -142,7 +142,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Ipv4Addr::new(self.byte(12), self.byte(13), self.byte(14), self.byte(15))
     }
     /// Destination address.
-    #[inline]
+    #[inline(always)]
     pub fn dst_addr(&self) -> Ipv4Addr {
         Ipv4Addr::new(self.byte(16), self.byte(17), self.byte(18), self.byte(19))
     }
@@ -242,7 +242,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Decrement the TTL by one, updating the checksum incrementally (RFC 1624; RFC 1812 section
     /// 5.3.1). Returns the new TTL, or [`WireError::TtlExpired`] (header unchanged) when the TTL is
     /// 0 or 1, i.e. the datagram must not be forwarded.
-    #[inline]
+    #[inline(always)]
     pub fn decrement_ttl(&mut self) -> Result<u8, WireError> {
         let ttl = self.ttl();
         if ttl <= 1 {

@@ -161,7 +161,25 @@ pub enum Egress {
     /// The L2 table: out of this port, unchanged.
     Bridge(u16),
     /// A route: out of its port with TTL - 1 and the next hop's MAC.
-    Route(NextHop),
+    Route(Hop),
+}
+
+/// A route's resolved next hop: what the rewrite needs (8 bytes, where a [`NextHop`] with its
+/// [`Via`] is 32: the decision is carried from the lookup to the rewrite in registers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    pub port: u16,
+    pub mac: [u8; 6],
+}
+
+impl From<NextHop> for Hop {
+    #[inline(always)]
+    fn from(nh: NextHop) -> Self {
+        Hop {
+            port: nh.port,
+            mac: nh.mac,
+        }
+    }
 }
 
 impl Egress {
@@ -370,7 +388,7 @@ impl Forwarding {
         // meta.flow_hash is left 0 ("not computed"): no baseline stage reads it, and hashing
         // every packet cost ~8% of the forwarding rate (perf/README.md).
         p.apply_to_meta(pkt.meta_mut());
-        self.policy(p)
+        self.policy(&p).map(|routable| (p, routable))
     }
 
     /// The first ingress stage of every pipeline: parse, then
@@ -387,6 +405,20 @@ impl Forwarding {
     ) -> Result<(Parsed, bool), Action> {
         let p = parse(pkt.data(), &self.parse_opts);
         p.apply_to_meta(pkt.meta_mut());
+        let routable = self.admit_stage(ctx, pkt, &p)?;
+        Ok((p, routable))
+    }
+
+    /// [`Forwarding::parse_stage`] after the parse: wire pairs, neighbours, the anomaly policy.
+    /// `Ok(routable)`. (The parse result is borrowed, never moved: copying the 32-byte struct
+    /// through `Result`s stalled the baseline's ingress on store forwarding, perf/README.md.)
+    #[inline(always)]
+    pub fn admit_stage<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+    ) -> Result<bool, Action> {
         let port = pkt.meta().ingress_port;
         if self.wire_peer(port).is_some() {
             // ARP is not an anomaly to a wire (the parser calls every non-IP EtherType unknown).
@@ -395,21 +427,21 @@ impl Forwarding {
                 self.stats.anomalies.inc(a);
                 self.stats.anomalies_forwarded += 1;
             }
-            return Ok((p, false));
+            return Ok(false);
         }
         if self.neigh.active() && matches!(p.l3, L3Kind::Other(_) | L3Kind::V6) {
-            if let Some(a) = self.neigh.ingress(ctx, pkt, &p, port) {
+            if let Some(a) = self.neigh.ingress(ctx, pkt, p, port) {
                 return Err(a);
             }
         }
         self.policy(p).map_err(Action::Drop)
     }
 
-    /// The anomaly policy over a parse result.
+    /// The anomaly policy over a parse result: `Ok(routable)` or the drop reason.
     #[inline(always)]
-    fn policy(&mut self, p: Parsed) -> Result<(Parsed, bool), DropReason> {
+    fn policy(&mut self, p: &Parsed) -> Result<bool, DropReason> {
         let Some(a) = p.anomaly else {
-            return Ok((p, p.is_ip()));
+            return Ok(p.is_ip());
         };
         self.stats.anomalies.inc(a);
         let (policy, l3_usable) = match a {
@@ -426,7 +458,7 @@ impl Forwarding {
             Policy::Drop => Err(a),
             Policy::Forward => {
                 self.stats.anomalies_forwarded += 1;
-                Ok((p, l3_usable && p.is_ip()))
+                Ok(l3_usable && p.is_ip())
             }
         }
     }
@@ -487,9 +519,9 @@ impl Forwarding {
             L3Kind::V4 => {
                 let ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
                 let d = u32::from(ip.dst_addr());
-                let nh = match self.v4.lookup(d) {
-                    Some(RouteEntry::One(nh)) => Some(nh),
-                    Some(RouteEntry::Group(g)) => {
+                let nh = match self.v4.lookup_ref(d) {
+                    Some(&RouteEntry::One(nh)) => Some(nh),
+                    Some(&RouteEntry::Group(g)) => {
                         let src = map_v4(u32::from(ip.src_addr()));
                         self.ecmp_member(g, src, map_v4(d), p, ip.is_fragment())
                     }
@@ -500,9 +532,9 @@ impl Forwarding {
             L3Kind::V6 => {
                 let ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
                 let d = ip.dst_u128();
-                let nh = match self.v6.lookup(d) {
-                    Some(RouteEntry::One(nh)) => Some(nh),
-                    Some(RouteEntry::Group(g)) => self.ecmp_member(g, ip.src_u128(), d, p, false),
+                let nh = match self.v6.lookup_ref(d) {
+                    Some(&RouteEntry::One(nh)) => Some(nh),
+                    Some(&RouteEntry::Group(g)) => self.ecmp_member(g, ip.src_u128(), d, p, false),
                     None => None,
                 };
                 (nh, d)
@@ -511,7 +543,7 @@ impl Forwarding {
         };
         let mut nh = nh.ok_or(DropReason::NoRoute)?;
         let target = match nh.via {
-            Via::Mac => return Ok(Egress::Route(nh)),
+            Via::Mac => return Ok(Egress::Route(nh.into())),
             Via::Gateway(ip) => ip,
             Via::Direct => {
                 if self.neigh.is_own(nh.port, dst) {
@@ -522,7 +554,7 @@ impl Forwarding {
             }
         };
         nh.mac = self.neigh.resolve(ctx, nh.port, target)?;
-        Ok(Egress::Route(nh))
+        Ok(Egress::Route(nh.into()))
     }
 
     /// The member of ECMP group `g` for a packet from `src` to `dst` (IPv4-mapped for IPv4):
@@ -665,8 +697,10 @@ impl Forwarding {
     /// The whole baseline ingress for one packet.
     #[inline]
     pub fn ingress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let (p, routable) = match self.parse_stage(ctx, pkt) {
-            Ok(x) => x,
+        let p = parse(pkt.data(), &self.parse_opts);
+        p.apply_to_meta(pkt.meta_mut());
+        let routable = match self.admit_stage(ctx, pkt, &p) {
+            Ok(r) => r,
             Err(a) => return a,
         };
         pkt.meta_mut().class = self.classify(&p);

@@ -433,7 +433,7 @@ impl SprayTor {
                         }
                     } else if is_request(op) {
                         if let Some(hop) = self.source_data(pkt, &p, op, qpn, psn, now) {
-                            egress = Egress::Route(hop);
+                            egress = Egress::Route(hop.into());
                         }
                     }
                 } else if self.fabric.contains(in_port)
