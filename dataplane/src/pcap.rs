@@ -243,8 +243,13 @@ impl<R: Read> PcapReader<R> {
                 "pcap record #{idx} at byte offset {off}: captured length {caplen} exceeds the {MAX_CAPLEN}-byte limit (corrupt file?)"
             )));
         }
-        data.clear();
-        data.resize(caplen as usize, 0);
+        // Sized without zeroing what the read overwrites anyway (frames of one size, the usual
+        // trace, never touch the allocator or memset).
+        if data.len() > caplen as usize {
+            data.truncate(caplen as usize);
+        } else {
+            data.resize(caplen as usize, 0);
+        }
         let got = read_full(&mut self.inner, data)?;
         if got < data.len() {
             return Err(truncated(format!(
