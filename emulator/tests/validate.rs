@@ -456,3 +456,35 @@ fn swift_shares_the_incast_port_without_pfc() {
         assert_eq!(f.retransmitted, 0);
     }
 }
+
+/// `[emulation] connect` and `connect_from` take only their documented values, and the error
+/// names the file and the key.
+#[test]
+fn bad_connect_values_are_errors_naming_the_key() {
+    let e = errors(&scenario(
+        "connect = \"rdma_cm\"\nconnect_from = \"both\"",
+        &flow(0, 1, 1000, 0.0),
+        "",
+    ));
+    let all = e.join("\n");
+    assert!(
+        e.iter().any(|m| m.contains("bad.toml")
+            && m.contains("emulation.connect:")
+            && m.contains("'rdma_cm'")),
+        "{all}"
+    );
+    assert!(
+        e.iter()
+            .any(|m| m.contains("emulation.connect_from") && m.contains("'both'")),
+        "{all}"
+    );
+    let ok = load(&scenario(
+        "connect = \"tcp\"\nconnect_from = \"receiver\"",
+        &flow(0, 1, 1000, 0.0),
+        "",
+    ));
+    assert_eq!(
+        ok.params.connect,
+        longhaul_emulator::scenario::Connect::Tcp { by_receiver: true }
+    );
+}
