@@ -330,9 +330,23 @@ pub fn build_frame_v4(
     dst_ip: Ipv4Addr,
     r: &TcpRepr,
 ) -> Result<usize, WireError> {
-    let tl = r.header_len();
+    build_frame_v4_with(buf, dst_mac, src_mac, src_ip, dst_ip, r, &[])
+}
+
+/// As [`build_frame_v4`], with `payload` after the TCP header (covered by the checksum).
+pub fn build_frame_v4_with(
+    buf: &mut [u8],
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    r: &TcpRepr,
+    payload: &[u8],
+) -> Result<usize, WireError> {
+    let hl = r.header_len();
+    let tl = hl + payload.len();
     let total = ethernet::HEADER_LEN + ipv4::HEADER_LEN + tl;
-    if buf.len() < total {
+    if buf.len() < total || tl > usize::from(u16::MAX) - ipv4::HEADER_LEN {
         return Err(WireError::NoRoom);
     }
     let mut off = ethernet::write_header(buf, dst_mac, src_mac, ethernet::ETHERTYPE_IPV4)?;
@@ -351,6 +365,7 @@ pub fn build_frame_v4(
         },
     )?;
     write_segment(&mut buf[off..], r)?;
+    buf[off + hl..total].copy_from_slice(payload);
     let c = checksum_v4(&buf[off..total], src_ip, dst_ip);
     put16(buf, off + 16, c);
     Ok(total)
@@ -441,6 +456,32 @@ mod tests {
         assert!(!t.verify_checksum_v4(s, Ipv4Addr::new(10, 2, 2, 3)));
         assert_eq!(
             build_frame_v4(&mut b[..57], M2, M1, s, d, &r),
+            Err(WireError::NoRoom)
+        );
+    }
+
+    #[test]
+    fn segment_with_payload_matches_scapy() {
+        // python3 -c 'from scapy.all import *; print(bytes(Ether(src="02:00:00:00:00:01",
+        //  dst="02:00:00:00:00:02")/IP(src="10.1.1.1",dst="10.2.2.2",id=0,flags="DF",ttl=64)/
+        //  TCP(sport=18515,dport=40000,seq=0x11223344,ack=0x55667788,flags="PA",window=65535)/
+        //  Raw(b"0123456789abcdef")).hex())'
+        let want = hex("02000000000202000000000108004500003800004000400623bb0a0101010a02020248539c4011223344556677885018ffff7397000030313233343536373839616263646566");
+        let r = TcpRepr {
+            src_port: 18515,
+            dst_port: 40000,
+            seq: 0x11223344,
+            ack: 0x55667788,
+            flags: PSH | ACK,
+            window: 65535,
+            mss: None,
+        };
+        let (s, d) = (Ipv4Addr::new(10, 1, 1, 1), Ipv4Addr::new(10, 2, 2, 2));
+        let mut b = [0u8; 100];
+        let n = build_frame_v4_with(&mut b, M2, M1, s, d, &r, b"0123456789abcdef").unwrap();
+        assert_eq!(&b[..n], &want[..]);
+        assert_eq!(
+            build_frame_v4_with(&mut b[..69], M2, M1, s, d, &r, b"0123456789abcdef"),
             Err(WireError::NoRoom)
         );
     }

@@ -33,6 +33,7 @@ use cc::{AgentRate, Cc};
 use dcqcn::Dcqcn;
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ecn;
+use longhaul_dataplane::wire::ethernet;
 use longhaul_dataplane::wire::ethernet::{MacAddr, ETHERTYPE_IPV4, ETHERTYPE_MAC_CONTROL};
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
 use longhaul_dataplane::wire::pfc::{self, MacControl};
@@ -41,7 +42,6 @@ use longhaul_dataplane::wire::roce::{
     RoceAddrs, PKEY_DEFAULT, RETH_LEN,
 };
 use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
-use longhaul_dataplane::wire::{ethernet, ipv4};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
@@ -548,48 +548,17 @@ impl Host {
             mss: (flags & tcp::SYN != 0).then_some(CONNECT_MSS),
         };
         let mut buf = vec![0u8; 64 + payload.len()];
-        if payload.is_empty() {
-            let n = tcp::build_frame_v4(
-                &mut buf,
-                MacAddr(self.gw_mac),
-                MacAddr(self.spec.mac),
-                self.spec.ip,
-                c.peer,
-                &r,
-            )
-            .ok()?;
-            buf.truncate(n);
-            return Some(buf);
-        }
-        // With a payload: the same headers as build_frame_v4, the payload after the segment.
-        let tl = r.header_len() + payload.len();
-        let mut off = ethernet::write_header(
+        let n = tcp::build_frame_v4_with(
             &mut buf,
             MacAddr(self.gw_mac),
             MacAddr(self.spec.mac),
-            ethernet::ETHERTYPE_IPV4,
+            self.spec.ip,
+            c.peer,
+            &r,
+            payload,
         )
         .ok()?;
-        off += ipv4::write_header(
-            &mut buf[off..],
-            &ipv4::Ipv4Repr {
-                src: self.spec.ip,
-                dst: c.peer,
-                protocol: ipv4::PROTO_TCP,
-                dscp: 0,
-                ecn: 0,
-                ident: 0,
-                dont_frag: true,
-                ttl: 64,
-                payload_len: tl as u16,
-            },
-        )
-        .ok()?;
-        let hl = tcp::write_segment(&mut buf[off..], &r).ok()?;
-        buf.get_mut(off + hl..off + tl)?.copy_from_slice(payload);
-        buf.truncate(off + tl);
-        let mut t = TcpPacket::new_checked(&mut buf[off..]).ok()?;
-        t.fill_checksum_v4(self.spec.ip, c.peer);
+        buf.truncate(n);
         Some(buf)
     }
 
