@@ -24,7 +24,7 @@ from pcaputil import write_pcap  # noqa: E402
 from scapy.config import conf  # noqa: E402
 conf.verb = 0
 from scapy.layers.l2 import Ether  # noqa: E402
-from scapy.layers.inet import IP, UDP, TCP  # noqa: E402
+from scapy.layers.inet import IP, UDP, TCP, fragment  # noqa: E402
 from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 from scapy.contrib.roce import BTH, AETH, cnp  # noqa: E402
@@ -932,6 +932,87 @@ def case_neighbor_arp_nd():
     }
 
 
+# --------------------------------------------------------------------------------------------
+# ecmp_groups
+# --------------------------------------------------------------------------------------------
+
+ECMP_SEED = 7
+# The group's members in config order: (port, next-hop MAC).
+ECMP_MEMBERS = [("wan0", "02:00:00:00:02:01"), ("wan0", "02:00:00:00:02:02"),
+                ("dc1", "02:00:00:00:02:03")]
+M64 = (1 << 64) - 1
+
+
+def ecmp_hash5(src, dst, proto, sport, dport, seed):
+    """The 5-tuple hash as docs/config.md and dataplane/src/asic/ecmp.rs define it, written again
+    from that description: addresses as 128-bit IPv4-mapped integers, each 64-bit word mixed in
+    with a multiply and a shift, then splitmix64's finaliser."""
+    h = seed ^ 0x9E3779B97F4A7C15
+    for w in (src & M64, src >> 64, dst & M64, dst >> 64, (sport << 16) | dport | (proto << 32)):
+        h = ((h ^ w) * 0xBF58476D1CE4E5B9) & M64
+        h ^= h >> 29
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & M64
+    return h ^ (h >> 31)
+
+
+def ecmp_member(frame):
+    """The member index the switch must pick for `frame` (IPv4: TCP/UDP ports unless a fragment)."""
+    p = Ether(frame)
+    ip = p[IP]
+
+    def mapped(a):
+        return 0xFFFF00000000 | int.from_bytes(bytes(map(int, a.split("."))), "big")
+
+    frag = ip.frag != 0 or (ip.flags & 1)
+    sport = dport = 0
+    if not frag and (TCP in p or UDP in p):
+        l4 = p[TCP] if TCP in p else p[UDP]
+        sport, dport = l4.sport, l4.dport
+    h = ecmp_hash5(mapped(ip.src), mapped(ip.dst), ip.proto, sport, dport, ECMP_SEED)
+    return (h >> 32) % len(ECMP_MEMBERS)
+
+
+def case_ecmp_groups():
+    h0 = dict(src_mac=MAC_H0, dst_mac=MAC_DC0)
+    flows = []
+    for i in range(32):  # RoCEv2 QPs: the UDP source port is the QP's entropy
+        flows.append([roce4(**h0, src=IP_H0, dst=f"10.2.{i % 4}.{1 + i}", opcode=0x04,
+                            dqpn=0x100 + i, psn=k, ipid=100 + 2 * i + k, sport=49152 + i,
+                            data=payload(64, i)) for k in range(2)])
+    for i in range(8):  # TCP
+        flows.append([Ether(src=MAC_H0, dst=MAC_DC0)
+                      / IP(src=IP_H1, dst=f"10.2.9.{1 + i}", id=300 + 2 * i + k, flags="DF")
+                      / TCP(sport=40000 + i, dport=5201, seq=1 + 100 * k, ack=1, flags="PA",
+                            window=502) / Raw(payload(100, 50 + i)) for k in range(2)])
+    # One UDP datagram in two fragments: no ports in the hash, both on one member.
+    whole = (IP(src=IP_H0, dst="10.2.7.7", id=777, tos=TOS_RDMA)
+             / UDP(sport=40404, dport=5000) / Raw(payload(600, 99)))
+    flows.append([Ether(src=MAC_H0, dst=MAC_DC0) / f for f in fragment(whole, fragsize=320)])
+    inputs, out = [], {"wan0": [], "dc1": []}
+    used = set()
+    i = 0
+    # Round by round: packet k of every flow, then packet k + 1.
+    for k in range(2):
+        for fl in flows:
+            frame = bytes(fl[k])
+            ts = T0 + i * 2_000  # 2 us apart: no queueing at 100 Gb/s
+            i += 1
+            inputs.append((ts, frame))
+            m = ecmp_member(frame)
+            used.add(m)
+            port, nh = ECMP_MEMBERS[m]
+            src_mac = MAC_WAN0 if port == "wan0" else MAC_DC1
+            out[port].append((ts, forwarded(frame, src_mac, nh)))
+    assert used == {0, 1, 2}, f"the flows reach only members {used}"
+    return {
+        "in_dc0.pcap": inputs,
+        "expected_wan0.pcap": out["wan0"],
+        "expected_dc1.pcap": out["dc1"],
+        "expected_dc0.pcap": [],
+    }
+
+
 CASES = {
     "themis_pnp_cnp": case_themis_pnp_cnp,
     "themis_syn_cookie": case_themis_syn_cookie,
@@ -951,6 +1032,7 @@ CASES = {
     "int_source_tor": case_int_source_tor,
     "wire_pair_transparent": case_wire_pair_transparent,
     "neighbor_arp_nd": case_neighbor_arp_nd,
+    "ecmp_groups": case_ecmp_groups,
 }
 
 
@@ -972,7 +1054,7 @@ def check_config(case_dir):
         if name in want or cfg["switch"].get("pipeline") != "themis":
             assert want.get(name) == mac, f"{path}: port {name} mac {mac} != {want.get(name)}"
     for r in cfg.get("routes", []):
-        if r["port"] in nh:
+        if r.get("port") in nh:
             assert r["next_hop_mac"] == nh[r["port"]], f"{path}: route {r['prefix']}"
 
 

@@ -35,7 +35,8 @@ cases!(
     mlcc_pfq_credit,
     int_source_tor,
     wire_pair_transparent,
-    neighbor_arp_nd
+    neighbor_arp_nd,
+    ecmp_groups
 );
 
 #[test]
