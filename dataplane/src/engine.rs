@@ -880,7 +880,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         let mut bytes = 0u64;
         let mut mac_control = false;
         for pkt in burst.iter_mut() {
-            crate::packet::prefetch(pkt);
+            // Reading the EtherType brings each frame's first cache line in, ahead of ingress.
             bytes += pkt.len() as u64;
             mac_control |= is_mac_control(pkt.data());
             let m = pkt.meta_mut();

@@ -368,23 +368,6 @@ impl BufPool for HeapPool {
     }
 }
 
-/// A hint to bring the first cache line of `pkt`'s frame toward the core (PREFETCHT0): the
-/// ingress of a burst asks for the next packets' headers while it works on this one, as DPDK's
-/// l3fwd and VPP do. No effect on results; a no-op off x86_64.
-#[inline(always)]
-pub fn prefetch<B: PacketBuf>(pkt: &B) {
-    // SAFETY: PREFETCHT0 is only a hint: it reads nothing into the program, never faults
-    // whatever the address, and its target feature (SSE) is part of the x86_64 baseline.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            pkt.data().as_ptr() as *const i8
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = pkt;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -301,12 +301,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// probes, longest first.
     #[inline(never)]
     fn probe(&self, addr: A, lo: u8, hi: u8) -> Option<(A, u8, V)> {
-        self.probe_ref(addr, lo, hi).map(|(p, l, v)| (p, l, *v))
-    }
-
-    /// As [`Lpm::probe`], the value by reference.
-    fn probe_ref(&self, addr: A, lo: u8, hi: u8) -> Option<(A, u8, &V)> {
-        probe_in(&self.map, &self.populated, addr, lo, hi)
+        probe_in(&self.map, &self.populated, addr, lo, hi).map(|(p, l, v)| (p, l, *v))
     }
 
     /// Remove the route `prefix/len` (exactly that prefix), returning its value; `None` when there
