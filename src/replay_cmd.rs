@@ -11,13 +11,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use longhaul_dataplane::conservation::Ledger;
 use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::pcap::{PcapReader, PcapWriter};
+use longhaul_dataplane::readahead::{self, ReadAhead};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::{load_config, parse_config, replay_stream};
 use longhaul_runtime::{ReplayHooks, ReplayStats, Sample, StreamInput};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -101,8 +102,11 @@ pub fn cmd_replay(a: ReplayArgs) -> Result<ExitCode> {
     for arg in &a.inputs {
         let (port, _, path) = port_arg(&cfg, arg)?;
         let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let r = PcapReader::new(BufReader::with_capacity(IO_BUF, f))
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        // Read on a thread of its own (dataplane/src/readahead.rs): the copies out of the page
+        // cache happen beside the switch, not on its thread.
+        let f = ReadAhead::new(f, "longhaul-read", readahead::BLOCK, readahead::DEPTH)
+            .with_context(|| format!("starting the reader of {}", path.display()))?;
+        let r = PcapReader::new(f).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         inputs.push(StreamInput {
             port,
             name: path.display().to_string(),

@@ -18,6 +18,7 @@ pub mod fault;
 pub mod packet;
 pub mod pcap;
 pub mod port;
+pub mod readahead;
 pub mod replay;
 pub mod time;
 pub mod tm;

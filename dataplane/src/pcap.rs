@@ -15,7 +15,7 @@
 //! [`write_pcap`] / [`write_pcap_to`] write a slice.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 /// One captured frame.
@@ -89,6 +89,13 @@ pub struct PcapReader<R: Read> {
     /// Byte offset of the next record header in the file.
     offset: u64,
     done: bool,
+    /// [`PcapReader::peek_record`]'s record: (timestamp, captured length), its header consumed.
+    pending: Option<(u64, u32)>,
+    /// Bytes of the frame [`PcapReader::take_frame`] last returned from the reader's own buffer, to be
+    /// consumed at the next call.
+    consume: usize,
+    /// A frame that did not lie whole in the reader's buffer, copied out.
+    scratch: Vec<u8>,
 }
 
 impl<R: Read> PcapReader<R> {
@@ -173,6 +180,9 @@ impl<R: Read> PcapReader<R> {
             index: 0,
             offset: GLOBAL_HEADER_LEN as u64,
             done: false,
+            pending: None,
+            consume: 0,
+            scratch: Vec::new(),
         })
     }
 
@@ -216,6 +226,34 @@ impl<R: Read> PcapReader<R> {
             .map(|ts_ns| PcapRecord { ts_ns, data }))
     }
 
+    /// A record header's timestamp (ns) and captured length, the length checked against
+    /// [`MAX_CAPLEN`]. The record is `self.index`, at `self.offset` (for the error).
+    fn record_header(&self, h: &[u8; RECORD_HEADER_LEN]) -> io::Result<(u64, u32)> {
+        let be = self.header.big_endian;
+        let u32_at = |i: usize| {
+            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
+            if be {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let (sec, frac, caplen, _origlen) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
+        if caplen > MAX_CAPLEN {
+            let (idx, off) = (self.index, self.offset);
+            return Err(invalid(format!(
+                "pcap record #{idx} at byte offset {off}: captured length {caplen} exceeds the {MAX_CAPLEN}-byte limit (corrupt file?)"
+            )));
+        }
+        let frac_ns = if self.header.nanosecond {
+            frac as u64
+        } else {
+            frac as u64 * 1_000
+        };
+        // sec < 2^32 so sec * 1e9 < 4.3e18 fits; frac is at most 4.3e12 (µs garbage): no overflow.
+        Ok((sec as u64 * NS_PER_SEC + frac_ns, caplen))
+    }
+
     fn read_into(&mut self, data: &mut Vec<u8>) -> io::Result<Option<u64>> {
         let (idx, off) = (self.index, self.offset);
         let mut h = [0u8; RECORD_HEADER_LEN];
@@ -228,21 +266,7 @@ impl<R: Read> PcapReader<R> {
                 "pcap record #{idx} at byte offset {off}: truncated record header ({got} of {RECORD_HEADER_LEN} bytes)"
             )));
         }
-        let be = self.header.big_endian;
-        let u32_at = |i: usize| {
-            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
-            if be {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        };
-        let (sec, frac, caplen, _origlen) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
-        if caplen > MAX_CAPLEN {
-            return Err(invalid(format!(
-                "pcap record #{idx} at byte offset {off}: captured length {caplen} exceeds the {MAX_CAPLEN}-byte limit (corrupt file?)"
-            )));
-        }
+        let (ts_ns, caplen) = self.record_header(&h)?;
         // Sized without zeroing what the read overwrites anyway (frames of one size, the usual
         // trace, never touch the allocator or memset).
         if data.len() > caplen as usize {
@@ -256,16 +280,99 @@ impl<R: Read> PcapReader<R> {
                 "pcap record #{idx} at byte offset {off}: truncated record data ({got} of {caplen} bytes)"
             )));
         }
-        let frac_ns = if self.header.nanosecond {
-            frac as u64
-        } else {
-            frac as u64 * 1_000
-        };
-        // sec < 2^32 so sec * 1e9 < 4.3e18 fits; frac is at most 4.3e12 (µs garbage): no overflow.
-        let ts_ns = sec as u64 * NS_PER_SEC + frac_ns;
         self.index += 1;
         self.offset += (RECORD_HEADER_LEN + caplen as usize) as u64;
         Ok(Some(ts_ns))
+    }
+}
+
+/// Streaming without copies, for readers with their own buffer (`BufReader`, a byte slice): the
+/// replay's input path. [`PcapReader::peek_record`] reads a record's header only (so several inputs can
+/// be merged by timestamp); [`PcapReader::take_frame`] hands out its frame straight from the reader's
+/// buffer when it lies there whole (with a 1 MiB `BufReader`, all but one frame per megabyte), and
+/// copies it out otherwise. Do not mix with [`PcapReader::next_record`] / `next_into` on one
+/// reader. Errors as [`PcapReader::next_record`]; after one, the reader is at its end.
+impl<R: BufRead> PcapReader<R> {
+    /// The next record's timestamp (ns), its header read and its frame not; `Ok(None)` at a clean
+    /// end of file. Asking again before [`PcapReader::take_frame`] gives the same answer.
+    pub fn peek_record(&mut self) -> io::Result<Option<u64>> {
+        if let Some((ts, _)) = self.pending {
+            return Ok(Some(ts));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        let r = self.peek_header();
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+        }
+        r
+    }
+
+    fn peek_header(&mut self) -> io::Result<Option<u64>> {
+        self.inner.consume(std::mem::take(&mut self.consume));
+        let mut h = [0u8; RECORD_HEADER_LEN];
+        let buf = self.inner.fill_buf()?;
+        if let Some(whole) = buf.get(..RECORD_HEADER_LEN) {
+            h.copy_from_slice(whole);
+            self.inner.consume(RECORD_HEADER_LEN);
+        } else {
+            let got = read_full(&mut self.inner, &mut h)?;
+            if got == 0 {
+                return Ok(None);
+            }
+            if got < RECORD_HEADER_LEN {
+                let (idx, off) = (self.index, self.offset);
+                return Err(truncated(format!(
+                    "pcap record #{idx} at byte offset {off}: truncated record header ({got} of {RECORD_HEADER_LEN} bytes)"
+                )));
+            }
+        }
+        let (ts, caplen) = self.record_header(&h)?;
+        self.pending = Some((ts, caplen));
+        Ok(Some(ts))
+    }
+
+    /// The frame of the record [`PcapReader::peek_record`] announced (valid until the next call on the
+    /// reader); an empty frame when nothing was announced.
+    pub fn take_frame(&mut self) -> io::Result<&[u8]> {
+        let Some((_, caplen)) = self.pending.take() else {
+            return Ok(&[]);
+        };
+        let len = caplen as usize;
+        let (idx, off) = (self.index, self.offset);
+        self.index += 1;
+        self.offset += (RECORD_HEADER_LEN + len) as u64;
+        // Asked twice (an immutable look first, then the slice returned) because a borrow
+        // returned from one arm of a branch holds in the other too: the second `fill_buf` of a
+        // buffer that still holds bytes only returns them.
+        let whole = match self.inner.fill_buf() {
+            Ok(b) => b.len() >= len,
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        };
+        if whole {
+            self.consume = len;
+            return Ok(self.inner.fill_buf()?.get(..len).unwrap_or_default());
+        }
+        self.scratch.clear();
+        self.scratch.resize(len, 0);
+        let got = match read_full(&mut self.inner, &mut self.scratch) {
+            Ok(n) => n,
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        };
+        if got < len {
+            self.done = true;
+            return Err(truncated(format!(
+                "pcap record #{idx} at byte offset {off}: truncated record data ({got} of {caplen} bytes)"
+            )));
+        }
+        Ok(&self.scratch)
     }
 }
 
@@ -576,7 +683,65 @@ mod tests {
         assert_eq!(read_pcap_from(&buf[..]).unwrap(), vec![rec(1, &[1])]);
     }
 
+    /// Every record through [`PcapReader::peek_record`] / [`PcapReader::take_frame`], as [`read_pcap_from`]
+    /// reads them; peek is asked twice to check that it does not move on.
+    fn read_by_peek<R: BufRead>(r: R) -> io::Result<Vec<PcapRecord>> {
+        let mut p = PcapReader::new(r)?;
+        let mut out = Vec::new();
+        while let Some(ts_ns) = p.peek_record()? {
+            assert_eq!(p.peek_record()?, Some(ts_ns));
+            out.push(rec(ts_ns, p.take_frame()?));
+        }
+        assert_eq!(p.peek_record()?, None, "at its end");
+        Ok(out)
+    }
+
+    #[test]
+    fn peek_take_errors_name_the_record_and_end_the_reader() {
+        let bad = build(false, false, 1, &[(0, 0, 10, 10, &[1, 2, 3])]);
+        let mut g = build(false, false, 1, &[(0, 7, 1, 1, &[9])]);
+        g.extend_from_slice(&bad[24..]);
+        let mut p = PcapReader::new(&g[..]).unwrap();
+        assert_eq!(p.peek_record().unwrap(), Some(7_000));
+        assert_eq!(p.take_frame().unwrap(), &[9]);
+        assert_eq!(p.peek_record().unwrap(), Some(0));
+        let m = p.take_frame().unwrap_err().to_string();
+        assert!(m.contains("record #1") && m.contains("3 of 10"), "{m}");
+        assert_eq!(p.peek_record().unwrap(), None);
+        // A header cut short, and an absurd length: the same messages as the copying reader.
+        let mut h = build(false, false, 1, &[(0, 0, 2, 2, &[1, 2])]);
+        h.extend_from_slice(&[0, 0, 0]);
+        let m = read_by_peek(&h[..]).unwrap_err().to_string();
+        assert_eq!(m, read_pcap_from(&h[..]).unwrap_err().to_string());
+        assert!(m.contains("record #1") && m.contains("offset 42"), "{m}");
+    }
+
     proptest! {
+        /// Frames straddling the reader's buffer (a `BufReader` of 1 to 80 bytes around frames
+        /// of up to 200) are copied out whole; every file reads as the copying reader reads it,
+        /// errors included.
+        #[test]
+        fn peek_take_reads_what_the_copying_reader_reads(
+            recs in proptest::collection::vec(
+                (0u64..4_000_000_000_000, proptest::collection::vec(any::<u8>(), 0..200)),
+                0..20,
+            ),
+            cap in 1usize..80,
+            cut in any::<proptest::sample::Index>(),
+            garbage in any::<bool>(),
+        ) {
+            let recs: Vec<PcapRecord> = recs.into_iter().map(|(ts_ns, data)| PcapRecord { ts_ns, data }).collect();
+            let mut buf = Vec::new();
+            write_pcap_to(&mut buf, &recs).unwrap();
+            if garbage {
+                buf.truncate(GLOBAL_HEADER_LEN + cut.index(buf.len() - GLOBAL_HEADER_LEN + 1));
+            }
+            let want = read_pcap_from(&buf[..]).map_err(|e| e.to_string());
+            let got = read_by_peek(BufReader::with_capacity(cap, &buf[..])).map_err(|e| e.to_string());
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(read_by_peek(&buf[..]).map_err(|e| e.to_string()), want);
+        }
+
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let _ = read_pcap_from(&bytes[..]);

@@ -19,7 +19,7 @@ use crate::packet::{BufPool, PacketBuf};
 use crate::pcap::{PcapReader, PcapRecord};
 use crate::time::Nanos;
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, BufRead};
 
 /// Packets are handed to the switch in bursts of at most this many (as an rx burst would).
 pub const BURST: usize = 32;
@@ -37,8 +37,8 @@ impl<B: PacketBuf, F: FnMut(usize, Nanos, &B)> Sink<B> for F {
 
 /// Frames waiting to arrive, in arrival order.
 pub trait InputSource {
-    /// Arrival time of the next frame.
-    fn peek_ts(&self) -> Option<Nanos>;
+    /// Arrival time of the next frame (a reading source may read ahead to learn it).
+    fn peek_ts(&mut self) -> Option<Nanos>;
     /// Take the next frame: (ingress port index, bytes).
     fn next_frame(&mut self) -> Option<(usize, &[u8])>;
 }
@@ -221,7 +221,7 @@ impl Merged<'_> {
 }
 
 impl InputSource for Merged<'_> {
-    fn peek_ts(&self) -> Option<Nanos> {
+    fn peek_ts(&mut self) -> Option<Nanos> {
         self.best().map(|(_, t)| t)
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {
@@ -255,42 +255,76 @@ where
     d.summary
 }
 
-/// Timestamped frames read one at a time (a pcap file being read, records in memory).
+/// Timestamped frames read one at a time (a pcap file being read, records in memory), in two
+/// steps so that several sources can be merged by timestamp without copying frames aside.
 pub trait FrameSource {
-    /// The next frame into `buf` (its contents replaced); its timestamp, `None` at the end.
-    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>>;
+    /// The next frame's timestamp (`None` at the end); asking again before [`FrameSource::take`]
+    /// gives the same answer. After an error the source is at its end.
+    fn peek(&mut self) -> io::Result<Option<Nanos>>;
+    /// The frame [`FrameSource::peek`] announced, consumed; valid until the next call on the
+    /// source.
+    fn take(&mut self) -> io::Result<&[u8]>;
 }
 
-impl<R: Read> FrameSource for PcapReader<R> {
-    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>> {
-        PcapReader::next_into(self, buf)
+impl<R: BufRead> FrameSource for PcapReader<R> {
+    fn peek(&mut self) -> io::Result<Option<Nanos>> {
+        PcapReader::peek_record(self)
+    }
+    fn take(&mut self) -> io::Result<&[u8]> {
+        PcapReader::take_frame(self)
     }
 }
 
-impl FrameSource for std::vec::IntoIter<PcapRecord> {
-    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>> {
-        Ok(self.next().map(|r| {
-            *buf = r.data;
-            r.ts_ns
-        }))
+/// Records held in memory, as a [`FrameSource`].
+pub struct Records {
+    rest: std::vec::IntoIter<PcapRecord>,
+    next: Option<PcapRecord>,
+    taken: Vec<u8>,
+}
+
+impl Records {
+    pub fn new(records: Vec<PcapRecord>) -> Self {
+        Records {
+            rest: records.into_iter(),
+            next: None,
+            taken: Vec::new(),
+        }
     }
 }
 
-/// One input of [`Streams`]: its port, its source, and its next frame read ahead.
+impl FrameSource for Records {
+    fn peek(&mut self) -> io::Result<Option<Nanos>> {
+        if self.next.is_none() {
+            self.next = self.rest.next();
+        }
+        Ok(self.next.as_ref().map(|r| r.ts_ns))
+    }
+    fn take(&mut self) -> io::Result<&[u8]> {
+        self.taken = self.next.take().map(|r| r.data).unwrap_or_default();
+        Ok(&self.taken)
+    }
+}
+
+/// One input of [`Streams`]: its port, its source, and its next frame's timestamp (`stale`: not
+/// asked since the last frame was taken).
 struct Stream<'a> {
     port: usize,
     src: Box<dyn FrameSource + 'a>,
     next: Option<Nanos>,
-    buf: Vec<u8>,
+    stale: bool,
 }
 
 /// Several [`FrameSource`]s merged by timestamp (ties: the input listed first), each read one
-/// frame ahead: memory is one frame per input whatever the inputs' sizes. A read error ends that
-/// input; [`Streams::error`] then names it (input index and the error), and the caller reports
-/// the replay as failed.
+/// record header ahead: memory is the sources' own buffers whatever the inputs' sizes, and a
+/// frame goes from a source's buffer into the switch's packet buffer with one copy. A read error
+/// ends that input; [`Streams::error`] then names it (input index and the error), and the caller
+/// reports the replay as failed.
 pub struct Streams<'a> {
     inputs: Vec<Stream<'a>>,
-    taken: Vec<u8>,
+    /// The input whose frame comes next, and its timestamp; known while `!dirty`.
+    head: Option<(usize, Nanos)>,
+    /// A frame was taken since `head` was found.
+    dirty: bool,
     error: Option<(usize, io::Error)>,
     /// Frames handed out, and the first one's timestamp.
     pub taken_frames: u64,
@@ -300,49 +334,57 @@ pub struct Streams<'a> {
 impl<'a> Streams<'a> {
     /// Inputs as (port index, source), in priority order for equal timestamps.
     pub fn new(inputs: Vec<(usize, Box<dyn FrameSource + 'a>)>) -> Self {
-        let mut s = Streams {
-            inputs: Vec::with_capacity(inputs.len()),
-            taken: Vec::new(),
+        Streams {
+            inputs: inputs
+                .into_iter()
+                .map(|(port, src)| Stream {
+                    port,
+                    src,
+                    next: None,
+                    stale: true,
+                })
+                .collect(),
+            head: None,
+            dirty: true,
             error: None,
             taken_frames: 0,
             first_ts: None,
-        };
-        for (port, src) in inputs {
-            s.inputs.push(Stream {
-                port,
-                src,
-                next: None,
-                buf: Vec::new(),
-            });
-            let k = s.inputs.len() - 1;
-            s.refill(k);
         }
-        s
     }
 
-    fn refill(&mut self, k: usize) {
-        let st = &mut self.inputs[k];
-        st.next = match st.src.next_into(&mut st.buf) {
-            Ok(t) => t,
-            Err(e) => {
-                if self.error.is_none() {
-                    self.error = Some((k, e));
-                }
-                None
-            }
-        };
+    /// The input whose frame comes next and its timestamp, reading the next record header of
+    /// every input whose frame was taken since the last call.
+    #[inline]
+    fn head(&mut self) -> Option<(usize, Nanos)> {
+        if self.dirty {
+            self.find_head();
+        }
+        self.head
     }
 
-    fn best(&self) -> Option<usize> {
+    /// [`Streams::head`]'s reading part (out of line: the answer is usually known).
+    #[inline(never)]
+    fn find_head(&mut self) {
+        self.dirty = false;
         let mut best: Option<(usize, Nanos)> = None;
-        for (k, st) in self.inputs.iter().enumerate() {
+        for (k, st) in self.inputs.iter_mut().enumerate() {
+            if st.stale {
+                st.stale = false;
+                st.next = match st.src.peek() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.error.get_or_insert((k, e));
+                        None
+                    }
+                };
+            }
             if let Some(t) = st.next {
                 if best.is_none_or(|(_, b)| t < b) {
                     best = Some((k, t));
                 }
             }
         }
-        best.map(|(k, _)| k)
+        self.head = best;
     }
 
     /// The first read error: (input index, error).
@@ -352,19 +394,27 @@ impl<'a> Streams<'a> {
 }
 
 impl InputSource for Streams<'_> {
-    fn peek_ts(&self) -> Option<Nanos> {
-        self.best().and_then(|k| self.inputs[k].next)
+    #[inline]
+    fn peek_ts(&mut self) -> Option<Nanos> {
+        self.head().map(|(_, t)| t)
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {
-        let k = self.best()?;
-        let ts = self.inputs[k].next;
-        std::mem::swap(&mut self.taken, &mut self.inputs[k].buf);
-        self.refill(k);
+        let (k, ts) = self.head()?;
         self.taken_frames += 1;
-        if self.first_ts.is_none() {
-            self.first_ts = ts;
+        self.first_ts.get_or_insert(ts);
+        self.dirty = true;
+        let st = &mut self.inputs[k];
+        st.stale = true;
+        st.next = None;
+        let port = st.port;
+        match st.src.take() {
+            Ok(frame) => Some((port, frame)),
+            Err(e) => {
+                // The source is at its end after an error (FrameSource::peek).
+                self.error.get_or_insert((k, e));
+                None
+            }
         }
-        Some((self.inputs[k].port, &self.taken))
     }
 }
 
@@ -395,7 +445,7 @@ struct Script {
 }
 
 impl InputSource for Script {
-    fn peek_ts(&self) -> Option<Nanos> {
+    fn peek_ts(&mut self) -> Option<Nanos> {
         self.q.front().map(|e| e.0)
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {
@@ -489,7 +539,10 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// The next time something is due: a frame put on a port, or the switch's own next event
     /// (a queue that can transmit, a timer); `None` when idle.
     pub fn next_event(&self) -> Option<Nanos> {
-        match (self.script.peek_ts(), self.sw.next_event(self.driver.now)) {
+        match (
+            self.script.q.front().map(|e| e.0),
+            self.sw.next_event(self.driver.now),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }

@@ -51,8 +51,10 @@ pub(crate) fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// The pcap reader (dataplane/src/pcap.rs) on the bytes of a file: every record, as a replay
-/// reads them (`next_into`, one buffer), then the records written back and read again.
+/// The pcap reader (dataplane/src/pcap.rs) on the bytes of a file: every record through
+/// `next_into` (one buffer) and through `peek_record`/`take_frame` (as a replay reads them, over
+/// a small buffer so frames straddle it), which must agree; then the records written back and
+/// read again.
 pub fn pcap(data: &[u8]) {
     let Ok(mut r) = PcapReader::new(data) else {
         return;
@@ -64,6 +66,18 @@ pub fn pcap(data: &[u8]) {
         match r.next_into(&mut buf) {
             Ok(Some(ts)) => recs.push((ts, buf.clone())),
             Ok(None) | Err(_) => break,
+        }
+    }
+    // As a replay reads them (peek the header, take the frame from the reader's buffer): the
+    // same records, and an error where the copying reader has one.
+    if let Ok(mut p) = PcapReader::new(std::io::BufReader::with_capacity(64, data)) {
+        for (i, want) in recs.iter().enumerate() {
+            let ts = p.peek_record().expect("peek where next_into read a record");
+            assert_eq!(ts, Some(want.0), "record #{i}");
+            assert_eq!(
+                p.take_frame().expect("take where next_into read a record"),
+                &want.1[..]
+            );
         }
     }
     // The iterator interface, to the end or the first error.

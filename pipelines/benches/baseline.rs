@@ -41,7 +41,7 @@ struct Loop<'a> {
 }
 
 impl InputSource for Loop<'_> {
-    fn peek_ts(&self) -> Option<Nanos> {
+    fn peek_ts(&mut self) -> Option<Nanos> {
         (self.next < self.end).then_some(self.t)
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {

@@ -61,7 +61,7 @@ struct Loop {
 }
 
 impl InputSource for Loop {
-    fn peek_ts(&self) -> Option<Nanos> {
+    fn peek_ts(&mut self) -> Option<Nanos> {
         (self.next < self.end).then_some(self.t)
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {
@@ -158,7 +158,7 @@ fn mlcc_receiver_allocates_nothing() {
     let mut d: Driver<HeapBuf> = Driver::default();
     struct Wan(Loop);
     impl InputSource for Wan {
-        fn peek_ts(&self) -> Option<Nanos> {
+        fn peek_ts(&mut self) -> Option<Nanos> {
             self.0.peek_ts()
         }
         fn next_frame(&mut self) -> Option<(usize, &[u8])> {
@@ -204,7 +204,7 @@ fn steady_allocs<L: Pipeline<HeapPool>>(
 ) -> (u64, Vec<(&'static str, u64)>, Switch<HeapPool, L>) {
     struct One(Loop, usize);
     impl InputSource for One {
-        fn peek_ts(&self) -> Option<Nanos> {
+        fn peek_ts(&mut self) -> Option<Nanos> {
             self.0.peek_ts()
         }
         fn next_frame(&mut self) -> Option<(usize, &[u8])> {

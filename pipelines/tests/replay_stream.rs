@@ -3,7 +3,7 @@
 //! names the input; the result equals the in-memory replay's.
 
 use longhaul_dataplane::pcap::{read_pcap, PcapRecord};
-use longhaul_dataplane::replay::FrameSource;
+use longhaul_dataplane::replay::{FrameSource, Records};
 use longhaul_dataplane::time::Nanos;
 use longhaul_runtime::{ReplayInput, StreamInput};
 use std::io;
@@ -22,8 +22,10 @@ struct Generated {
 }
 
 impl FrameSource for Generated {
-    fn next_into(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Nanos>> {
+    fn peek(&mut self) -> io::Result<Option<Nanos>> {
         if Some(self.next) == self.fail_at {
+            self.n = self.next; // at its end after an error, as FrameSource::peek says
+            self.fail_at = None;
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "truncated record",
@@ -32,11 +34,12 @@ impl FrameSource for Generated {
         if self.next == self.n {
             return Ok(None);
         }
+        Ok(Some(1_000 + (self.next + 1) * 30))
+    }
+    fn take(&mut self) -> io::Result<&[u8]> {
         let f = &self.frames[(self.next % self.frames.len() as u64) as usize];
-        buf.clear();
-        buf.extend_from_slice(f);
         self.next += 1;
-        Ok(Some(1_000 + self.next * 30))
+        Ok(f)
     }
 }
 
@@ -166,7 +169,7 @@ fn streaming_and_in_memory_replays_agree() {
         vec![StreamInput {
             port: 0,
             name: "trace".into(),
-            source: Box::new(recs.into_iter()),
+            source: Box::new(Records::new(recs)),
         }],
         &mut sink,
         Default::default(),

@@ -15,8 +15,8 @@ use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::replay::{
-    advance, run_streams, Driver, FrameSource, InputSource, ReplayOptions, ReplaySummary, Sink,
-    Streams,
+    advance, run_streams, Driver, FrameSource, InputSource, Records, ReplayOptions, ReplaySummary,
+    Sink, Streams,
 };
 use longhaul_dataplane::time::Nanos;
 use std::collections::BTreeMap;
@@ -107,7 +107,7 @@ pub fn in_memory(
         .map(|i| StreamInput {
             port: i.port,
             name: format!("input on port {}", i.port),
-            source: Box::new(i.records.into_iter()) as Box<dyn FrameSource>,
+            source: Box::new(Records::new(i.records)) as Box<dyn FrameSource>,
         })
         .collect();
     let mut outputs: BTreeMap<u16, Vec<PcapRecord>> =
@@ -136,7 +136,8 @@ struct Counted<'s, 'p, 'a> {
 }
 
 impl InputSource for Counted<'_, '_, '_> {
-    fn peek_ts(&self) -> Option<Nanos> {
+    #[inline]
+    fn peek_ts(&mut self) -> Option<Nanos> {
         self.inner.peek_ts()
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {

@@ -18,7 +18,7 @@ pub struct Mix<'a> {
 }
 
 impl InputSource for Mix<'_> {
-    fn peek_ts(&self) -> Option<Nanos> {
+    fn peek_ts(&mut self) -> Option<Nanos> {
         (self.next < self.end).then_some(self.t)
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {
