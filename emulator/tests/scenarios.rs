@@ -540,7 +540,10 @@ fn port_queue(o: &Outcome, sw: &str, port: &str, t0: u64, t1: u64) -> (f64, u64)
 /// twentieth) and no PFC pause is sent; without it (`mlcc-srcbottleneck-nons.toml`) the
 /// inter-DC flows hold R_NS at line rate, PFC pauses the leaf's hosts and the intra-DC flow
 /// starves (Fig. 3's effect). Rates from 3 ms (after the last start) to 10 ms, when the first
-/// inter-DC flow stops sending; no loss either way.
+/// inter-DC flow stops sending; no loss either way. Against DCQCN end to end
+/// (`mlcc-srcbottleneck-dcqcn.toml`, Fig. 3's baseline): the intra-DC flow is starved in at
+/// least a quarter of the samples there (never with MLCC), the uplink holds a standing queue
+/// (MLCC's mean at most a twentieth) with PFC pauses, and the last flow ends later.
 #[test]
 fn mlcc_near_source_loop_shares_a_sender_side_bottleneck() {
     let on = run("mlcc-srcbottleneck.toml");
@@ -584,4 +587,35 @@ fn mlcc_near_source_loop_shares_a_sender_side_bottleneck() {
     );
     assert!(counter(&on, "dci-a", "mlcc.feedback.switch_ints") > 0);
     assert_eq!(counter(&off, "dci-a", "mlcc.feedback.switch_ints"), 0);
+    // Fig. 3's DCQCN end to end in the same setting: the inter-DC flows hear of the uplink a
+    // long-haul round trip late and surge every few ms, starving the intra-DC flow while they
+    // do (the MLCC run never, in any 200 us sample), with a standing queue and PFC pauses.
+    let dcqcn = run("mlcc-srcbottleneck-dcqcn.toml");
+    let starved = |o: &Outcome| {
+        let v: Vec<f64> = o
+            .samples
+            .windows(2)
+            .filter(|w| w[1].0 > t0 && w[1].0 <= t1)
+            .map(|w| (w[1].1[0] - w[0].1[0]) as f64 * 8e9 / (w[1].0 - w[0].0) as f64)
+            .collect();
+        v.iter().filter(|r| **r < 0.1 * fair).count() as f64 / v.len() as f64
+    };
+    let (s_on, s_off, s_dcqcn) = (starved(&on), starved(&off), starved(&dcqcn));
+    let (q_dcqcn, pfc_dcqcn) = port_queue(&dcqcn, "tor-a1", "up", t0, t1);
+    assert!(
+        s_on == 0.0 && s_off >= 0.5 && s_dcqcn >= 0.25,
+        "share of samples with the intra-DC flow below 10% of its fair share: MLCC {s_on:.2}, \
+         without the near-source loop {s_off:.2}, DCQCN {s_dcqcn:.2}"
+    );
+    assert!(
+        q_on * 20.0 <= q_dcqcn && pfc_dcqcn > 0,
+        "tor-a1 uplink: mean queue {q_on:.0} (MLCC) vs {q_dcqcn:.0} bytes (DCQCN), PFC frames {pfc_dcqcn}"
+    );
+    let last = |o: &Outcome| {
+        o.flows
+            .iter()
+            .map(|f| f.finish_ns.unwrap_or(u64::MAX))
+            .max()
+    };
+    assert!(last(&on) < last(&dcqcn));
 }
