@@ -17,20 +17,22 @@ simulator's senders do (`[emulation.swift] init_cwnd`, `max_cwnd`).
 
     python3 scenarios/gen_reflex.py
 
-Environment knobs for experiments (defaults in brackets): HOSTS per leaf [4], UPLINK Gb/s [100],
-LOAD [0.7], STOP_US of traffic [10000], DUR_US of the run [60000], ALPHA [0.7], TMAX (T_maxpause
-ns) [500000], ACT (active_timeout ns) [100000], ESW_XOFF and ESW_LIMIT (bytes) [256 KiB, 32 MiB].
+Environment knobs for experiments (defaults in brackets): OUT, the directory the scenarios go to
+(their switch configs in OUT/reflex/) [scenarios/], HOSTS per leaf [4], UPLINK Gb/s [100], ESW
+(the spine-ESW link) and WAN Gb/s [100, 100], LOAD [0.7], STOP_US of traffic [10000], DUR_US of
+the run [60000], ALPHA [0.7], TMAX (T_maxpause ns) [500000], ACT (active_timeout ns) [100000],
+ESW_XOFF and ESW_LIMIT (bytes) [256 KiB, 32 MiB].
 """
 import os
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.environ.get("OUT", os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(HERE, "reflex")
 
 WAN_DELAY_NS = 500_000
 HOST_GBPS = 25
 UPLINK_GBPS = int(os.environ.get("UPLINK", 100))
-ESW_GBPS = 100
-WAN_GBPS = 100
+ESW_GBPS = int(os.environ.get("ESW", 100))
+WAN_GBPS = int(os.environ.get("WAN", 100))
 HOSTS_PER_LEAF = int(os.environ.get("HOSTS", 4))
 LOAD = float(os.environ.get("LOAD", 0.7))
 STOP_US = int(os.environ.get("STOP_US", 10000))
@@ -104,8 +106,13 @@ def host_mac(dc, leaf, h):
     return mac(dc, 0x10, leaf, h)
 
 
-def switch(name, pipeline, ports, routes, headroom=65536, limit=8388608, extra="",
+def switch(name, pipeline, ports, routes, headroom=None, limit=8388608, extra="",
            xoff=262144):
+    if headroom is None:
+        # What arrives after an XOFF on the fastest 1 us port (a round trip at its rate, plus two
+        # frames each way), at least 64 KiB.
+        fastest = max(gbps for _, _, gbps in ports)
+        headroom = max(65536, 2 * 1000 * fastest // 8 + 4 * 4224)
     s = ('[switch]\nname = "%s"\npipeline = "%s"\npool_buffers = 131072\n'
          'buffer_data_room = 4480\nbuffer_bytes = 134217728\nseed = 1\n' % (name, pipeline))
     for i, (pname, pmac, gbps) in enumerate(ports):
