@@ -20,8 +20,8 @@ simulator's senders do (`[emulation.swift] init_cwnd`, `max_cwnd`).
 Environment knobs for experiments (defaults in brackets): OUT, the directory the scenarios go to
 (their switch configs in OUT/reflex/) [scenarios/], HOSTS per leaf [4], UPLINK Gb/s [100], ESW
 (the spine-ESW link) and WAN Gb/s [100, 100], LOAD [0.7], STOP_US of traffic [10000], DUR_US of
-the run [60000], ALPHA [0.7], TMAX (T_maxpause ns) [500000], ACT (active_timeout ns) [100000],
-ESW_XOFF and ESW_LIMIT (bytes) [256 KiB, 32 MiB].
+the run [60000], ALPHA [0.7], TMAX (T_maxpause ns) [500000], TDST (T_dst_thresh ns) [10000],
+ACT (active_timeout ns) [100000], ESW_XOFF and ESW_LIMIT (bytes) [256 KiB, 32 MiB].
 """
 import os
 
@@ -41,6 +41,7 @@ SWIFT_BDP_PKTS = int(os.environ.get("SWIFT_BDP", 3200))
 ALPHA = os.environ.get("ALPHA", "0.7")
 TMAX = os.environ.get("TMAX", "500000")
 ACT = os.environ.get("ACT", "100000")
+TDST = os.environ.get("TDST", "10000")
 ESW_XOFF = int(os.environ.get("ESW_XOFF", 262144))
 ESW_LIMIT = int(os.environ.get("ESW_LIMIT", 33554432))
 
@@ -85,7 +86,7 @@ t_interval_ns = {interval}
 n_cool = 5
 
 [reflex.ndt]
-t_dst_thresh_ns = 10000
+t_dst_thresh_ns = {tdst}
 n_throttle = 8
 alpha = {alpha}
 t_maxpause_ns = {tmax}
@@ -152,7 +153,8 @@ def dc_switches(dc, other):
                                 ("timely-nopause", 5000, "1.0"), ("swift-nopause", 3000, "1.0")):
         out["dc%d-esw-reflex-%s.toml" % (dc, cc)] = switch(
             "dc%d-esw" % dc, "reflex", ports, routes,
-            extra=REFLEX.format(interval=interval, alpha=alpha, tmax=TMAX, act=ACT), **kw)
+            extra=REFLEX.format(interval=interval, alpha=alpha, tmax=TMAX, act=ACT, tdst=TDST),
+            **kw)
     return out
 
 
