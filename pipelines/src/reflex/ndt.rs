@@ -55,7 +55,13 @@ pub struct FstEntry {
 /// Per DC port: the alpha counts, the Controlled queue's tickets, the pause.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortNdt {
+    /// "Total active flows" (section III-D 3, which does not define them; our choice,
+    /// docs/reflex.md): the port's flows in the Flow State Table, i.e. with a data packet or an
+    /// ACK in the last `active_timeout_ns`.
     active: u32,
+    /// "Flows mapped to the Controlled Queue" (section III-D 3): those in state Congested. A
+    /// Normal flow whose older packets still wait in the Controlled queue (out-of-order
+    /// prevention, III-D 2) is not counted: our choice, docs/reflex.md.
     congested: u32,
     /// The last ticket handed out, and the ticket of the last packet that left the queue.
     enq_ticket: u32,
