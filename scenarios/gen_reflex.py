@@ -10,27 +10,33 @@ other DC) at 70% load for 10 ms; TIMELY or Swift senders.
 - `reflex-CC.toml`: Reflex at both ESWs with Table I's values (NSF + NDT with its pause;
   T_interval 5 us for TIMELY, 3 us for Swift), and the RNICs' timestamps (host agent "reflex");
 - `reflex-CC-nopause.toml`: the same with alpha = 1 (the Controlled queue never pauses): the
-  ablation docs/reflex.md reports.
+  ablation docs/reflex.md reports;
+- `reflex-CC-shortpause.toml`: Table I's values but T_maxpause 50 us instead of 500 us (knob
+  TMAX_SHORT): the pause bounded to what the measurements in docs/reflex.md (issue 16) show it
+  helps with.
 
 Swift's windows start at the largest BDP of the network (the inter-DC path), as the HPCC
 simulator's senders do (`[emulation.swift] init_cwnd`, `max_cwnd`).
 
     python3 scenarios/gen_reflex.py
 
-Environment knobs for experiments (defaults in brackets): HOSTS per leaf [4], UPLINK Gb/s [100],
-LOAD [0.7], STOP_US of traffic [10000], DUR_US of the run [60000], ALPHA [0.7], TMAX (T_maxpause
-ns) [500000], ACT (active_timeout ns) [100000], ESW_XOFF and ESW_LIMIT (bytes) [256 KiB, 32 MiB].
+Environment knobs for experiments (defaults in brackets): OUT, the directory the scenarios go to
+(their switch configs in OUT/reflex/) [scenarios/], HOSTS per leaf [4], UPLINK Gb/s [100], ESW
+(the spine-ESW link) and WAN Gb/s [100, 100], LOAD [0.7], STOP_US of traffic [10000], DUR_US of
+the run [60000], ALPHA [0.7], TMAX (T_maxpause ns) [500000], TMAX_SHORT (the shortpause
+variants' T_maxpause ns) [50000], TDST (T_dst_thresh ns) [10000],
+ACT (active_timeout ns) [100000], ESW_XOFF and ESW_LIMIT (bytes) [256 KiB, 32 MiB].
 """
 import os
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.environ.get("OUT", os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(HERE, "reflex")
 
 WAN_DELAY_NS = 500_000
 HOST_GBPS = 25
 UPLINK_GBPS = int(os.environ.get("UPLINK", 100))
-ESW_GBPS = 100
-WAN_GBPS = 100
+ESW_GBPS = int(os.environ.get("ESW", 100))
+WAN_GBPS = int(os.environ.get("WAN", 100))
 HOSTS_PER_LEAF = int(os.environ.get("HOSTS", 4))
 LOAD = float(os.environ.get("LOAD", 0.7))
 STOP_US = int(os.environ.get("STOP_US", 10000))
@@ -38,7 +44,9 @@ DURATION_US = int(os.environ.get("DUR_US", 60000))
 SWIFT_BDP_PKTS = int(os.environ.get("SWIFT_BDP", 3200))
 ALPHA = os.environ.get("ALPHA", "0.7")
 TMAX = os.environ.get("TMAX", "500000")
+TMAX_SHORT = os.environ.get("TMAX_SHORT", "50000")
 ACT = os.environ.get("ACT", "100000")
+TDST = os.environ.get("TDST", "10000")
 ESW_XOFF = int(os.environ.get("ESW_XOFF", 262144))
 ESW_LIMIT = int(os.environ.get("ESW_LIMIT", 33554432))
 
@@ -83,7 +91,7 @@ t_interval_ns = {interval}
 n_cool = 5
 
 [reflex.ndt]
-t_dst_thresh_ns = 10000
+t_dst_thresh_ns = {tdst}
 n_throttle = 8
 alpha = {alpha}
 t_maxpause_ns = {tmax}
@@ -104,8 +112,13 @@ def host_mac(dc, leaf, h):
     return mac(dc, 0x10, leaf, h)
 
 
-def switch(name, pipeline, ports, routes, headroom=65536, limit=8388608, extra="",
+def switch(name, pipeline, ports, routes, headroom=None, limit=8388608, extra="",
            xoff=262144):
+    if headroom is None:
+        # What arrives after an XOFF on the fastest 1 us port (a round trip at its rate, plus two
+        # frames each way), at least 64 KiB.
+        fastest = max(gbps for _, _, gbps in ports)
+        headroom = max(65536, 2 * 1000 * fastest // 8 + 4 * 4224)
     s = ('[switch]\nname = "%s"\npipeline = "%s"\npool_buffers = 131072\n'
          'buffer_data_room = 4480\nbuffer_bytes = 134217728\nseed = 1\n' % (name, pipeline))
     for i, (pname, pmac, gbps) in enumerate(ports):
@@ -141,11 +154,15 @@ def dc_switches(dc, other):
               ("10.%d.0.0/16" % other, "wan", mac(other, 0x40, 0, 1))]
     kw = dict(headroom=WAN_HEADROOM, limit=ESW_LIMIT, xoff=ESW_XOFF)
     out["dc%d-esw.toml" % dc] = switch("dc%d-esw" % dc, "baseline", ports, routes, **kw)
-    for cc, interval, alpha in (("timely", 5000, ALPHA), ("swift", 3000, ALPHA),
-                                ("timely-nopause", 5000, "1.0"), ("swift-nopause", 3000, "1.0")):
+    for cc, interval, alpha, tmax in (
+            ("timely", 5000, ALPHA, TMAX), ("swift", 3000, ALPHA, TMAX),
+            ("timely-nopause", 5000, "1.0", TMAX), ("swift-nopause", 3000, "1.0", TMAX),
+            ("timely-shortpause", 5000, ALPHA, TMAX_SHORT),
+            ("swift-shortpause", 3000, ALPHA, TMAX_SHORT)):
         out["dc%d-esw-reflex-%s.toml" % (dc, cc)] = switch(
             "dc%d-esw" % dc, "reflex", ports, routes,
-            extra=REFLEX.format(interval=interval, alpha=alpha, tmax=TMAX, act=ACT), **kw)
+            extra=REFLEX.format(interval=interval, alpha=alpha, tmax=tmax, act=ACT, tdst=TDST),
+            **kw)
     return out
 
 
@@ -156,6 +173,9 @@ def scenario(variant, reflex):
         what = "commodity ESWs (the baseline), no Reflex"
     elif variant.endswith("nopause"):
         what = "Reflex at both ESWs without NDT's pause (alpha = 1), timestamps on the RNICs"
+    elif variant.endswith("shortpause"):
+        what = ("Reflex at both ESWs, Table I but T_maxpause %d us, timestamps on the RNICs"
+                % (int(TMAX_SHORT) // 1000))
     else:
         what = "Reflex (NSF + NDT, Table I) at both ESWs, timestamps on the RNICs"
     s = ("# Generated by scenarios/gen_reflex.py: paper 003's setting, small. Two DCs 500 us apart\n"
@@ -210,7 +230,8 @@ def main():
         with open(os.path.join(OUT, f), "w") as fh:
             fh.write("# Generated by scenarios/gen_reflex.py.\n" + text)
     for cc, reflex in (("timely", False), ("timely", True), ("timely-nopause", True),
-                       ("swift", False), ("swift", True), ("swift-nopause", True)):
+                       ("timely-shortpause", True), ("swift", False), ("swift", True),
+                       ("swift-nopause", True), ("swift-shortpause", True)):
         f, text = scenario(cc, reflex)
         with open(os.path.join(HERE, f), "w") as fh:
             fh.write(text)

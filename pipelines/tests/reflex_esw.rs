@@ -392,6 +392,8 @@ fn pause_ends_on_relief_and_on_maxpause() {
         "released at T_maxpause after the pause began"
     );
     assert_eq!(counter(&h, "reflex.ndt.pause_timeout"), 1);
+    // Held 40..100 us (relief) and 120..320 us (T_maxpause).
+    assert_eq!(counter(&h, "reflex.ndt.paused_ns"), 60_000 + 200_000);
     // The share is still above alpha, but the pause is disarmed: more data flows at once.
     h.put(
         WAN0,
@@ -402,6 +404,62 @@ fn pause_ends_on_relief_and_on_maxpause() {
     assert_eq!(on(&h.take(), DC0).len(), 1);
     assert_eq!(counter(&h, "reflex.ndt.pauses"), 2);
     assert_eq!(h.sw.pipeline().ndt().unwrap().port_view(0), (2, 2, false));
+}
+
+/// Section III-D 3: the pause "persists until either congestion resolution is detected via
+/// returning ACKs or" T_maxpause. With alpha 0.7, two Congested flows pause the Controlled
+/// queue (2/2); a third flow's first packet brings the share to 2/3, but that is no ACK: the
+/// queue stays held. The next ACK, though it still measures A as Congested, finds the share at
+/// alpha or below and ends the pause.
+#[test]
+fn only_an_ack_ends_a_pause() {
+    let cfg = config(|t| t.replace("active_timeout_ns = 100000", "active_timeout_ns = 10000000"));
+    let mut h = harness(&cfg);
+    let (qa, qb, qc) = (0x2a, 0x2b, 0x2c);
+    h.put(
+        WAN0,
+        10_000,
+        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, 0, 1, 256),
+    );
+    h.put(
+        WAN0,
+        11_000,
+        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qb, 0, 1, 256),
+    );
+    h.run_to_idle();
+    h.take();
+    h.put(DC0, 40_000, &ack(qa, 0, 10_000));
+    h.put(DC0, 40_000, &ack(qb, 0, 11_000));
+    for k in 0..3u32 {
+        h.put(
+            WAN0,
+            50_000 + k as u64 * 1_000,
+            &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, 1 + k, 1, 256),
+        );
+    }
+    h.advance_to(60_000);
+    assert_eq!(on(&h.take(), DC0).len(), 0, "paused");
+    assert_eq!(counter(&h, "reflex.ndt.pauses"), 1);
+    // C's first packet (Normal, its own queue) goes out; the share is 2/3 now, yet no ACK came.
+    h.put(
+        WAN0,
+        70_000,
+        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qc, 0, 1, 256),
+    );
+    h.advance_to(80_000);
+    assert_eq!(on(&h.take(), DC0).len(), 1, "only C's packet");
+    assert_eq!(h.sw.pipeline().ndt().unwrap().port_view(0), (3, 2, true));
+    assert_eq!(counter(&h, "reflex.ndt.pause_relief"), 0);
+    // An ACK of A at 90 us measuring 30 us (still Congested): the share is 2/3 <= 0.7: relief.
+    h.put(DC0, 90_000, &ack(qa, 1, 60_000));
+    h.advance_to(100_000);
+    let out = h.take();
+    let released: Vec<u64> = on(&out, DC0).iter().map(|e| e.ts).collect();
+    assert_eq!(released.len(), 3, "released on the ACK");
+    assert!(released[0] >= 90_000);
+    assert_eq!(counter(&h, "reflex.ndt.pause_relief"), 1);
+    assert_eq!(counter(&h, "reflex.ndt.paused_ns"), 50_000);
+    assert_eq!(h.sw.pipeline().ndt().unwrap().port_view(0), (3, 2, false));
 }
 
 proptest! {

@@ -11,7 +11,8 @@
 //! - **Out-of-order prevention**: tickets (docs/reflex.md): a Normal flow whose last ticket has
 //!   not left the Controlled queue yet stays there.
 //! - **Pause** ([`Ndt::evaluate_pause`]): per DC port, when `congested / active > alpha` the
-//!   Controlled queue is held until the share falls back (relief seen in ACKs) or `T_maxpause`.
+//!   Controlled queue is held until an ACK shows relief (it measured the destination DC below
+//!   `T_dst_thresh`, or the share is back at alpha or below when it arrives) or `T_maxpause`.
 //!   After a timeout it re-arms only once the share has fallen to alpha or below.
 //!
 //! State is bounded: the Flow State Table has a capacity (a new flow when it is full goes
@@ -54,12 +55,20 @@ pub struct FstEntry {
 /// Per DC port: the alpha counts, the Controlled queue's tickets, the pause.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortNdt {
+    /// "Total active flows" (section III-D 3, which does not define them; our choice,
+    /// docs/reflex.md): the port's flows in the Flow State Table, i.e. with a data packet or an
+    /// ACK in the last `active_timeout_ns`.
     active: u32,
+    /// "Flows mapped to the Controlled Queue" (section III-D 3): those in state Congested. A
+    /// Normal flow whose older packets still wait in the Controlled queue (out-of-order
+    /// prevention, III-D 2) is not counted: our choice, docs/reflex.md.
     congested: u32,
     /// The last ticket handed out, and the ticket of the last packet that left the queue.
     enq_ticket: u32,
     deq_ticket: u32,
     paused_until: Option<Nanos>,
+    /// When the current pause began.
+    paused_at: Nanos,
     /// A pause may start (false after a T_maxpause timeout until the share falls back).
     disarmed: bool,
 }
@@ -81,6 +90,8 @@ pub struct NdtStats {
     pub pauses: u64,
     pub pause_relief: u64,
     pub pause_timeout: u64,
+    /// Total time the Controlled queues were held, in ns (every port).
+    pub paused_ns: u64,
     pub ts_rewritten: u64,
 }
 
@@ -159,7 +170,7 @@ impl Ndt {
                     pt.congested = pt.congested.saturating_sub(1);
                 }
             }
-            self.evaluate_pause(ctx, e.port, now);
+            self.evaluate_pause(ctx, e.port, now, false);
         }
     }
 
@@ -190,7 +201,7 @@ impl Ndt {
                 if let Some(pt) = self.ports.get_mut(port as usize) {
                     pt.active += 1;
                 }
-                self.evaluate_pause(ctx, port, now);
+                self.evaluate_pause(ctx, port, now, false);
                 e
             }
         };
@@ -269,37 +280,63 @@ impl Ndt {
                 pt.paused_until = None;
                 ctx.release_queue(port, self.p.controlled_queue);
                 self.stats.pause_relief += 1;
+                self.stats.paused_ns += now.saturating_sub(pt.paused_at);
                 return;
             }
         }
-        if old != state {
-            self.evaluate_pause(ctx, port, now);
+        // Every ACK through a paused port is a chance for relief (the share may have fallen
+        // since, as flows aged out or new ones came); otherwise only a change of state matters.
+        let paused = self
+            .ports
+            .get(port as usize)
+            .is_some_and(|pt| pt.paused_until.is_some());
+        if old != state || paused {
+            self.evaluate_pause(ctx, port, now, true);
         }
     }
 
-    /// The pause rule of port `port` at `now` (section III-D 3, docs/reflex.md).
-    pub fn evaluate_pause<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, port: u16, now: Nanos) {
+    /// The pause rule of port `port` at `now` (section III-D 3, docs/reflex.md); `ack`: the
+    /// event is a returning ACK.
+    ///
+    /// Section III-D 3: the Controlled queue "suspends transmission entirely" while "the ratio of
+    /// flows mapped to the Controlled Queue to total active flows exceeds" alpha, and "this
+    /// suspension persists until either congestion resolution is detected via returning ACKs or
+    /// a maximum pause timeout T_maxpause is reached". So a pause starts on any event that
+    /// raises the share (an ACK turning a flow Congested, a Normal flow aging out) but ends only
+    /// on an ACK (here: the share at alpha or below when it arrives; [`Ndt::on_ack`] also ends
+    /// it on an ACK below `T_dst_thresh`) or at T_maxpause: a new flow or an idle one aging out
+    /// does not end it by itself.
+    pub fn evaluate_pause<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        port: u16,
+        now: Nanos,
+        ack: bool,
+    ) {
         let (alpha, cq, tmax) = (self.p.alpha, self.p.controlled_queue, self.p.t_maxpause_ns);
         let Some(pt) = self.ports.get_mut(port as usize) else {
             return;
         };
-        if pt.paused_until.is_some_and(|u| now >= u) {
+        if let Some(until) = pt.paused_until.filter(|&u| now >= u) {
             // The traffic manager ended the hold at T_maxpause.
             pt.paused_until = None;
             pt.disarmed = true;
             self.stats.pause_timeout += 1;
+            self.stats.paused_ns += until.saturating_sub(pt.paused_at);
         }
         let over = pt.active > 0 && pt.congested as f64 > alpha * pt.active as f64;
         if !over {
             pt.disarmed = false;
-            if pt.paused_until.take().is_some() {
+            if ack && pt.paused_until.take().is_some() {
                 ctx.release_queue(port, cq);
                 self.stats.pause_relief += 1;
+                self.stats.paused_ns += now.saturating_sub(pt.paused_at);
             }
         } else if pt.paused_until.is_none() && !pt.disarmed {
             let until = now.saturating_add(tmax);
             if ctx.hold_queue(port, cq, until) {
                 pt.paused_until = Some(until);
+                pt.paused_at = now;
                 self.stats.pauses += 1;
             }
         }
@@ -314,7 +351,7 @@ impl Ndt {
     pub fn on_time<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, now: Nanos) {
         for port in 0..self.ports.len() {
             if self.ports[port].paused_until.is_some_and(|u| now >= u) {
-                self.evaluate_pause(ctx, port as u16, now);
+                self.evaluate_pause(ctx, port as u16, now, false);
             }
         }
     }
@@ -344,6 +381,7 @@ impl Ndt {
         out("reflex.ndt.pauses", s.pauses);
         out("reflex.ndt.pause_relief", s.pause_relief);
         out("reflex.ndt.pause_timeout", s.pause_timeout);
+        out("reflex.ndt.paused_ns", s.paused_ns);
         out("reflex.ndt.ts_rewritten", s.ts_rewritten);
     }
 
