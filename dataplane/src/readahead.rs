@@ -66,21 +66,12 @@ fn fill<R: Read>(
     free: &Receiver<Vec<u8>>,
 ) {
     while let Ok(mut buf) = free.recv() {
-        buf.resize(block, 0);
-        let mut got = 0;
-        let mut err = None;
-        while got < block {
-            match inner.read(&mut buf[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
-            }
-        }
-        buf.truncate(got);
+        buf.clear();
+        // `read_to_end` on `take` fills the block's spare capacity as `read(2)` writes it: no
+        // zeroing first. It retries `Interrupted`; on another error the bytes before it stay.
+        let res = (&mut inner).take(block as u64).read_to_end(&mut buf);
+        let got = buf.len();
+        let err = res.err();
         let end = got == 0;
         if got > 0 && full.send(Ok(buf)).is_err() {
             return;
@@ -96,31 +87,42 @@ fn fill<R: Read>(
     }
 }
 
+impl ReadAhead {
+    /// The next block, the one read returned to the reader thread (out of line: once a block).
+    #[inline(never)]
+    fn next_block(&mut self) -> io::Result<()> {
+        let used = std::mem::take(&mut self.cur);
+        if used.capacity() > 0 {
+            // The reader may have ended (its end or an error): then the block is not needed.
+            let _ = self.free.try_send(used);
+        }
+        self.pos = 0;
+        match self.full.recv() {
+            Ok(Ok(b)) if b.is_empty() => self.done = true,
+            Ok(Ok(b)) => self.cur = b,
+            Ok(Err(e)) => {
+                self.done = true;
+                return Err(e);
+            }
+            Err(_) => {
+                self.done = true;
+                return Err(io::Error::other("the read-ahead thread ended unexpectedly"));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl BufRead for ReadAhead {
+    #[inline]
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.pos >= self.cur.len() && !self.done {
-            let used = std::mem::take(&mut self.cur);
-            if used.capacity() > 0 {
-                // The reader may have ended (its end or an error): then the block is not needed.
-                let _ = self.free.try_send(used);
-            }
-            self.pos = 0;
-            match self.full.recv() {
-                Ok(Ok(b)) if b.is_empty() => self.done = true,
-                Ok(Ok(b)) => self.cur = b,
-                Ok(Err(e)) => {
-                    self.done = true;
-                    return Err(e);
-                }
-                Err(_) => {
-                    self.done = true;
-                    return Err(io::Error::other("the read-ahead thread ended unexpectedly"));
-                }
-            }
+            self.next_block()?;
         }
         Ok(self.cur.get(self.pos..).unwrap_or_default())
     }
 
+    #[inline]
     fn consume(&mut self, amt: usize) {
         self.pos = (self.pos + amt).min(self.cur.len());
     }

@@ -6,12 +6,17 @@
 //! - `baseline/switch`: the whole switch on virtual time, per packet: buffer from the pool and
 //!   copy-in (what an rx burst costs), ingress, traffic manager enqueue/dequeue with DRR and ECN,
 //!   egress, free, and the event loop that drives it.
+//! - `replay/stream`: `longhaul replay` end to end but for the file system: a pcap of 200 000
+//!   frames (the trace repeated, 30 ns apart) read from memory as a file is read (record headers
+//!   peeked, frames taken from the reader's buffer), the switch built, every frame through it,
+//!   and every departure written as a pcap record (to `io::sink`, as the CLI's `--out
+//!   wan0=/dev/null`); frames per second. perf/replay-stream.sh measures the same with files.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
-use longhaul_dataplane::pcap::read_pcap;
+use longhaul_dataplane::pcap::{read_pcap, PcapReader, PcapWriter};
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::Baseline;
@@ -97,6 +102,41 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             src.end += frames.len();
             advance(&mut d, &mut sw, &mut src, None, &mut sink);
+        })
+    });
+    g.finish();
+
+    // `longhaul replay --config configs/baseline.toml --in dc0=T --out wan0=/dev/null`.
+    const STREAM_FRAMES: usize = 200_000;
+    let mut w = PcapWriter::new(Vec::new()).expect("pcap writer");
+    for i in 0..STREAM_FRAMES {
+        w.write_frame(1_000 + 30 * i as u64, &frames[i % frames.len()])
+            .expect("frame");
+    }
+    let trace = w.finish().expect("pcap");
+    let dc0 = cfg.ports.iter().find(|p| p.name == "dc0").expect("dc0").id;
+    let mut g = c.benchmark_group("replay");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(STREAM_FRAMES as u64));
+    g.bench_function("stream", |b| {
+        b.iter(|| {
+            let mut out = PcapWriter::new(std::io::sink()).expect("pcap writer");
+            let mut sink = |_: u16, ts: Nanos, f: &[u8]| {
+                out.write_frame(ts, f).expect("written");
+            };
+            let src = PcapReader::new(&trace[..]).expect("pcap");
+            let st = longhaul_pipelines::replay_stream(
+                &cfg,
+                vec![longhaul_runtime::StreamInput {
+                    port: dc0,
+                    name: "trace".into(),
+                    source: Box::new(src),
+                }],
+                &mut sink,
+                Default::default(),
+            )
+            .expect("replay");
+            assert_eq!(st.summary.emitted, STREAM_FRAMES as u64);
         })
     });
     g.finish();

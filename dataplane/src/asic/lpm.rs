@@ -10,13 +10,18 @@
 //! costs 64 MiB whatever the route count; a switch's route tables are small, so we chose this).
 //!
 //! IPv4 adds a direct first level (DIR-16, after DPDK's DIR-24-8 but 256 times smaller): one
-//! slot per /16, 65536 slots of 16 bytes (1 MiB per table), holding the longest route of length
-//! <= 16 that covers the slot and how many routes longer than /16 lie inside it. A lookup whose
-//! /16 holds no longer route is one array access; otherwise it probes the populated lengths above
-//! 16 and falls back to the slot's route. Inserting or removing a route of length l <= 16 rewrites
-//! the 2^(16-l) slots it covers (removing one re-probes the shorter lengths for each slot it was
-//! the best of: a default route's removal is about a million probes, some milliseconds, on the
-//! worker that applies it).
+//! slot per /16, 65536 slots of 8 bytes (512 KiB per table), holding the longest route of length
+//! <= 16 that covers the slot (its length and its index among the short routes' values) and how
+//! many routes longer than /16 lie inside it. A slot is plain integers and "no route" is zero, so
+//! the level comes from the allocator already zeroed (calloc: untouched pages cost nothing until a
+//! route lands in them) instead of being written slot by slot at start, and a lookup touches 8
+//! bytes of it whatever the value type (a baseline route is 48 bytes). A lookup whose /16 holds
+//! no longer route is one array access and one read of the short routes' values; otherwise it
+//! probes the populated lengths above 16 and falls back to the slot's route. Inserting or
+//! removing a route of length l <= 16 rewrites the 2^(16-l) slots it covers (removing one
+//! re-probes the shorter lengths for each slot it was the best of: a default route's removal is
+//! about a million probes, some milliseconds, on the worker that applies it); replacing a
+//! route's value rewrites no slot.
 //! As in [`crate::asic::table`], the map gets room for `2 * capacity` entries so that churn never
 //! makes it reallocate: nothing allocates after `new`.
 //!
@@ -159,13 +164,19 @@ pub struct LpmStats {
 /// A longest-prefix-match table of at most `capacity` routes `prefix/len -> V`.
 #[derive(Debug)]
 pub struct Lpm<A: LpmAddr, V: Copy> {
-    map: HashMap<A::Key, V, RandomState>,
+    map: HashMap<A::Key, Route<V>, RandomState>,
+    /// The values of the routes of length <= 16 (`A::DIR16`), by the index the slots hold.
+    short: Vec<V>,
+    /// Indexes in `short` of removed routes, for the next short route.
+    free: Vec<u32>,
     /// Routes per prefix length.
     per_len: [u32; 129],
     /// Bit `l` set iff `per_len[l] > 0`.
     populated: [u64; 3],
-    /// The DIR-16 first level (`A::DIR16`; empty otherwise), [`DIR_SLOTS`] slots.
-    dir: Vec<DirSlot<V>>,
+    /// The DIR-16 first level (`A::DIR16`; empty otherwise), [`DIR_SLOTS`] slots of
+    /// `[best, longer]`: `best` is 0 or `(len + 1) << 24 | index in short` of the longest route
+    /// of length <= 16 covering the slot; `longer` counts the routes longer than /16 inside it.
+    dir: Vec<[u32; 2]>,
     capacity: usize,
     stats: LpmStats,
 }
@@ -173,20 +184,39 @@ pub struct Lpm<A: LpmAddr, V: Copy> {
 /// Slots of the DIR-16 first level.
 const DIR_SLOTS: usize = 1 << 16;
 
-/// One /16 of the first level.
+/// Routes of length <= 16 a DIR-16 table holds at most (every prefix of every length 0..=16).
+const SHORT_MAX: usize = (1 << 17) - 1;
+
+/// A route's value and, for a route of length <= 16 in a DIR-16 table, its index in
+/// `Lpm::short` ([`NO_SHORT`] otherwise).
 #[derive(Clone, Copy, Debug)]
-struct DirSlot<V: Copy> {
-    /// The longest route of length <= 16 covering the slot, as (length, value).
-    best: Option<(u8, V)>,
-    /// Routes longer than /16 inside the slot.
-    longer: u32,
+struct Route<V> {
+    v: V,
+    short: u32,
 }
 
-impl<V: Copy> DirSlot<V> {
-    const EMPTY: Self = DirSlot {
-        best: None,
-        longer: 0,
-    };
+const NO_SHORT: u32 = u32::MAX;
+
+/// A first-level slot's `best` word for the route of length `len` at index `i` of `short`.
+#[inline]
+fn best_word(len: u8, i: u32) -> u32 {
+    (len as u32 + 1) << 24 | i
+}
+
+/// The length of a `best` word's route (`None`: no route).
+#[inline]
+fn best_len(w: u32) -> Option<u8> {
+    (w != 0).then(|| ((w >> 24) - 1) as u8)
+}
+
+/// The value of a `best` word's route.
+#[inline(always)]
+fn best_value<V>(short: &[V], w: u32) -> Option<&V> {
+    if w == 0 {
+        None
+    } else {
+        short.get((w & 0x00ff_ffff) as usize)
+    }
 }
 
 /// IPv4 routes.
@@ -203,10 +233,13 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
                 capacity.saturating_mul(2),
                 hasher_for(DEFAULT_SEED),
             ),
+            short: Vec::with_capacity(if A::DIR16 { capacity.min(SHORT_MAX) } else { 0 }),
+            free: Vec::with_capacity(if A::DIR16 { capacity.min(SHORT_MAX) } else { 0 }),
             per_len: [0; 129],
             populated: [0; 3],
+            // Zeroed by the allocator (no route anywhere), not written slot by slot.
             dir: if A::DIR16 {
-                vec![DirSlot::EMPTY; DIR_SLOTS]
+                vec![[0u32; 2]; DIR_SLOTS]
             } else {
                 Vec::new()
             },
@@ -231,19 +264,31 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         }
         if let Some(old) = self.map.get_mut(&prefix.key(len)) {
             self.stats.inserts += 1;
-            let old = core::mem::replace(old, v);
-            self.dir_insert(prefix, len, v, false);
-            return Ok(Some(old));
+            // The slots name the route by its index: a new value needs no slot rewritten.
+            if let Some(s) = self.short.get_mut(old.short as usize) {
+                *s = v;
+            }
+            return Ok(Some(core::mem::replace(&mut old.v, v)));
         }
         if self.map.len() >= self.capacity {
             self.stats.full_events += 1;
             return Err(LpmError::Full);
         }
-        self.map.insert(prefix.key(len), v);
+        let short = if self.dir.is_empty() || len > 16 {
+            NO_SHORT
+        } else if let Some(i) = self.free.pop() {
+            self.short[i as usize] = v;
+            i
+        } else {
+            // At most `capacity` (and SHORT_MAX) routes: within the capacity reserved at `new`.
+            self.short.push(v);
+            (self.short.len() - 1) as u32
+        };
+        self.map.insert(prefix.key(len), Route { v, short });
         let l = len as usize;
         self.per_len[l] += 1;
         self.populated[l / 64] |= 1 << (l % 64);
-        self.dir_insert(prefix, len, v, true);
+        self.dir_insert(prefix, len, short);
         self.stats.inserts += 1;
         Ok(None)
     }
@@ -255,21 +300,21 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         first..first + (1 << (16 - len))
     }
 
-    /// Record `prefix/len -> v` in the first level (`new`: not a replacement).
-    fn dir_insert(&mut self, prefix: A, len: u8, v: V, new: bool) {
+    /// Record the new route `prefix/len` (index `short` in `self.short`) in the first level.
+    fn dir_insert(&mut self, prefix: A, len: u8, short: u32) {
         if self.dir.is_empty() {
             return;
         }
         if len > 16 {
-            if let (true, Some(s)) = (new, self.dir.get_mut(prefix.top16())) {
-                s.longer += 1;
+            if let Some(s) = self.dir.get_mut(prefix.top16()) {
+                s[1] += 1;
             }
             return;
         }
         let range = Self::dir_range(prefix, len);
         for s in self.dir.get_mut(range).into_iter().flatten() {
-            if s.best.is_none_or(|(l, _)| l <= len) {
-                s.best = Some((len, v));
+            if best_len(s[0]).is_none_or(|l| l <= len) {
+                s[0] = best_word(len, short);
             }
         }
     }
@@ -282,17 +327,18 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         }
         if len > 16 {
             if let Some(s) = self.dir.get_mut(prefix.top16()) {
-                s.longer = s.longer.saturating_sub(1);
+                s[1] = s[1].saturating_sub(1);
             }
             return;
         }
         for i in Self::dir_range(prefix, len) {
-            if self.dir.get(i).and_then(|s| s.best).map(|(l, _)| l) != Some(len) {
+            if self.dir.get(i).and_then(|s| best_len(s[0])) != Some(len) {
                 continue;
             }
-            let best = self.probe(A::from_top16(i), 0, len).map(|(_, l, v)| (l, v));
+            let best = probe_in(&self.map, &self.populated, A::from_top16(i), 0, len)
+                .map_or(0, |(_, l, r)| best_word(l, r.short));
             if let Some(s) = self.dir.get_mut(i) {
-                s.best = best;
+                s[0] = best;
             }
         }
     }
@@ -301,27 +347,31 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// probes, longest first.
     #[inline(never)]
     fn probe(&self, addr: A, lo: u8, hi: u8) -> Option<(A, u8, V)> {
-        probe_in(&self.map, &self.populated, addr, lo, hi).map(|(p, l, v)| (p, l, *v))
+        probe_in(&self.map, &self.populated, addr, lo, hi).map(|(p, l, r)| (p, l, r.v))
     }
 
     /// Remove the route `prefix/len` (exactly that prefix), returning its value; `None` when there
     /// is no such route (including an invalid length or prefix).
     pub fn remove(&mut self, prefix: A, len: u8) -> Option<V> {
-        let v = self.map.remove(&prefix.key(len))?;
+        let r = self.map.remove(&prefix.key(len))?;
         let l = len as usize;
         self.per_len[l] = self.per_len[l].saturating_sub(1);
         if self.per_len[l] == 0 {
             self.populated[l / 64] &= !(1 << (l % 64));
         }
         self.dir_remove(prefix, len);
+        if r.short != NO_SHORT {
+            // No slot names it any more (dir_remove): the index is free.
+            self.free.push(r.short);
+        }
         self.stats.deletes += 1;
-        Some(v)
+        Some(r.v)
     }
 
     /// The value of exactly the route `prefix/len`, without counting (control plane).
     #[inline]
     pub fn get(&self, prefix: A, len: u8) -> Option<V> {
-        self.map.get(&prefix.key(len)).copied()
+        self.map.get(&prefix.key(len)).map(|r| r.v)
     }
 
     /// The value of the longest route containing `addr`, counting a hit or a miss.
@@ -335,14 +385,14 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// stack, whose re-read stalled on store forwarding (perf/README.md).
     #[inline(always)]
     pub fn lookup_ref(&mut self, addr: A) -> Option<&V> {
-        let (map, populated) = (&self.map, &self.populated);
+        let (map, populated, short) = (&self.map, &self.populated, &self.short);
         let found = match self.dir.get(addr.top16()) {
-            Some(slot) if slot.longer == 0 => slot.best.as_ref().map(|(_, v)| v),
-            Some(slot) => match probe_in(map, populated, addr, 17, u8::MAX) {
-                Some((_, _, v)) => Some(v),
-                None => slot.best.as_ref().map(|(_, v)| v),
+            Some(&[best, 0]) => best_value(short, best),
+            Some(&[best, _]) => match probe_in(map, populated, addr, 17, u8::MAX) {
+                Some((_, _, r)) => Some(&r.v),
+                None => best_value(short, best),
             },
-            None => probe_in(map, populated, addr, 0, u8::MAX).map(|(_, _, v)| v),
+            None => probe_in(map, populated, addr, 0, u8::MAX).map(|(_, _, r)| &r.v),
         };
         if found.is_some() {
             self.stats.hits += 1;
@@ -370,15 +420,16 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     /// perf/README.md); the hash probes stay out of line.
     #[inline(always)]
     pub fn longest(&self, addr: A) -> Option<(A, u8, V)> {
-        let Some(slot) = self.dir.get(addr.top16()) else {
+        let Some(&[best, longer]) = self.dir.get(addr.top16()) else {
             return self.probe(addr, 0, u8::MAX);
         };
-        if slot.longer != 0 {
+        if longer != 0 {
             if let Some(r) = self.probe(addr, 17, u8::MAX) {
                 return Some(r);
             }
         }
-        slot.best.map(|(l, v)| (addr.mask(l), l, v))
+        let l = best_len(best)?;
+        best_value(&self.short, best).map(|&v| (addr.mask(l), l, v))
     }
 
     /// Routes in the table.
@@ -405,14 +456,16 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
         self.map.clear();
         self.per_len = [0; 129];
         self.populated = [0; 3];
-        self.dir.fill(DirSlot::EMPTY);
+        self.short.clear();
+        self.free.clear();
+        self.dir.fill([0; 2]);
     }
 
     /// Every route as `(prefix, len, value)`, in hash order (deterministic for a given history).
     pub fn iter(&self) -> impl Iterator<Item = (A, u8, V)> + '_ {
-        self.map.iter().map(|(&k, &v)| {
+        self.map.iter().map(|(&k, r)| {
             let (p, l) = A::unkey(k);
-            (p, l, v)
+            (p, l, r.v)
         })
     }
 
@@ -547,6 +600,7 @@ mod tests {
     ) -> Result<(), TestCaseError> {
         let mut t = Lpm::<A, u8>::new(cap);
         let size = t.map.allocation_size();
+        let short = (t.short.capacity(), t.free.capacity());
         let mut model: Vec<(A, u8, u8)> = Vec::new();
         for (kind, len, addr, v) in ops {
             let len = len % (A::BITS + 1);
@@ -571,6 +625,7 @@ mod tests {
             }
             prop_assert_eq!(t.len(), model.len());
             prop_assert_eq!(t.map.allocation_size(), size);
+            prop_assert_eq!((t.short.capacity(), t.free.capacity()), short);
             for &a in addrs.iter().chain(core::iter::once(&addr)) {
                 let want = model
                     .iter()
@@ -578,6 +633,7 @@ mod tests {
                     .max_by_key(|e| e.1)
                     .map(|e| (e.0, e.1, e.2));
                 prop_assert_eq!(t.lookup_route(a), want);
+                prop_assert_eq!(t.lookup(a), want.map(|w| w.2));
             }
         }
         Ok(())
