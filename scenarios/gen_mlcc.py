@@ -184,6 +184,48 @@ dqm = {'true' if dqm else 'false'}
     return name, s
 
 
+def hosts_toml(hosts):
+    """`[[hosts]]` tables for (name, ip, mac, dc) rows."""
+    return "".join(f"""
+[[hosts]]
+name = "{name}"
+ip = "{ip}"
+mac = "{m}"
+rate_gbps = {HOST_GBPS}
+dc = "{d}"
+""" for name, ip, m, d in hosts)
+
+
+def switches_toml(switches):
+    """`[[switches]]` tables for (name, config file in scenarios/mlcc/) rows."""
+    return "".join(f"""
+[[switches]]
+name = "{name}"
+config = "mlcc/{cfg}"
+""" for name, cfg in switches)
+
+
+def links_toml(links):
+    """`[[links]]` tables for (a, b, Gb/s, delay ns) rows."""
+    return "".join(f"""
+[[links]]
+a = "{a}"
+b = "{b}"
+rate_gbps = {g}
+delay_ns = {d}
+""" for a, b, g, d in links)
+
+
+def flows_toml(flows):
+    """`[[flows]]` tables for (src, dst, bytes, start us or None) rows."""
+    return "".join(f"""
+[[flows]]
+src = "{src}"
+dst = "{dst}"
+size_bytes = {size}
+""" + ("" if start is None else f"start_us = {start}\n") for src, dst, size, start in flows)
+
+
 def scenario(dqm):
     suffix = "" if dqm else "-nodqm"
     switches = [tor(0, 2), tor(1, 1), dci(0, 2, dqm), dci(1, 1, dqm)]
@@ -203,58 +245,16 @@ mtu = 1000
 sample_us = 200
 host_agents = ["mlcc"]
 """
-    for i in range(2):
-        s += f"""
-[[hosts]]
-name = "a{i}"
-ip = "10.0.0.{i + 1}"
-mac = "{host_mac(0, i)}"
-rate_gbps = {HOST_GBPS}
-dc = "A"
-"""
-    s += f"""
-[[hosts]]
-name = "b0"
-ip = "10.1.0.1"
-mac = "{host_mac(1, 0)}"
-rate_gbps = {HOST_GBPS}
-dc = "B"
-
-[[switches]]
-name = "tor-a"
-config = "mlcc/tor-a.toml"
-
-[[switches]]
-name = "dci-a"
-config = "mlcc/dci-a{suffix}.toml"
-
-[[switches]]
-name = "dci-b"
-config = "mlcc/dci-b{suffix}.toml"
-
-[[switches]]
-name = "tor-b"
-config = "mlcc/tor-b.toml"
-"""
+    s += hosts_toml([("a0", "10.0.0.1", host_mac(0, 0), "A"), ("a1", "10.0.0.2", host_mac(0, 1), "A"),
+                     ("b0", "10.1.0.1", host_mac(1, 0), "B")])
+    s += switches_toml([("tor-a", "tor-a.toml"), ("dci-a", f"dci-a{suffix}.toml"),
+                        ("dci-b", f"dci-b{suffix}.toml"), ("tor-b", "tor-b.toml")])
     links = [("a0", "tor-a:h0", HOST_GBPS, 1000), ("a1", "tor-a:h1", HOST_GBPS, 1000),
              ("tor-a:up", "dci-a:dc", FABRIC_GBPS, 5000),
              ("dci-a:wan", "dci-b:wan", FABRIC_GBPS, WAN_DELAY_NS),
              ("dci-b:dc", "tor-b:up", FABRIC_GBPS, 5000), ("b0", "tor-b:h0", HOST_GBPS, 1000)]
-    for a, b, g, d in links:
-        s += f"""
-[[links]]
-a = "{a}"
-b = "{b}"
-rate_gbps = {g}
-delay_ns = {d}
-"""
-    for i in range(2):
-        s += f"""
-[[flows]]
-src = "a{i}"
-dst = "b0"
-size_bytes = {SIZE}
-"""
+    s += links_toml(links)
+    s += flows_toml([("a0", "b0", SIZE, None), ("a1", "b0", SIZE, None)])
     with open(os.path.join(HERE, f"mlcc{suffix}.toml"), "w") as f:
         f.write(s)
 
@@ -280,43 +280,16 @@ sample_us = 200
 host_agents = ["mlcc"]
 """
     hosts = [("a0", 0, 0, "A"), ("a1", 0, 1, "A"), ("b0", 1, 0, "B"), ("b1", 1, 1, "B")]
-    for name, dc, i, d in hosts:
-        s += f"""
-[[hosts]]
-name = "{name}"
-ip = "10.{dc}.0.{i + 1}"
-mac = "{host_mac(dc, i)}"
-rate_gbps = {HOST_GBPS}
-dc = "{d}"
-"""
-    for name, cfg in (("tor-a", "tor-a.toml"), ("dci-a", "dci-a.toml"),
-                      ("dci-b", "dci-b-mixed.toml"), ("tor-b", "tor-b-mixed.toml")):
-        s += f"""
-[[switches]]
-name = "{name}"
-config = "mlcc/{cfg}"
-"""
+    s += hosts_toml([(name, f"10.{dc}.0.{i + 1}", host_mac(dc, i), d) for name, dc, i, d in hosts])
+    s += switches_toml([("tor-a", "tor-a.toml"), ("dci-a", "dci-a.toml"),
+                        ("dci-b", "dci-b-mixed.toml"), ("tor-b", "tor-b-mixed.toml")])
     links = [("a0", "tor-a:h0", HOST_GBPS, 1000), ("a1", "tor-a:h1", HOST_GBPS, 1000),
              ("tor-a:up", "dci-a:dc", FABRIC_GBPS, 5000),
              ("dci-a:wan", "dci-b:wan", FABRIC_GBPS, WAN_DELAY_NS),
              ("dci-b:dc", "tor-b:up", FABRIC_GBPS, 5000), ("b0", "tor-b:h0", HOST_GBPS, 1000),
              ("b1", "tor-b:h1", HOST_GBPS, 1000)]
-    for a, b, g, d in links:
-        s += f"""
-[[links]]
-a = "{a}"
-b = "{b}"
-rate_gbps = {g}
-delay_ns = {d}
-"""
-    for src, start in (("a0", 0), ("a1", 0), ("b1", 4000)):
-        s += f"""
-[[flows]]
-src = "{src}"
-dst = "b0"
-size_bytes = {SIZE}
-start_us = {start}
-"""
+    s += links_toml(links)
+    s += flows_toml([(src, "b0", SIZE, start) for src, start in (("a0", 0), ("a1", 0), ("b1", 4000))])
     with open(os.path.join(HERE, "mlcc-mixed.toml"), "w") as f:
         f.write(s)
 
@@ -394,23 +367,10 @@ host_agents = ["mlcc"]
 """
     hosts = [("a0", "10.0.0.1", 0, "A"), ("a1", "10.0.0.2", 1, "A"), ("a2", "10.0.0.3", 2, "A"),
              ("a3", "10.0.1.1", 16, "A"), ("b0", "10.1.0.1", 0, "B")]
-    for name, ip, i, d in hosts:
-        s += f"""
-[[hosts]]
-name = "{name}"
-ip = "{ip}"
-mac = "{host_mac(0 if d == 'A' else 1, i)}"
-rate_gbps = {HOST_GBPS}
-dc = "{d}"
-"""
-    for name, cfg in (("tor-a1", "tor-a1.toml"), ("tor-a2", "tor-a2.toml"),
-                      ("spine-a", "spine-a.toml"), ("dci-a", f"dci-a-src{'' if near_source else '-nons'}.toml"),
-                      ("dci-b", "dci-b.toml"), ("tor-b", "tor-b.toml")):
-        s += f"""
-[[switches]]
-name = "{name}"
-config = "mlcc/{cfg}"
-"""
+    s += hosts_toml([(name, ip, host_mac(0 if d == "A" else 1, i), d) for name, ip, i, d in hosts])
+    s += switches_toml([("tor-a1", "tor-a1.toml"), ("tor-a2", "tor-a2.toml"),
+                        ("spine-a", "spine-a.toml"), ("dci-a", f"dci-a-src{'' if near_source else '-nons'}.toml"),
+                        ("dci-b", "dci-b.toml"), ("tor-b", "tor-b.toml")])
     links = [("a0", "tor-a1:h0", HOST_GBPS, 1000), ("a1", "tor-a1:h1", HOST_GBPS, 1000),
              ("a2", "tor-a1:h2", HOST_GBPS, 1000), ("a3", "tor-a2:h0", HOST_GBPS, 1000),
              ("tor-a1:up", "spine-a:l1", up_gbps, 5000),
@@ -418,22 +378,9 @@ config = "mlcc/{cfg}"
              ("spine-a:dci", "dci-a:dc", FABRIC_GBPS, 5000),
              ("dci-a:wan", "dci-b:wan", FABRIC_GBPS, WAN_DELAY_NS),
              ("dci-b:dc", "tor-b:up", FABRIC_GBPS, 5000), ("b0", "tor-b:h0", HOST_GBPS, 1000)]
-    for a, b, g, d in links:
-        s += f"""
-[[links]]
-a = "{a}"
-b = "{b}"
-rate_gbps = {g}
-delay_ns = {d}
-"""
-    for (src, dst), start in zip((("a2", "a3"), ("a0", "b0"), ("a1", "b0")), starts):
-        s += f"""
-[[flows]]
-src = "{src}"
-dst = "{dst}"
-size_bytes = {SRC_SIZE}
-start_us = {start}
-"""
+    s += links_toml(links)
+    s += flows_toml([(src, dst, SRC_SIZE, start)
+                     for (src, dst), start in zip((("a2", "a3"), ("a0", "b0"), ("a1", "b0")), starts)])
     with open(os.path.join(HERE, f"mlcc-srcbottleneck{suffix}.toml"), "w") as f:
         f.write(s)
 
