@@ -13,18 +13,16 @@ use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::pcap::{PcapReader, PcapWriter};
 use longhaul_dataplane::readahead::{self, ReadAhead};
 use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::writebehind::WriteBehind;
 use longhaul_pipelines::{load_config, parse_config, replay_stream};
 use longhaul_runtime::{ReplayHooks, ReplayStats, Sample, StreamInput};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-
-/// Read and write buffers per file.
-const IO_BUF: usize = 1 << 20;
 
 /// What `longhaul replay` was asked.
 #[derive(clap::Args, Debug)]
@@ -63,13 +61,16 @@ pub struct ReplayArgs {
 struct Out {
     port: u16,
     path: PathBuf,
-    w: PcapWriter<BufWriter<File>>,
+    w: PcapWriter<WriteBehind>,
 }
 
 fn create(port: u16, path: PathBuf) -> Result<Out> {
     let f = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let w = PcapWriter::new(BufWriter::with_capacity(IO_BUF, f))
-        .with_context(|| format!("writing {}", path.display()))?;
+    // Written on a thread of its own (dataplane/src/writebehind.rs): the copies into the page
+    // cache happen beside the switch, not on its thread.
+    let f = WriteBehind::new(f, "longhaul-write", readahead::BLOCK, readahead::DEPTH)
+        .with_context(|| format!("starting the writer of {}", path.display()))?;
+    let w = PcapWriter::new(f).with_context(|| format!("writing {}", path.display()))?;
     Ok(Out { port, path, w })
 }
 

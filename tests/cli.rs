@@ -56,6 +56,40 @@ fn replay_is_byte_identical_across_runs() {
     assert!(wan0.len() > 1024 * 314, "wan0 carries the trace");
 }
 
+/// An output that cannot be written (a full disk: /dev/full) fails the replay and names the file,
+/// whether the error comes back while the replay runs (more than a write-behind block) or when
+/// the output is finished (less).
+#[test]
+fn a_full_disk_fails_the_replay_and_names_the_output() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let big = tmpdir("full-disk").join("big.pcap");
+    let recs =
+        longhaul_dataplane::pcap::read_pcap(root().join("examples/roce-64flows.pcap")).unwrap();
+    // 8 copies of the trace, 30 ns apart: about 2.7 MB, more than one 1 MiB block.
+    let many: Vec<_> = (0..8 * recs.len())
+        .map(|i| longhaul_dataplane::pcap::PcapRecord {
+            ts_ns: 1_000 + 30 * i as u64,
+            data: recs[i % recs.len()].data.clone(),
+        })
+        .collect();
+    longhaul_dataplane::pcap::write_pcap(&big, &many).unwrap();
+    for input in [root().join("examples/roce-64flows.pcap"), big] {
+        let out = bin()
+            .args(["replay", "--config"])
+            .arg(root().join("configs/baseline.toml"))
+            .arg("--in")
+            .arg(format!("dc0={}", input.display()))
+            .args(["--out", "wan0=/dev/full"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: {err}", input.display());
+        assert!(err.contains("/dev/full"), "{}: {err}", input.display());
+    }
+}
+
 #[test]
 fn embedded_default_runs() {
     let out = bin().args(["replay", "--nonzero"]).output().unwrap();

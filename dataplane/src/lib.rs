@@ -23,6 +23,7 @@ pub mod replay;
 pub mod time;
 pub mod tm;
 pub mod wire;
+pub mod writebehind;
 
 pub use packet::{BufPool, HeapBuf, HeapPool, Meta, PacketBuf};
 pub use time::Nanos;
