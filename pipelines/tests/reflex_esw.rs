@@ -122,6 +122,25 @@ fn ack(req_qpn: u32, psn: u32, ts: u64) -> Vec<u8> {
     out
 }
 
+/// Flows `qa` and `qb` (WAN -> dc0) send their first packets at 10 and 11 us (drained), and
+/// their ACKs at 40 us measure both Congested (an RTT_dst of about 30 us).
+fn two_congested_flows(h: &mut Harness<HeapPool, ReflexEsw>, qa: u32, qb: u32) {
+    h.put(
+        WAN0,
+        10_000,
+        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, 0, 1, 256),
+    );
+    h.put(
+        WAN0,
+        11_000,
+        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qb, 0, 1, 256),
+    );
+    h.run_to_idle();
+    h.take();
+    h.put(DC0, 40_000, &ack(qa, 0, 10_000));
+    h.put(DC0, 40_000, &ack(qb, 0, 11_000));
+}
+
 fn on(out: &[Emitted], idx: usize) -> Vec<&Emitted> {
     out.iter().filter(|e| e.port_idx == idx).collect()
 }
@@ -339,21 +358,8 @@ fn pause_ends_on_relief_and_on_maxpause() {
     });
     let mut h = harness(&cfg);
     let (qa, qb) = (0x2a, 0x2b);
-    h.put(
-        WAN0,
-        10_000,
-        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, 0, 1, 256),
-    );
-    h.put(
-        WAN0,
-        11_000,
-        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qb, 0, 1, 256),
-    );
-    h.run_to_idle();
-    h.take();
     // Both Congested at 40 us: the share 2/2 > 0.5 pauses dc0's Controlled queue.
-    h.put(DC0, 40_000, &ack(qa, 0, 10_000));
-    h.put(DC0, 40_000, &ack(qb, 0, 11_000));
+    two_congested_flows(&mut h, qa, qb);
     for k in 0..5u32 {
         h.put(
             WAN0,
@@ -416,20 +422,7 @@ fn only_an_ack_ends_a_pause() {
     let cfg = config(|t| t.replace("active_timeout_ns = 100000", "active_timeout_ns = 10000000"));
     let mut h = harness(&cfg);
     let (qa, qb, qc) = (0x2a, 0x2b, 0x2c);
-    h.put(
-        WAN0,
-        10_000,
-        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, 0, 1, 256),
-    );
-    h.put(
-        WAN0,
-        11_000,
-        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qb, 0, 1, 256),
-    );
-    h.run_to_idle();
-    h.take();
-    h.put(DC0, 40_000, &ack(qa, 0, 10_000));
-    h.put(DC0, 40_000, &ack(qb, 0, 11_000));
+    two_congested_flows(&mut h, qa, qb);
     for k in 0..3u32 {
         h.put(
             WAN0,
