@@ -376,42 +376,26 @@ impl Forwarding {
         Some((m, m))
     }
 
-    /// Parse the frame and apply the anomaly policy: the ingress of a routed port, or of a
-    /// generated frame. `Err` is the drop decision. `Ok(routable)`: whether the L3 header may be
-    /// used for routing.
+    /// The first ingress stage of every pipeline: parse the frame and record the result in its
+    /// metadata. The result lives in the caller's frame and the later stages borrow it
+    /// ([`Forwarding::admit_stage`], [`Forwarding::classify_and_look_up`]): returning the
+    /// 32-byte struct inside a `Result` copied it through the stack and stalled every
+    /// mechanism's ingress on store forwarding (perf/README.md).
     #[inline(always)]
-    pub fn parse_checked<B: PacketBuf>(
-        &mut self,
-        pkt: &mut B,
-    ) -> Result<(Parsed, bool), DropReason> {
+    pub fn parse_meta<B: PacketBuf>(&self, pkt: &mut B) -> Parsed {
         let p = parse(pkt.data(), &self.parse_opts);
         // meta.flow_hash is left 0 ("not computed"): no baseline stage reads it, and hashing
         // every packet cost ~8% of the forwarding rate (perf/README.md).
         p.apply_to_meta(pkt.meta_mut());
-        self.policy(&p).map(|routable| (p, routable))
+        p
     }
 
-    /// The first ingress stage of every pipeline: parse, then
-    /// - on a wire port: anomalies counted, nothing dropped (`Ok((p, false))`: not routable, the
+    /// The stage after [`Forwarding::parse_meta`]:
+    /// - on a wire port: anomalies counted, nothing dropped (`Ok(false)`: not routable, the
     ///   lookup bridges it to the pair's other port);
     /// - on a routed port: ARP / ND for the port's addresses taken by the neighbour stage
     ///   (`Err(action)`: answered in place, or consumed), then the anomaly policy
-    ///   (`Err(Drop)`).
-    #[inline(always)]
-    pub fn parse_stage<P: BufPool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-    ) -> Result<(Parsed, bool), Action> {
-        let p = parse(pkt.data(), &self.parse_opts);
-        p.apply_to_meta(pkt.meta_mut());
-        let routable = self.admit_stage(ctx, pkt, &p)?;
-        Ok((p, routable))
-    }
-
-    /// [`Forwarding::parse_stage`] after the parse: wire pairs, neighbours, the anomaly policy.
-    /// `Ok(routable)`. (The parse result is borrowed, never moved: copying the 32-byte struct
-    /// through `Result`s stalled the baseline's ingress on store forwarding, perf/README.md.)
+    ///   (`Err(Drop)`); `Ok(routable)`: whether the L3 header may be used for routing.
     #[inline(always)]
     pub fn admit_stage<P: BufPool>(
         &mut self,
@@ -653,24 +637,24 @@ impl Forwarding {
         self.apply_stage(pkt, p, e)
     }
 
-    /// The stages every mechanism's ingress starts with: parse (wire pairs, neighbours, anomaly
-    /// policy), classify (`meta.class`, `meta.queue` = the class's), look up; the frame is not
-    /// rewritten yet ([`Forwarding::apply_stage`] does that). `Err` is the packet's fate.
+    /// The stages every mechanism's ingress starts with, after [`Forwarding::parse_meta`]: admit
+    /// (wire pairs, neighbours, anomaly policy), classify (`meta.class`, `meta.queue` = the
+    /// class's), look up; the frame is not rewritten yet ([`Forwarding::apply_stage`] does
+    /// that). `Err` is the packet's fate.
     #[inline(always)]
     pub fn classify_and_look_up<P: BufPool>(
         &mut self,
         ctx: &mut Ctx<'_, P>,
         pkt: &mut P::Buf,
-    ) -> Result<(Parsed, Egress), Action> {
-        let (p, routable) = self.parse_stage(ctx, pkt)?;
-        let class = self.classify(&p);
+        p: &Parsed,
+    ) -> Result<Egress, Action> {
+        let routable = self.admit_stage(ctx, pkt, p)?;
+        let class = self.classify(p);
         let m = pkt.meta_mut();
         m.class = class;
         m.queue = longhaul_dataplane::packet::QUEUE_OF_CLASS;
-        let e = self
-            .lookup_stage(ctx, pkt, &p, routable)
-            .map_err(Action::Drop)?;
-        Ok((p, e))
+        self.lookup_stage(ctx, pkt, p, routable)
+            .map_err(Action::Drop)
     }
 
     /// Send a packet this switch generated in reply to one received on `meta.ingress_port` (a
@@ -680,12 +664,12 @@ impl Forwarding {
     pub fn route_generated<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, g: &mut P::Buf) -> bool {
         let in_port = g.meta().ingress_port;
         if self.wire_peer(in_port).is_some() {
-            let p = parse(g.data(), &self.parse_opts);
-            p.apply_to_meta(g.meta_mut());
+            self.parse_meta(g);
             g.meta_mut().egress_port = in_port;
             return true;
         }
-        let Ok((p, routable)) = self.parse_checked(g) else {
+        let p = self.parse_meta(g);
+        let Ok(routable) = self.policy(&p) else {
             return false;
         };
         let Ok(e) = self.lookup_stage(ctx, g, &p, routable) else {
@@ -697,8 +681,7 @@ impl Forwarding {
     /// The whole baseline ingress for one packet.
     #[inline]
     pub fn ingress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let p = parse(pkt.data(), &self.parse_opts);
-        p.apply_to_meta(pkt.meta_mut());
+        let p = self.parse_meta(pkt);
         let routable = match self.admit_stage(ctx, pkt, &p) {
             Ok(r) => r,
             Err(a) => return a,

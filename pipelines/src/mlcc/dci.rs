@@ -172,8 +172,9 @@ impl MlccDci {
         Receivers: ReceiverFor<P::Buf>,
     {
         let now = ctx.now;
-        let (p, egress) = match self.fwd.classify_and_look_up(ctx, pkt) {
-            Ok(x) => x,
+        let p = self.fwd.parse_meta(pkt);
+        let egress = match self.fwd.classify_and_look_up(ctx, pkt, &p) {
+            Ok(e) => e,
             Err(a) => return a,
         };
         let in_port = pkt.meta().ingress_port;

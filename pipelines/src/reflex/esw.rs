@@ -181,8 +181,9 @@ impl ReflexEsw {
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let now = ctx.now;
-        let (p, egress) = match self.fwd.classify_and_look_up(ctx, pkt) {
-            Ok(x) => x,
+        let p = self.fwd.parse_meta(pkt);
+        let egress = match self.fwd.classify_and_look_up(ctx, pkt, &p) {
+            Ok(e) => e,
             Err(a) => return a,
         };
         let class = pkt.meta().class;

@@ -413,8 +413,9 @@ impl SprayTor {
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         let now = ctx.now;
-        let (p, routable) = match self.fwd.parse_stage(ctx, pkt) {
-            Ok(x) => x,
+        let p = self.fwd.parse_meta(pkt);
+        let routable = match self.fwd.admit_stage(ctx, pkt, &p) {
+            Ok(r) => r,
             Err(a) => return a,
         };
         pkt.meta_mut().class = self.fwd.classify(&p);

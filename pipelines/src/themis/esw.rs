@@ -255,8 +255,9 @@ impl ThemisEsw {
                 _ => Action::Forward,
             };
         }
-        let (p, routable) = match self.fwd.parse_stage(ctx, pkt) {
-            Ok(x) => x,
+        let p = self.fwd.parse_meta(pkt);
+        let routable = match self.fwd.admit_stage(ctx, pkt, &p) {
+            Ok(r) => r,
             Err(a) => return a,
         };
         let class = self.fwd.classify(&p);
