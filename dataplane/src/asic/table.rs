@@ -204,9 +204,15 @@ impl<K: Copy> Links<K> {
         }
     }
 
-    fn touch(&mut self, n: usize, now: Nanos) {
+    /// A hit at `now`. The last-hit list orders entries for `expire` only, so a table without
+    /// an idle timeout (`ordered` false) keeps the time (`last_hit`) and skips the list's
+    /// pointer writes: four scattered stores per lookup, on the fast path of every such table.
+    #[inline]
+    fn touch(&mut self, n: usize, now: Nanos, ordered: bool) {
         self.nodes[n].last_hit = now;
-        self.move_to_back(IDLE, n);
+        if ordered {
+            self.move_to_back(IDLE, n);
+        }
     }
 
     /// A node for `key`, at the back of both lists; `None` when the slab is exhausted.
@@ -288,7 +294,7 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
             let old = core::mem::replace(&mut slot.value, v);
             let n = slot.node;
             self.links.move_to_back(ORDER, n);
-            self.links.touch(n, now);
+            self.links.touch(n, now, self.cfg.idle_timeout.is_some());
             self.stats.inserts += 1;
             return Ok(Inserted::Replaced(old));
         }
@@ -325,10 +331,11 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
     /// them (as on an ASIC, where ageing is a background sweep).
     #[inline]
     pub fn lookup(&mut self, k: &K, now: Nanos) -> Option<&V> {
+        let ordered = self.cfg.idle_timeout.is_some();
         match self.map.get(k) {
             Some(slot) => {
                 self.stats.hits += 1;
-                self.links.touch(slot.node, now);
+                self.links.touch(slot.node, now, ordered);
                 Some(&slot.value)
             }
             None => {
@@ -341,10 +348,11 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
     /// As [`lookup`](Self::lookup), with the value writable.
     #[inline]
     pub fn lookup_mut(&mut self, k: &K, now: Nanos) -> Option<&mut V> {
+        let ordered = self.cfg.idle_timeout.is_some();
         match self.map.get_mut(k) {
             Some(slot) => {
                 self.stats.hits += 1;
-                self.links.touch(slot.node, now);
+                self.links.touch(slot.node, now, ordered);
                 Some(&mut slot.value)
             }
             None => {
@@ -677,12 +685,14 @@ mod tests {
             ops in proptest::collection::vec(op(), 1..300),
             cap in 0usize..10,
             evict in any::<bool>(),
+            timed in any::<bool>(),
         ) {
             let when_full = if evict { WhenFull::EvictOldest } else { WhenFull::Refuse };
             let timeout = 50;
+            // Untimed: hits keep `last_hit` but do not reorder the (unused) last-hit list.
             let mut t: ExactTable<u8, u16> = ExactTable::new(
                 cap,
-                TableConfig { when_full, idle_timeout: Some(timeout) },
+                TableConfig { when_full, idle_timeout: timed.then_some(timeout) },
             );
             let map_cap = t.map.allocation_size();
             let mut m: Model = Vec::new();
@@ -729,7 +739,7 @@ mod tests {
                         by_touch.sort_by_key(|e| e.3);
                         let want: Vec<(u8, u16)> = by_touch
                             .iter()
-                            .take_while(|e| now - e.4 >= timeout)
+                            .take_while(|e| timed && now - e.4 >= timeout)
                             .take(max as usize)
                             .map(|e| (e.0, e.1))
                             .collect();
@@ -747,6 +757,9 @@ mod tests {
                 let listed: Vec<(u8, u16)> = t.iter().map(|(k, v)| (k, *v)).collect();
                 let want: Vec<(u8, u16)> = by_insert.iter().map(|e| (e.0, e.1)).collect();
                 prop_assert_eq!(listed, want);
+                for e in &m {
+                    prop_assert_eq!(t.last_hit(&e.0), Some(e.4));
+                }
             }
         }
     }
