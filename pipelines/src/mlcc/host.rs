@@ -497,8 +497,8 @@ mod tests {
         assert_eq!(mceth_of(&mut h).c_r, 0);
         // C_D 0 = C_R: round 1. The hop's 25 Gb/s link (3.125 B/ns) sent 78,125 bytes in the
         // 25 us (= T) since the last sample and holds 78,125 bytes (the last sample had 0: HPCC
-        // takes the smaller): u = 0 + 3.125 / 3.125 = 1 and, the interval being T, U = u >= eta, so W = Wc / (1 / 0.95) + W_AI and
-        // R_credit = 0.95 x 25 Gb/s + 50 Mb/s = 23.8 Gb/s.
+        // takes the smaller): u = 0 + 3.125 / 3.125 = 1 and, the interval being T, U = u >= eta,
+        // so W = Wc / (1 / 0.95) + W_AI and R_credit = 0.95 x 25 Gb/s + 50 Mb/s = 23.8 Gb/s.
         let mut f = with_int(&data(1), Some(0), 26_000, 78_125, 78_125);
         h.on_rx(&me, 26_000, &mut f);
         let m = mceth_of(&mut h);
