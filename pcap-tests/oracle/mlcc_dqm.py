@@ -21,7 +21,7 @@ Per flow (one Dqm object = one inter-DC flow at its receiver-side DCI):
     2. R_credit = the ACK's; hist_credit += [R_credit] (last m)
     3. n = min(max(floor(RTT_C / RTT_D + 0.5), 1), H)
     4. R_pre_eq = mean of the last min(n, len) of hist_dqm (R_credit if empty)
-    5. Q_pre = max(0, (R_pre_eq - R_credit) * RTT_C / 8e9 + Q_c)
+    5. Q_pre = max(0, (R_pre_eq - R_credit) * RTT_C / 8e9 + Q_c); if Q_pre == 0 and dw < 0: dw = 0
     6. D_pre = 0 if Q_pre == 0; theta + D_t if mean(hist_credit) == 0; else Q_pre * 8e9 / mean
     7. R_DQM = max(0, R_credit * (1 - (D_pre - D_t) / theta))
     8. hist_dqm += [clamp(R_credit + dw * step, min_rate, max_rate)] (last H; dw not clamped)
@@ -136,6 +136,9 @@ class Dqm:
             self.r_pre_eq = self.r_credit
         # 5. eq. 3 (bits/s * ns / 8e9 = bytes)
         self.q_pre = max(0.0, (self.r_pre_eq - self.r_credit) * self.rtt_c / 8e9 + float(q_c))
+        # 5b. no queue predicted: a negative dw (a cut left over from a drained queue) goes to 0
+        if self.q_pre == 0.0 and self.dw < 0:
+            self.dw = 0
         # 6. eq. 4
         mean_credit = _sum(self.hist_credit) / len(self.hist_credit)
         if self.q_pre == 0.0:

@@ -5,7 +5,8 @@ python3 pcap-tests/oracle/test_mlcc_dqm.py
 Hand-computed cases of docs/mlcc.md "DQM, exactly as implemented": the first epoch, the token's
 0.5/0 alternation at R_DQM = R_credit, a large queue, eq. 1's rounding and clamp, RTT_D measured
 from the first data packet to the next epoch, eq. 2 over the last n suggestion rates, eq. 4 over
-the last m credits, the dw clamps at min_rate and max_rate, what a non-epoch ACK does not change,
+the last m credits, a negative dw lifted to 0 when no queue is predicted (step 5b), the dw clamps
+at min_rate and max_rate, what a non-epoch ACK does not change,
 the trace CLI, and gen_mlcc_dqm_traces.py's determinism.
 
 Default parameters unless a test says otherwise: theta = 18 ms, D_t = 1 ms, m = 5, alpha = 0.5,
@@ -144,41 +145,58 @@ def test_r_pre_eq_over_the_last_n_and_d_pre_over_m():
     # hist_dqm empty: R_pre_eq = 1e10; step 8 appends 1e10 (dw 0); token 0.52778, dw -1
     assert o["n"] == 2 and o["r_pre_eq_bps"] == 1e10 and o["dw"] == -1
     o = d.on_ack(1_000, 2, 20_000_000_000, 0)
-    # R_pre_eq = mean([1e10]) = 1e10; Q_pre = max(0, (1e10 - 2e10) * 6e6 / 8e9) = max(0, -7.5e6) = 0
-    # step 8 appends 2e10 + (-1) * step = 19998666666.67; token 1.05556 -> dw 0
+    # R_pre_eq = mean([1e10]) = 1e10; Q_pre = max(0, (1e10 - 2e10) * 6e6 / 8e9) = max(0, -7.5e6) = 0,
+    # so step 5b lifts dw from -1 to 0; step 8 appends 2e10 + 0 * step = 2e10;
+    # token 1.05556 -> dw 1, token 0.05556
     assert o["r_pre_eq_bps"] == 1e10 and o["q_pre_bytes"] == 0.0 and o["d_pre_ns"] == 0.0
-    assert o["dw"] == 0
-    close(d.hist_dqm[-1], 19_998_666_666.666667)
+    assert o["dw"] == 1
+    assert d.hist_dqm[-1] == 2e10
     o = d.on_ack(2_000, 3, 30_000_000_000, 0)
-    # R_pre_eq = (1e10 + 19998666666.67) / 2 = 14999333333.33; step 8 appends 3e10 (dw 0); dw -1
-    close(o["r_pre_eq_bps"], 14_999_333_333.333333)
-    assert d.hist_dqm[-1] == 3e10 and o["dw"] == -1
+    # R_pre_eq = (1e10 + 2e10) / 2 = 1.5e10; Q_pre = 0, dw 1 stays (5b lifts only a negative dw);
+    # step 8 appends 3e10 + 1 * step = 30001333333.33; token 0.58333 -> dw 0
+    assert o["r_pre_eq_bps"] == 1.5e10 and o["dw"] == 0
+    close(d.hist_dqm[-1], 30_001_333_333.333333)
     o = d.on_ack(3_000, 4, 10_000_000_000, 0)
-    # R_pre_eq = mean of the LAST 2 = (19998666666.67 + 3e10) / 2 = 24999333333.33 (1e10 left out)
-    close(o["r_pre_eq_bps"], 24_999_333_333.333333)
-    # Q_pre = (24999333333.33 - 1e10) * 6e6 / 8e9 = 14999333333.33 * 7.5e-4 = 11249500 B
-    close(o["q_pre_bytes"], 11_249_500.0)
-    # D_pre = 11249500 * 8e9 / mean(1e10, 2e10, 3e10, 1e10) = 8.9996e16 / 1.75e10 = 5142628.57 ns
-    close(o["d_pre_ns"], 5_142_628.5714285714)
-    # R_DQM = 1e10 * (1 - 4142628.5714 / 18e6) = 7698539682.54
-    close(o["r_dqm_bps"], 7_698_539_682.5396825)
+    # R_pre_eq = mean of the LAST 2 = (2e10 + 30001333333.33) / 2 = 25000666666.67 (1e10 left out)
+    close(o["r_pre_eq_bps"], 25_000_666_666.666667)
+    # Q_pre = (25000666666.67 - 1e10) * 6e6 / 8e9 = 15000666666.67 * 7.5e-4 = 11250500 B
+    close(o["q_pre_bytes"], 11_250_500.0)
+    # D_pre = 11250500 * 8e9 / mean(1e10, 2e10, 3e10, 1e10) = 9.0004e16 / 1.75e10 = 5143085.71 ns
+    close(o["d_pre_ns"], 5_143_085.7142857143)
+    # R_DQM = 1e10 * (1 - 4143085.7143 / 18e6) = 7698285714.29
+    close(o["r_dqm_bps"], 7_698_285_714.2857143)
 
 
 def test_d_pre_uses_the_last_m_credits():
     # m = 2, RTT_D = 6 ms -> n = 1 (R_pre_eq = the last suggestion rate).
     d = md.Dqm(dict(m=2, rtt_d_ns=6_000_000))
     d.on_ack(0, 1, 4_000_000_000, 0)                  # dw -> -1 (inc 0.52778)
-    d.on_ack(1_000, 2, 8_000_000_000, 0)              # step 8: 8e9 - 1333333.33; dw -> 0
-    o = d.on_ack(2_000, 3, 12_000_000_000, 4_001_000)
-    # R_pre_eq = 7998666666.67; Q_pre = (7998666666.67 - 12e9) * 6e6 / 8e9 + 4001000
-    #          = -3001000 + 4001000 = 1e6 B
-    close(o["r_pre_eq_bps"], 7_998_666_666.666667)
+    d.on_ack(1_000, 2, 8_000_000_000, 0)              # Q_pre 0: dw 0 (5b); step 8: 8e9; dw -> 1
+    o = d.on_ack(2_000, 3, 12_000_000_000, 4_000_000)
+    # R_pre_eq = 8e9; Q_pre = (8e9 - 12e9) * 6e6 / 8e9 + 4000000 = -3000000 + 4000000 = 1e6 B
+    assert o["r_pre_eq_bps"] == 8e9
     close(o["q_pre_bytes"], 1_000_000.0, rel=1e-9)
     # D_pre = 1e6 * 8e9 / mean(8e9, 12e9) = 8e15 / 1e10 = 800000 ns (m = 5 would give 1e6)
     close(o["d_pre_ns"], 800_000.0, rel=1e-9)
     # R_DQM = 12e9 * (1 + 200000 / 18e6) = 12133333333.33
     close(o["r_dqm_bps"], 12_133_333_333.333333, rel=1e-9)
     assert list(d.hist_credit) == [8e9, 12e9]
+
+
+def test_no_predicted_queue_lifts_a_negative_dw():
+    # A deep queue drives dw down; once the queue is gone (Q_c 0, the suggestions below R_credit:
+    # Q_pre 0) the next epoch lifts dw to 0: R_bar = R_credit, not a leftover cut below it.
+    d = md.Dqm(dict(rtt_d_ns=6_000_000))               # n = 1
+    d.on_ack(0, 1, 10_000_000_000, 50_000_000)
+    for k in range(20):
+        o = d.on_ack(1 + k, 1, 10_000_000_000, 0)    # non-epoch ACKs: dw falls
+    assert o["dw"] < -10
+    o = d.on_ack(100, 2, 10_000_000_000, 0)
+    assert o["q_pre_bytes"] == 0.0
+    # 5b: dw 0, then this ACK's token step (token 0 + 0.52778 < 1): dw -1, R_bar one step below
+    # R_credit (without 5b: dw -22)
+    assert o["dw"] == -1
+    close(o["r_bar_bps"], 1e10 - d.step)
 
 
 def test_dw_clamped_at_min_rate():

@@ -243,6 +243,10 @@ impl Dqm {
         let r_pre_eq = self.hist_dqm.mean_last(n).unwrap_or(r_credit_bps);
         // [5] eq. 3
         let q_pre = ((r_pre_eq - r_credit_bps) * p.rtt_c_ns as f64 / 8e9 + q_c as f64).max(0.0);
+        // [5b] No queue predicted: no cut left over (our choice, docs/mlcc.md).
+        if q_pre == 0.0 && self.dw < 0 {
+            self.dw = 0;
+        }
         // [6] eq. 4
         let mean_credit = self.hist_credit.mean_last(p.m).unwrap_or(0.0);
         let d_pre = if q_pre == 0.0 {
@@ -307,6 +311,26 @@ mod tests {
         // token 1.0556 >= 1: dw back to 0.
         assert_eq!(s.dw, 0);
         assert_eq!(s.r_bar_bps, 12.5e9);
+    }
+
+    /// [5b]: once no queue is predicted, a negative dw (the cut of a drained queue) goes to 0
+    /// at the next epoch instead of climbing back by D_t / theta per ACK.
+    #[test]
+    fn no_predicted_queue_lifts_a_negative_dw() {
+        let mut p = params();
+        p.rtt_d_ns = 6_000_000; // n = 1
+        let mut d = Dqm::new(&p);
+        d.on_ack(&p, 0, 1, 10e9, 50_000_000);
+        let mut s = d.on_ack(&p, 1, 1, 10e9, 0);
+        for k in 2..21 {
+            s = d.on_ack(&p, k, 1, 10e9, 0);
+        }
+        assert_eq!(s.dw, -21);
+        let s = d.on_ack(&p, 100, 2, 10e9, 0);
+        assert_eq!(s.q_pre_bytes, 0.0);
+        // dw 0, then this ACK's token step (0 + 0.5278 < 1): -1.
+        assert_eq!(s.dw, -1);
+        assert!((s.r_bar_bps - (10e9 - 8e12 / 6e6)).abs() < 1e-3, "{s:?}");
     }
 
     #[test]

@@ -5,8 +5,7 @@
 //! congestion control):
 //! - a Switch-INT from the sender-side DCI (section 3.2.1) is an INT sample of the sender-side
 //!   DC: [`Hpcc`] on it gives `R_NS` (the reference window moves once per near-source RTT, when
-//!   the sample is about a packet sent after the last move); the near-source base RTT is the
-//!   least time seen from a data packet's transmission to its Switch-INT;
+//!   the sample is about a packet sent after the last move);
 //! - an ACK with `R_DQM` (MCETH, section 3.3.2) gives `R_DQM`;
 //! - the QP sends at `R_MLCC = min(R_NS, R_DQM)` (equation 10), both starting at line rate.
 //!
@@ -16,14 +15,15 @@
 //!   the receiver-side DC;
 //! - `C_R` starts at 0 and `R_credit` at line rate; a packet whose `C_D` equals `C_R` ends a
 //!   credit round (one intra-DC RTT): `C_R += 1`, HPCC moves its reference window and
-//!   `R_credit` = its rate (lines 9-12). The receiver-side base RTT is the least time between two
-//!   such rounds;
+//!   `R_credit` = its rate (lines 9-12);
 //! - every ACK of the QP carries `C_R` and `R_credit` in an MCETH (line 13).
 //!
 //! **Intra-DC QPs**: HPCC end to end. The responder strips the data's INT and echoes it in its
 //! next ACK (the MLCC INT, RemainingHopCount 0: no switch adds to it on the way back); the
-//! requester runs [`Hpcc`] on the echo (base RTT: the least data-to-ACK time) and hands the
-//! RNIC the plain ACK. The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
+//! requester runs [`Hpcc`] on the echo and hands the RNIC the plain ACK.
+//!
+//! Every loop's HPCC uses one base RTT `T`, [`BASE_RTT_NS`] (configured, never measured; see
+//! there). The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
 //! switches must use it.
 
 use super::hpcc::{Hpcc, HpccParams, IntHop};
@@ -46,15 +46,18 @@ const ETA: f64 = 0.95;
 const MAX_STAGE: u32 = 5;
 const RATE_AI_BPS: f64 = 50e6;
 const MIN_BPS: f64 = 100e6;
-/// Base RTT before one is measured.
-const INITIAL_RTT_NS: u64 = 10_000;
-/// Transmission times remembered per QP (by PSN modulo this).
-const TX_RING: usize = 4096;
+/// HPCC's base RTT `T` on every loop (near-source, credit, intra-DC end to end): one value for
+/// all, configured and never measured, as the HPCC simulator gives every flow the network's
+/// largest base RTT (its `GLOBAL_T` setting). HPCC's queue term `qlen / (B T)` weighs a queue
+/// by `1 / T`: loops with different `T` meeting at one link do not share it fairly (an intra-DC
+/// loop measuring 4.8 us against the credit loops' 12.5 us gets about 60% of their rate,
+/// docs/mlcc.md "Fig. 8"). 25 us: about the longest short loop in `scenarios/mlcc*.toml`
+/// (Fig. 7's near-source loop, 25.4 us from a data packet's transmission to its Switch-INT,
+/// unloaded).
+pub const BASE_RTT_NS: u64 = 25_000;
 
 struct Requester {
     hpcc: Hpcc,
-    base_rtt: u64,
-    tx_time: Box<[(u32, u64)]>,
     /// Next PSN to send (one past the highest sent).
     snd_nxt: u32,
     last_update: u32,
@@ -66,10 +69,8 @@ struct Responder {
     local_qpn: u32,
     remote: bool,
     hpcc: Hpcc,
-    base_rtt: u64,
     c_r: u16,
     r_credit_bps: f64,
-    last_round: Option<u64>,
     /// Intra-DC: the hop records of the latest data, oldest first, for the next ACK.
     echo: Vec<MlccHop>,
 }
@@ -88,6 +89,8 @@ fn params(line_bps: f64, rtt: u64) -> HpccParams {
 /// MLCC's RNIC behaviour on one modeled host.
 pub struct MlccHost {
     int_port: u16,
+    /// `T` of every loop's HPCC, ns.
+    base_rtt_ns: u64,
     /// Requester QPs by (peer IPv4, peer QPN): how Switch-INT packets name them.
     req: HashMap<(u32, u32), u32>,
     req_state: HashMap<u32, Requester>,
@@ -101,6 +104,7 @@ impl Default for MlccHost {
     fn default() -> Self {
         MlccHost {
             int_port: DEFAULT_INT_PORT,
+            base_rtt_ns: BASE_RTT_NS,
             req: HashMap::new(),
             req_state: HashMap::new(),
             resp_by_peer: HashMap::new(),
@@ -122,16 +126,9 @@ fn int_hops(frame: &[u8], m: &mlcc::MlccInt) -> ([IntHop; super::hpcc::MAX_HOPS]
 }
 
 impl Requester {
-    /// An INT sample about data packet `psn`, at `now`: the base RTT (the least time from the
-    /// packet's transmission to its sample), then HPCC, its reference window moved once per
-    /// RTT (when the sample is about a packet sent after the last move). Returns the rate.
-    fn sample(&mut self, now: u64, psn: u32, hops: &[IntHop]) -> f64 {
-        let (p, t) = self.tx_time[psn as usize % TX_RING];
-        if p == psn && now > t && now - t < self.base_rtt {
-            let old = self.base_rtt;
-            self.base_rtt = now - t;
-            self.hpcc.rescale(old, self.base_rtt);
-        }
+    /// An INT sample about data packet `psn`: HPCC, its reference window moved once per RTT
+    /// (when the sample is about a packet sent after the last move). Returns the rate.
+    fn sample(&mut self, psn: u32, hops: &[IntHop]) -> f64 {
         let update = roce::psn_le(self.last_update, psn);
         if update {
             self.last_update = self.snd_nxt;
@@ -141,8 +138,16 @@ impl Requester {
 }
 
 impl MlccHost {
+    /// A host whose loops use base RTT `ns` instead of [`BASE_RTT_NS`].
+    pub fn with_base_rtt(ns: u64) -> MlccHost {
+        MlccHost {
+            base_rtt_ns: ns.max(1),
+            ..MlccHost::default()
+        }
+    }
+
     /// Switch-INT for one of our requester QPs.
-    fn on_switch_int(&mut self, now: u64, frame: &[u8], src: u32) -> RxAction {
+    fn on_switch_int(&mut self, frame: &[u8], src: u32) -> RxAction {
         let Ok(s) = mlcc::parse_switch_int(frame, HEADER_LEN, HEADER_LEN + 28) else {
             return RxAction::Pass;
         };
@@ -159,7 +164,7 @@ impl MlccHost {
                 *slot = h.into();
             }
         }
-        let r = q.sample(now, s.data_psn, &hops[..n]);
+        let r = q.sample(s.data_psn, &hops[..n]);
         RxAction::Rate {
             local_qpn: local,
             loop_id: LOOP_NS,
@@ -170,7 +175,7 @@ impl MlccHost {
 
     /// An INT packet: data for one of our responder QPs, or an intra-DC ACK echoing its data's
     /// INT (HPCC end to end: the rate of the QP it acknowledges).
-    fn on_int(&mut self, now: u64, frame: &mut Vec<u8>) -> RxAction {
+    fn on_int(&mut self, frame: &mut Vec<u8>) -> RxAction {
         let Ok(m) = mlcc::locate(frame, HEADER_LEN, self.int_port) else {
             return RxAction::Pass;
         };
@@ -181,7 +186,7 @@ impl MlccHost {
             return RxAction::Pass;
         };
         if bth.opcode() != opcode::RC_ACKNOWLEDGE {
-            self.on_data(now, frame);
+            self.on_data(frame);
             return RxAction::Pass;
         }
         let (local, psn) = (bth.dest_qp(), bth.psn());
@@ -193,7 +198,7 @@ impl MlccHost {
         let Some(q) = self.req_state.get_mut(&local) else {
             return RxAction::Pass;
         };
-        let r = q.sample(now, psn, &hops[..n]);
+        let r = q.sample(psn, &hops[..n]);
         RxAction::Rate {
             local_qpn: local,
             loop_id: LOOP_NS,
@@ -203,7 +208,7 @@ impl MlccHost {
     }
 
     /// MLCC data for one of our responder QPs: strip, credit round.
-    fn on_data(&mut self, now: u64, frame: &mut Vec<u8>) {
+    fn on_data(&mut self, frame: &mut Vec<u8>) {
         let Ok(m) = mlcc::locate(frame, HEADER_LEN, self.int_port) else {
             return;
         };
@@ -226,17 +231,6 @@ impl MlccHost {
         if let Some(r) = qpn.and_then(|q| self.resp.get_mut(&q)).filter(|r| r.remote) {
             let (hops, n) = int_hops(frame, &m);
             let round = m.c_d == Some(r.c_r);
-            if round {
-                if let Some(t) = r.last_round {
-                    let gap = now.saturating_sub(t);
-                    if gap > 0 && gap < r.base_rtt {
-                        let old = r.base_rtt;
-                        r.base_rtt = gap;
-                        r.hpcc.rescale(old, gap);
-                    }
-                }
-                r.last_round = Some(now);
-            }
             let rate = r.hpcc.on_int(&hops[..n], round);
             if round {
                 r.c_r = r.c_r.wrapping_add(1) & mlcc::CREDIT_MASK;
@@ -260,9 +254,7 @@ impl HostAgent for MlccHost {
                 self.req_state.insert(
                     qp.local_qpn,
                     Requester {
-                        hpcc: Hpcc::new(params(line, INITIAL_RTT_NS)),
-                        base_rtt: INITIAL_RTT_NS,
-                        tx_time: vec![(u32::MAX, 0); TX_RING].into_boxed_slice(),
+                        hpcc: Hpcc::new(params(line, self.base_rtt_ns)),
                         snd_nxt: 0,
                         last_update: 0,
                         line_bps: line,
@@ -276,11 +268,9 @@ impl HostAgent for MlccHost {
                 Responder {
                     local_qpn: qp.local_qpn,
                     remote: qp.remote,
-                    hpcc: Hpcc::new(params(line, INITIAL_RTT_NS)),
-                    base_rtt: INITIAL_RTT_NS,
+                    hpcc: Hpcc::new(params(line, self.base_rtt_ns)),
                     c_r: 0,
                     r_credit_bps: line,
-                    last_round: None,
                     echo: Vec::new(),
                 },
             );
@@ -293,7 +283,7 @@ impl HostAgent for MlccHost {
         qp.requester
     }
 
-    fn on_tx(&mut self, _host: &HostAddr, now: u64, kind: TxKind, frame: &mut Vec<u8>) {
+    fn on_tx(&mut self, _host: &HostAddr, _now: u64, kind: TxKind, frame: &mut Vec<u8>) {
         let Some((_, dst, dport)) = ipv4_udp(frame) else {
             return;
         };
@@ -307,7 +297,6 @@ impl HostAgent for MlccHost {
             TxKind::Data { local_qpn } => {
                 if let Some(q) = self.req_state.get_mut(&local_qpn) {
                     let psn = bth.psn();
-                    q.tx_time[psn as usize % TX_RING] = (psn, now);
                     if roce::psn_le(q.snd_nxt, psn) {
                         q.snd_nxt = roce::psn_add(psn, 1);
                     }
@@ -357,12 +346,12 @@ impl HostAgent for MlccHost {
         }
     }
 
-    fn on_rx(&mut self, _host: &HostAddr, now: u64, frame: &mut Vec<u8>) -> RxAction {
+    fn on_rx(&mut self, _host: &HostAddr, _now: u64, frame: &mut Vec<u8>) -> RxAction {
         let Some((src, _, dport)) = ipv4_udp(frame) else {
             return RxAction::Pass;
         };
         if dport == self.int_port {
-            return self.on_int(now, frame);
+            return self.on_int(frame);
         }
         if dport != ROCE_V2_PORT {
             return RxAction::Pass;
@@ -371,7 +360,7 @@ impl HostAgent for MlccHost {
             return RxAction::Pass;
         };
         match bth.opcode() {
-            opcode::CNP => self.on_switch_int(now, frame, src),
+            opcode::CNP => self.on_switch_int(frame, src),
             opcode::RC_ACKNOWLEDGE => match mlcc::locate_mceth(frame, HEADER_LEN) {
                 Ok((_, m)) if m.flags & MCETH_DQM != 0 => {
                     let local = bth.dest_qp();
@@ -506,19 +495,18 @@ mod tests {
         assert_eq!(h.on_rx(&me, 1_000, &mut f), RxAction::Pass);
         assert_eq!(f, data(0), "INT stripped, the original frame");
         assert_eq!(mceth_of(&mut h).c_r, 0);
-        // C_D 0 = C_R: round 1. The hop's 25 Gb/s link (3.125 B/ns) sent 31,250 bytes in the
-        // 10 us since the last sample and holds 31,250 bytes (the last sample had 0: HPCC takes
-        // the smaller). With T = 10 us (not measured yet), B x T = 31,250 bytes:
-        // u = 0 / 31250 + 3.125 / 3.125 = 1 >= eta, so W = Wc / (1 / 0.95) + W_AI and
-        // R_credit = 0.95 x 25 Gb/s + 50 Mb/s = 23.8 Gb/s.
-        let mut f = with_int(&data(1), Some(0), 11_000, 31_250, 31_250);
-        h.on_rx(&me, 11_000, &mut f);
+        // C_D 0 = C_R: round 1. The hop's 25 Gb/s link (3.125 B/ns) sent 78,125 bytes in the
+        // 25 us (= T) since the last sample and holds 78,125 bytes (the last sample had 0: HPCC
+        // takes the smaller): u = 0 + 3.125 / 3.125 = 1 and, the interval being T, U = u >= eta,
+        // so W = Wc / (1 / 0.95) + W_AI and R_credit = 0.95 x 25 Gb/s + 50 Mb/s = 23.8 Gb/s.
+        let mut f = with_int(&data(1), Some(0), 26_000, 78_125, 78_125);
+        h.on_rx(&me, 26_000, &mut f);
         let m = mceth_of(&mut h);
         assert_eq!(m.c_r, 1);
         assert!(m.r_credit_kbps.abs_diff(23_800_000) <= 1, "{m:?}");
         // C_D 0 again (stale): no round.
-        let mut f = with_int(&data(2), Some(0), 12_000, 34_375, 31_250);
-        h.on_rx(&me, 12_000, &mut f);
+        let mut f = with_int(&data(2), Some(0), 27_000, 81_250, 78_125);
+        h.on_rx(&me, 27_000, &mut f);
         assert_eq!(mceth_of(&mut h).c_r, 1);
     }
 
@@ -563,9 +551,9 @@ mod tests {
             },
             "the first sample only records"
         );
-        // A busy link with a queue: the rate falls.
-        let mut s = sw_int(1, 4_000, 9_375);
-        match h.on_rx(&me, 3_100, &mut s) {
+        // A busy link with a queue, one T (25 us) later: the rate falls.
+        let mut s = sw_int(1, 26_000, 78_125);
+        match h.on_rx(&me, 26_100, &mut s) {
             RxAction::Rate { loop_id, bps, .. } => {
                 assert_eq!(loop_id, LOOP_NS);
                 assert!(bps < 25_000_000_000, "{bps}");
@@ -595,6 +583,49 @@ mod tests {
         );
         let mut plain = ack_from_b(1);
         assert_eq!(h.on_rx(&me, 5_000, &mut plain), RxAction::Pass);
+    }
+
+    /// Every loop's HPCC runs on the configured base RTT (25 us), whatever round trips it sees:
+    /// a Switch-INT 5 us after its data does not make `T` 5 us (before, `T` started at a
+    /// 10 us placeholder and took any shorter sample). Two samples 25 us apart of a link with
+    /// no traffic and a standing queue of B x 25 us (78,125 bytes at 25 Gb/s): u = 1 >= eta, so
+    /// R_NS = 0.95 x 25 Gb/s + 50 Mb/s = 23.8 Gb/s (with T = 5 us: u = 5 and 4.8 Gb/s).
+    #[test]
+    fn base_rtt_is_configured_not_measured() {
+        let mut h = MlccHost::default();
+        let me = host(A);
+        h.on_qp_created(&me, &qp(true, true), &mut Vec::new());
+        for psn in 0..2 {
+            let mut d = data(psn);
+            h.on_tx(&me, 0, TxKind::Data { local_qpn: REQ }, &mut d);
+        }
+        let sw_int = |psn: u32, ts: u64| {
+            let f = with_int(&data(psn), None, ts, 0, 78_125);
+            let m = mlcc::locate(&f, 14, 5000).unwrap();
+            let mut out = [0u8; 512];
+            let n = mlcc::build_switch_int(&f, 14, &m, 48, [4; 6], [4; 6], &mut out).unwrap();
+            out[..n].to_vec()
+        };
+        let mut s = sw_int(0, 1_000);
+        h.on_rx(&me, 5_000, &mut s);
+        let mut s = sw_int(1, 26_000);
+        match h.on_rx(&me, 5_000, &mut s) {
+            RxAction::Rate { loop_id, bps, .. } => {
+                assert_eq!(loop_id, LOOP_NS);
+                assert!(bps.abs_diff(23_800_000_000) <= 1_000, "{bps}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same with T configured at 5 us.
+        let mut h = MlccHost::with_base_rtt(5_000);
+        h.on_qp_created(&me, &qp(true, true), &mut Vec::new());
+        let mut s = sw_int(0, 1_000);
+        h.on_rx(&me, 5_000, &mut s);
+        let mut s = sw_int(1, 26_000);
+        match h.on_rx(&me, 5_000, &mut s) {
+            RxAction::Rate { bps, .. } => assert!(bps.abs_diff(4_800_000_000) <= 1_000, "{bps}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Intra-DC QPs (HPCC end to end): the responder strips the data's INT and echoes it in

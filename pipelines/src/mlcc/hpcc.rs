@@ -93,18 +93,6 @@ impl Hpcc {
         }
     }
 
-    /// The base RTT changed from `old` to `new` ns (a smaller one was measured): the windows
-    /// scale with it, so the rate stays.
-    pub fn rescale(&mut self, old: u64, new: u64) {
-        if old == 0 || new == 0 {
-            return;
-        }
-        let k = new as f64 / old as f64;
-        self.w *= k;
-        self.wc *= k;
-        self.p.base_rtt_ns = new;
-    }
-
     /// The window, bytes.
     pub fn window(&self) -> f64 {
         self.w
