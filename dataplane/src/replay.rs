@@ -484,13 +484,16 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
 
     /// Frame `bytes` arrives on port index `port_idx` at time `ts` (not before the current time).
     pub fn put(&mut self, port_idx: usize, ts: Nanos, bytes: &[u8]) {
+        self.put_owned(port_idx, ts, bytes.to_vec())
+    }
+
+    /// As [`Harness::put`], taking the frame's buffer (the emulator's frames: no copy).
+    pub fn put_owned(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>) {
         let ts = ts.max(self.driver.now);
         let seq = self.script.seq;
         self.script.seq += 1;
         let pos = self.script.q.partition_point(|e| (e.0, e.1) <= (ts, seq));
-        self.script
-            .q
-            .insert(pos, (ts, seq, port_idx, bytes.to_vec()));
+        self.script.q.insert(pos, (ts, seq, port_idx, frame));
     }
 
     /// Run everything due at or before `t`.
@@ -551,6 +554,11 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// Everything emitted so far (all ports, in emission order), taken out.
     pub fn take(&mut self) -> Vec<Emitted> {
         std::mem::take(&mut self.emitted)
+    }
+
+    /// As [`Harness::take`], appending to `out` and keeping this harness's buffer.
+    pub fn take_into(&mut self, out: &mut Vec<Emitted>) {
+        out.append(&mut self.emitted);
     }
 
     /// What the driver did so far.

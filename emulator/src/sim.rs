@@ -23,36 +23,10 @@ enum Ev {
     Wake(usize),
 }
 
-/// An event in the heap, ordered by (time, tie-break, sequence) only.
-struct Item {
-    t: Nanos,
-    tie: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl Item {
-    fn key(&self) -> (Nanos, u64, u64) {
-        (self.t, self.tie, self.seq)
-    }
-}
-
-impl PartialEq for Item {
-    fn eq(&self, o: &Self) -> bool {
-        self.key() == o.key()
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.key().cmp(&o.key())
-    }
-}
+/// An event's place in the heap: (time, tie-break, sequence, its slot in `Emulation::events`).
+/// The sequence is unique, so the order is the (time, tie-break, sequence) order alone; the
+/// events wait in a slab beside the heap, which sifts these 32-byte keys instead of the events.
+type Key = (Nanos, u64, u64, u32);
 
 /// A switch at one sampling instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -124,11 +98,17 @@ pub struct Emulation {
     switches: Vec<Box<dyn EmulatedSwitch>>,
     switch_names: Vec<String>,
     links: Vec<Link>,
-    attach: HashMap<End, usize>,
+    /// The link at each end: per host, and per switch per port (`None`: not connected). Looked
+    /// up on every hop, so indexed, not hashed.
+    host_link: Vec<Option<usize>>,
+    port_link: Vec<Vec<Option<usize>>>,
     /// (time, tie-break, seq): events at the same instant are taken in a seeded random order,
     /// so that no host is always first (or last) into a queue because of the order it was
     /// declared in (a phase effect a real network does not have).
-    heap: BinaryHeap<Reverse<Item>>,
+    heap: BinaryHeap<Reverse<Key>>,
+    /// The events of the heap's keys, by slot; `free` lists the empty slots.
+    events: Vec<Option<Ev>>,
+    free: Vec<u32>,
     /// Each switch's next event, kept up to date after every put and advance (asking a switch
     /// costs; most are idle most of the time).
     sw_next: Vec<Option<Nanos>>,
@@ -235,14 +215,24 @@ impl Emulation {
             flows.push((f.src, f.dst, f.size_bytes, start));
         }
         let n = hosts.len();
+        let port_link = (0..switches.len())
+            .map(|i| {
+                (0..switches[i].ports().len())
+                    .map(|p| attach.get(&End::Switch(i, p)).copied())
+                    .collect()
+            })
+            .collect();
         let mut e = Emulation {
             hosts,
             host_wake: vec![None; n],
             switches,
             switch_names: s.switches.iter().map(|s| s.name.clone()).collect(),
             links,
-            attach,
+            host_link: (0..n).map(|h| attach.get(&End::Host(h)).copied()).collect(),
+            port_link,
             heap: BinaryHeap::new(),
+            events: Vec::new(),
+            free: Vec::new(),
             sw_next: Vec::new(),
             seq: 0,
             rng: Rng::new(s.params.seed),
@@ -320,12 +310,17 @@ impl Emulation {
 
     fn push(&mut self, t: Nanos, ev: Ev) {
         let tie = self.rng.next_u64();
-        self.heap.push(Reverse(Item {
-            t,
-            tie,
-            seq: self.seq,
-            ev,
-        }));
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.events[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.events.push(Some(ev));
+                (self.events.len() - 1) as u32
+            }
+        };
+        self.heap.push(Reverse((t, tie, self.seq, slot)));
         self.seq += 1;
     }
 
@@ -341,7 +336,11 @@ impl Emulation {
 
     /// `frame` starts leaving `from` at `t`.
     fn send(&mut self, from: End, t: Nanos, frame: Vec<u8>) {
-        let Some(&li) = self.attach.get(&from) else {
+        let link = match from {
+            End::Host(h) => self.host_link.get(h),
+            End::Switch(i, p) => self.port_link.get(i).and_then(|v| v.get(p)),
+        };
+        let Some(&Some(li)) = link else {
             return; // an unconnected switch port: the frame goes nowhere
         };
         let l = &self.links[li];
@@ -370,12 +369,13 @@ impl Emulation {
     pub fn run_with_progress(mut self, progress: &mut dyn FnMut(Nanos, Nanos)) -> Outcome {
         let mut now = 0;
         let mut woken: Vec<usize> = Vec::new();
+        let mut emitted = Vec::new();
         self.sw_next = self.switches.iter().map(|s| s.next_event()).collect();
         loop {
             if self.stats.0 & 0xffff == 0 {
                 progress(now, self.duration_ns);
             }
-            let t_heap = self.heap.peek().map(|Reverse(e)| e.t);
+            let t_heap = self.heap.peek().map(|Reverse(k)| k.0);
             let t_sw = self.sw_next.iter().flatten().copied().min();
             let t = match (t_heap, t_sw) {
                 (Some(a), Some(b)) => a.min(b),
@@ -392,17 +392,21 @@ impl Emulation {
             }
             now = t;
             woken.clear();
-            while self.heap.peek().is_some_and(|Reverse(e)| e.t <= t) {
-                let Some(Reverse(Item { t: te, ev, .. })) = self.heap.pop() else {
+            while self.heap.peek().is_some_and(|Reverse(k)| k.0 <= t) {
+                let Some(Reverse((te, _, _, slot))) = self.heap.pop() else {
                     break;
                 };
+                let Some(ev) = self.events.get_mut(slot as usize).and_then(Option::take) else {
+                    continue;
+                };
+                self.free.push(slot);
                 self.stats.0 += 1;
                 match ev {
                     Ev::Deliver {
                         to: End::Switch(i, p),
                         frame,
                     } => {
-                        self.switches[i].put(p, t, &frame);
+                        self.switches[i].put(p, t, frame);
                         self.sw_next[i] = Some(self.sw_next[i].map_or(t, |n| n.min(t)));
                     }
                     Ev::Deliver {
@@ -422,7 +426,8 @@ impl Emulation {
             for i in 0..self.switches.len() {
                 if self.sw_next[i].is_some_and(|e| e <= t) {
                     self.switches[i].advance_to(t);
-                    for e in self.switches[i].take() {
+                    self.switches[i].take_into(&mut emitted);
+                    for e in emitted.drain(..) {
                         self.send(End::Switch(i, e.port_idx), e.ts, e.data);
                     }
                     self.sw_next[i] = self.switches[i].next_event();

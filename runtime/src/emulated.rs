@@ -13,14 +13,15 @@ use longhaul_dataplane::time::Nanos;
 pub trait EmulatedSwitch {
     /// Its ports, index = port index.
     fn ports(&self) -> &[PortInfo];
-    /// Frame `bytes` arrives on port index `port_idx` at `ts` (not before the current time).
-    fn put(&mut self, port_idx: usize, ts: Nanos, bytes: &[u8]);
+    /// Frame `frame` arrives on port index `port_idx` at `ts` (not before the current time).
+    fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>);
     /// Run everything due at or before `t`.
     fn advance_to(&mut self, t: Nanos);
     /// The next time something is due, `None` when idle.
     fn next_event(&self) -> Option<Nanos>;
-    /// Every frame emitted since the last call (port index, start of transmission, bytes).
-    fn take(&mut self) -> Vec<Emitted>;
+    /// Every frame emitted since the last call (port index, start of transmission, bytes),
+    /// appended to `out` (the caller reuses it: no allocation per call).
+    fn take_into(&mut self, out: &mut Vec<Emitted>);
     /// The switch's counters now.
     fn snapshot(&self) -> SwitchSnapshot;
 }
@@ -29,8 +30,8 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     fn ports(&self) -> &[PortInfo] {
         self.sw.ports()
     }
-    fn put(&mut self, port_idx: usize, ts: Nanos, bytes: &[u8]) {
-        Harness::put(self, port_idx, ts, bytes)
+    fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>) {
+        Harness::put_owned(self, port_idx, ts, frame)
     }
     fn advance_to(&mut self, t: Nanos) {
         Harness::advance_to(self, t)
@@ -38,8 +39,8 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     fn next_event(&self) -> Option<Nanos> {
         Harness::next_event(self)
     }
-    fn take(&mut self) -> Vec<Emitted> {
-        Harness::take(self)
+    fn take_into(&mut self, out: &mut Vec<Emitted>) {
+        Harness::take_into(self, out)
     }
     fn snapshot(&self) -> SwitchSnapshot {
         let mut s = SwitchSnapshot::default();

@@ -39,7 +39,7 @@ use longhaul_dataplane::wire::parse::{parse, ParseOptions};
 use longhaul_dataplane::wire::pfc::{self, MacControl};
 use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_cnp_v4, build_roce_v4, opcode, write_reth, AckSpec, Aeth, Bth, BthRepr,
-    RoceAddrs, PKEY_DEFAULT, RETH_LEN,
+    RoceAddrs, BTH_LEN, PKEY_DEFAULT, RETH_LEN,
 };
 use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
@@ -137,6 +137,8 @@ pub struct Host {
     nic_free: Nanos,
     paused_until: Nanos,
     rr: usize,
+    /// What follows the BTH of the data frame being built (RETH, payload, pad), reused.
+    after: Vec<u8>,
     /// The mechanisms' host-side halves (`[emulation] host_agents`).
     agents: Vec<Box<dyn HostAgent>>,
     /// Frames the agents made, each sent (as control) from its time on, in time order.
@@ -179,6 +181,7 @@ impl Host {
             nic_free: 0,
             paused_until: 0,
             rr: 0,
+            after: Vec::new(),
             agents: Vec::new(),
             scheduled: VecDeque::new(),
             conns: HashMap::new(),
@@ -728,10 +731,12 @@ impl Host {
             (false, false) => opcode::RC_RDMA_WRITE_MIDDLE,
         };
         let reth = if first { RETH_LEN } else { 0 };
-        let mut after = vec![0u8; reth + payload + pad];
+        let after = &mut self.after;
+        after.clear();
+        after.resize(reth + payload + pad, 0);
         if first {
             let len = (s.qp.total as u64 - 1) * mtu as u64 + s.qp.last_payload as u64;
-            let _ = write_reth(&mut after, 0x1000_0000, 0x1234, len as u32);
+            let _ = write_reth(after, 0x1000_0000, 0x1234, len as u32);
         }
         let bth = BthRepr {
             opcode: op,
@@ -743,8 +748,9 @@ impl Host {
             ..BthRepr::default()
         };
         let a = self.addrs(s.peer_ip, s.sport, self.p.data_dscp, ecn::ECT0);
-        let mut buf = vec![0u8; 64 + after.len() + 32];
-        let len = build_roce_v4(&mut buf, &a, &bth, &after).ok()?;
+        // Ethernet, IPv4, UDP, BTH, then `after` and the ICRC: the frame's exact length.
+        let mut buf = vec![0u8; 14 + 20 + 8 + BTH_LEN + self.after.len() + 4];
+        let len = build_roce_v4(&mut buf, &a, &bth, &self.after).ok()?;
         buf.truncate(len);
         let host = self.addr();
         let kind = TxKind::Data {
