@@ -5,6 +5,9 @@
 //!   avoidance checks), ns per packet.
 //! - `spray/d_on_data`: Themis-D's per-data-packet work alone (proxy bitmap, PathMaxPSN, stash
 //!   check; an ACK every 8 packets moves the start pointer), ns per packet, N = 128, W = 512.
+//! - `spray/qp_lookup`: the `spray_qps` table alone (an `ExactTable` of 2 x 64 QP ends, no idle
+//!   timeout, as the ToR builds it), one hit per packet, ns per packet; `spray/qp_lookup_aged`:
+//!   the same table with an idle timeout, whose hits also reorder its last-hit list.
 //! - `spray/switch_s`: the whole switch on virtual time for RDMA WRITEs from a host port, sprayed
 //!   over the four spines (parse, QP lookup, Themis-S, 2-tier PathMap, forwarding, traffic
 //!   manager), ns per packet.
@@ -15,6 +18,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_control::config::Config;
+use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
@@ -23,11 +27,11 @@ use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::roce::{build_roce_v4, opcode, BthRepr, RoceAddrs};
 use longhaul_pipelines::spray::dest::{DestParams, ThemisD};
 use longhaul_pipelines::spray::source::{p_base, SourceParams, ThemisS};
-use longhaul_pipelines::spray::tor::SprayTor;
+use longhaul_pipelines::spray::tor::{QpEnd, SprayTor};
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;
 use std::hint::black_box;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 const QPS: u32 = 64;
@@ -180,6 +184,31 @@ fn bench(c: &mut Criterion) {
             psn = (psn + PACKETS / QPS) & 0xff_ffff;
         })
     });
+
+    for (name, idle_timeout) in [("qp_lookup", None), ("qp_lookup_aged", Some(1_000_000_000))] {
+        let mut t: ExactTable<QpEnd, u32> = ExactTable::new(
+            2 * 1024,
+            TableConfig {
+                idle_timeout,
+                ..TableConfig::default()
+            },
+        );
+        let end = |a: u8, q: u32| QpEnd::new(IpAddr::V4(Ipv4Addr::new(10, a, 0, 1)), 0x100 + q);
+        for q in 0..QPS {
+            t.insert(end(0, q), q, 0).unwrap();
+            t.insert(end(1, q), q, 0).unwrap();
+        }
+        let keys: Vec<QpEnd> = (0..PACKETS).map(|i| end(1, i % QPS)).collect();
+        let mut now = 0;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                for k in &keys {
+                    now += 30;
+                    black_box(t.lookup(k, now));
+                }
+            })
+        });
+    }
 
     let cfg = config(true);
     let from_host = writes(
