@@ -1250,16 +1250,30 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 self.send_pfc_actions(now);
             }
         }
+        self.poll_slot_timer(now);
+        if self.pipeline.next_deadline().is_some_and(|t| t <= now) {
+            let mut ctx = ctx!(self, now);
+            self.pipeline.on_time(&mut ctx);
+            self.flush_emitted(now);
+        }
+    }
+
+    /// Whether the switch has a slot timer (Bifrost's, `[bifrost]`): a period of a few
+    /// microseconds that a live worker checks between small chunks of its bursts
+    /// ([`Switch::poll_slot_timer`]), not once per loop iteration.
+    pub fn has_slot_timer(&self) -> bool {
+        self.bifrost.is_some()
+    }
+
+    /// Bifrost's slot update if one is due at `now` (its PFC frames queued for sending); the
+    /// rest of [`Switch::poll`] is left for the next call of that. `now` must not go backwards.
+    #[inline]
+    pub fn poll_slot_timer(&mut self, now: Nanos) {
         if let Some(bf) = self.bifrost.as_mut() {
             if bf.next_deadline().is_some_and(|t| t <= now) {
                 bf.poll(now, &mut self.pfc_actions);
                 self.send_pfc_actions(now);
             }
-        }
-        if self.pipeline.next_deadline().is_some_and(|t| t <= now) {
-            let mut ctx = ctx!(self, now);
-            self.pipeline.on_time(&mut ctx);
-            self.flush_emitted(now);
         }
     }
 
