@@ -233,10 +233,12 @@ pub fn smoke_config(cfg: &Config) {
     let n = sw.ports().len();
     let t = templates("baseline");
     for i in 0..n {
-        sw.put(i, 1_000 + i as u64, &t[i % t.len()]);
+        sw.put(i, 1_000 + i as u64, t[i % t.len()].clone());
     }
     sw.advance_to(1_000_000);
-    let _ = (sw.take(), sw.snapshot(), sw.next_event());
+    let mut out = Vec::new();
+    sw.take_into(&mut out);
+    let _ = (out, sw.snapshot(), sw.next_event());
 }
 
 /// Most operations per input (keeps an execution short).
