@@ -119,8 +119,14 @@ impl SendQp {
 
     /// Take the next PSN to send at `now`, whose frame is `wire_bytes` long on the wire: the
     /// rate limiter then holds the next one for `wire_bytes * 8 / rate`.
+    /// With nothing outstanding before it, the packet (re)starts the retransmission timer: the
+    /// timer runs from the oldest unacknowledged packet's transmission, not from an ACK that
+    /// emptied the QP long before (a paced QP may send its next packet more than `rto` later).
     pub fn take_next(&mut self, now: Nanos, wire_bytes: u64, line_bps: u64) -> u32 {
         let psn = self.snd_nxt;
+        if self.snd_una == self.snd_nxt {
+            self.last_progress = now;
+        }
         self.snd_nxt += 1;
         if psn < self.high {
             self.retransmitted += 1;
@@ -384,6 +390,28 @@ mod tests {
         s.check_timeout(1004, 1000);
         assert_eq!(s.snd_nxt, 3);
         s.check_timeout(1005, 1000);
+        assert_eq!((s.snd_nxt, s.timeouts), (1, 1));
+    }
+
+    /// Hand trace: packet 0 at 0, ACKed at 1000 (nothing outstanding, no timer); a paced QP
+    /// sends packet 1 at 20000, 19 us after that ACK: its timer (rto 8000) fires at 28000, not
+    /// at 9000 (1000 + rto) the moment it leaves.
+    #[test]
+    fn the_timer_starts_with_the_first_outstanding_packet() {
+        let mut s = SendQp::new(3000, 1000, 0, None);
+        let line = 100_000_000_000;
+        s.take_next(0, 1000, line);
+        assert_eq!(s.timeout_at(8000), Some(8000));
+        s.on_ack(1000, 0);
+        assert_eq!(s.timeout_at(8000), None);
+        s.take_next(20_000, 1000, line);
+        assert_eq!(s.timeout_at(8000), Some(28_000));
+        s.check_timeout(20_001, 8000);
+        assert_eq!((s.snd_nxt, s.timeouts), (2, 0), "no spurious timeout");
+        // A second packet while 1 is outstanding does not push the timer back.
+        s.take_next(21_000, 1000, line);
+        assert_eq!(s.timeout_at(8000), Some(28_000));
+        s.check_timeout(28_000, 8000);
         assert_eq!((s.snd_nxt, s.timeouts), (1, 1));
     }
 
