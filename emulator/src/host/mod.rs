@@ -32,7 +32,6 @@ use crate::scenario::{Connect, HostSpec, Params};
 use cc::{AgentRate, Cc};
 use dcqcn::Dcqcn;
 use longhaul_dataplane::time::Nanos;
-use longhaul_dataplane::wire::ecn;
 use longhaul_dataplane::wire::ethernet;
 use longhaul_dataplane::wire::ethernet::{MacAddr, ETHERTYPE_IPV4, ETHERTYPE_MAC_CONTROL};
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
@@ -42,9 +41,13 @@ use longhaul_dataplane::wire::roce::{
     RoceAddrs, BTH_LEN, PKEY_DEFAULT, RETH_LEN,
 };
 use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
+use longhaul_dataplane::wire::{ecn, icrc, ipv4, udp};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
+use std::net::Ipv4Addr;
+use swift::Swift;
+use timely::Timely;
 
 /// The hosts' maps are looked up on every packet and never iterated: a fast hasher with fixed
 /// seeds (std's SipHash was 3% of a run; fixed seeds keep the runs alike, like every table).
@@ -53,9 +56,6 @@ type Hasher = ahash::RandomState;
 fn hasher() -> Hasher {
     ahash::RandomState::with_seeds(1, 2, 3, 4)
 }
-use std::net::Ipv4Addr;
-use swift::Swift;
-use timely::Timely;
 
 /// Bytes per frame on the wire beyond the frame itself: preamble + SFD, IFG, FCS.
 pub const WIRE_OVERHEAD: u64 = 24;
@@ -757,7 +757,13 @@ impl Host {
         };
         let a = self.addrs(s.peer_ip, s.sport, self.p.data_dscp, ecn::ECT0);
         // Ethernet, IPv4, UDP, BTH, then `after` and the ICRC: the frame's exact length.
-        let mut buf = vec![0u8; 14 + 20 + 8 + BTH_LEN + self.after.len() + 4];
+        let n = ethernet::HEADER_LEN
+            + ipv4::HEADER_LEN
+            + udp::HEADER_LEN
+            + BTH_LEN
+            + self.after.len()
+            + icrc::ICRC_LEN;
+        let mut buf = vec![0u8; n];
         let len = build_roce_v4(&mut buf, &a, &bth, &self.after).ok()?;
         buf.truncate(len);
         let host = self.addr();
