@@ -4,6 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_longhaul"))
 }
@@ -12,11 +16,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("longhaul-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> TmpDir {
+    TmpDir::new("cli", name)
 }
 
 fn replay_to(dir: &Path) -> String {
@@ -64,7 +65,8 @@ fn a_full_disk_fails_the_replay_and_names_the_output() {
     if !Path::new("/dev/full").exists() {
         return;
     }
-    let big = tmpdir("full-disk").join("big.pcap");
+    let dir = tmpdir("full-disk");
+    let big = dir.join("big.pcap");
     let recs =
         longhaul_dataplane::pcap::read_pcap(root().join("examples/roce-64flows.pcap")).unwrap();
     // 8 copies of the trace, 30 ns apart: about 2.7 MB, more than one 1 MiB block.
@@ -370,7 +372,7 @@ fn version_says_whether_dpdk_is_built_in() {
 }
 
 /// The PFC conformance case's replay, with `extra` arguments; (stdout, output dir).
-fn replay_pfc(name: &str, extra: &[&str]) -> (String, PathBuf) {
+fn replay_pfc(name: &str, extra: &[&str]) -> (String, TmpDir) {
     let case = root().join("pcap-tests/cases/pfc_xoff_xon");
     let d = tmpdir(name);
     let out = bin()

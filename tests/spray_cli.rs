@@ -10,6 +10,10 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_longhaul"))
 }
@@ -18,11 +22,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("longhaul-spray-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> TmpDir {
+    TmpDir::new("spray", name)
 }
 
 const SENDER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);

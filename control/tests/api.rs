@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[path = "../../tests/support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
 /// Tables are lists of `{"key": ..., ...}` objects; reload loads a real config file.
 struct Mock {
     tables: Mutex<BTreeMap<String, Vec<Value>>>,
@@ -124,19 +128,12 @@ mac = "02:00:00:00:00:01"
 rate_gbps = 100
 "#;
 
-/// A fresh directory under the system temp dir.
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "longhaul-api-{tag}-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory under the system temp dir, one per test thread.
+fn tempdir(tag: &str) -> TmpDir {
+    TmpDir::new("api", &format!("{tag}-{:?}", std::thread::current().id()))
 }
 
-fn start(token: Option<&str>, tag: &str) -> (ApiServer, Arc<Mock>, PathBuf) {
+fn start(token: Option<&str>, tag: &str) -> (ApiServer, Arc<Mock>, TmpDir) {
     let dir = tempdir(tag);
     let cfg = dir.join("good.toml");
     std::fs::write(&cfg, GOOD).unwrap();

@@ -3,13 +3,14 @@
 
 use longhaul_control::api::ApiError;
 use longhaul_control::plane::check_reload_path;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("longhaul-reload-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d.canonicalize().unwrap()
+#[path = "../../tests/support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
+fn tempdir(tag: &str) -> TmpDir {
+    TmpDir::new("reload", tag)
 }
 
 #[test]

@@ -10,16 +10,17 @@ use longhaul_dataplane::tm::TmConfig;
 use std::io;
 use std::path::PathBuf;
 
+#[path = "../../tests/support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
 const GBPS: u64 = 1_000_000_000;
 /// A pcap epoch far from 0, so that offsets (not absolute timestamps) are what matters.
 const EPOCH: Nanos = 1_700_000_000 * NS_PER_SEC;
 
 /// A fresh scratch directory for one test.
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("longhaul-port-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> TmpDir {
+    TmpDir::new("port", name)
 }
 
 /// Byte 0 = egress port id, byte 1 = sequence number; non-MAC-control EtherType.

@@ -10,11 +10,12 @@ use longhaul_pcap_tests::{
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("longhaul-oracles-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+#[path = "../../tests/support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
+fn tmpdir(name: &str) -> TmpDir {
+    TmpDir::new("oracles", name)
 }
 
 /// Skip (return false) or fail (when required) if a tool is missing.
@@ -57,7 +58,8 @@ fn first_roce(recs: &[PcapRecord]) -> usize {
 }
 
 fn verify_one(name: &str, recs: &[PcapRecord]) -> Result<OracleOutcome, String> {
-    let p = tmpdir(name).join(format!("{name}.pcap"));
+    let dir = tmpdir(name);
+    let p = dir.join(format!("{name}.pcap"));
     write_pcap(&p, recs).unwrap();
     run_verify(&[p])
 }
@@ -211,7 +213,8 @@ fn tshark_decodes_fixtures_and_flags_malformed() {
     let mut recs = l3_input();
     let i = first_roce(&recs);
     recs[i].data.truncate(50);
-    let p = tmpdir("tshark").join("cut.pcap");
+    let dir = tmpdir("tshark");
+    let p = dir.join("cut.pcap");
     write_pcap(&p, &recs).unwrap();
     let e = run_tshark(&[p], None).unwrap_err();
     assert!(e.contains("frame 1") && e.contains("malformed"), "{e}");

@@ -12,15 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+#[path = "../../tests/support/tmpdir.rs"]
+mod tmpdir;
+use tmpdir::TmpDir;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("longhaul-live-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> TmpDir {
+    TmpDir::new("live", name)
 }
 
 /// configs/baseline.toml with `io` for each port (in port order) and a `[control]` section on
