@@ -497,3 +497,42 @@ proptest! {
         prop_assert_eq!(n, psn.iter().sum::<u32>() as usize, "every data packet delivered");
     }
 }
+
+/// The WAN -> DC hop is located once, at ingress, and its timestamp rewritten at dc0's egress
+/// where ingress found it, whatever the packet's class (a data packet outside NDT's class is
+/// not queued by NDT but still gets the egress time); a malformed INT on the INT port is
+/// counted once per packet in each direction, and forwarded unchanged.
+#[test]
+fn each_hop_located_once_timestamped_in_any_class() {
+    let cfg = config(|t| t);
+    let mut h = harness(&cfg);
+    let in_class_3 = data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, 0x11, 0, 1, 256);
+    let mut in_class_0 = data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, 0x12, 0, 1, 256);
+    longhaul_dataplane::wire::ipv4::Ipv4Packet::new_checked(&mut in_class_0[14..])
+        .unwrap()
+        .set_tos_update(0);
+    let mut bad = data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, 0x13, 0, 1, 256);
+    bad[14 + 20 + 8] = 0xf0; // the shim's type: not INT-MD
+    h.put(WAN0, 10_000, &in_class_3);
+    h.put(WAN0, 20_000, &in_class_0);
+    h.put(WAN0, 30_000, &bad);
+    h.run_to_idle();
+    let out = h.take();
+    let dc0 = on(&out, DC0);
+    assert_eq!(dc0.len(), 3, "all three forwarded");
+    for e in &dc0[..2] {
+        let (hop, _, _) = hop_of(&e.data);
+        assert_eq!(hop.ts, e.ts, "NDT writes the egress time");
+    }
+    assert_eq!(dc0[2].data[14 + 20 + 8..], bad[14 + 20 + 8..], "unchanged");
+    assert_eq!(counter(&h, "reflex.ndt.ts_rewritten"), 2);
+    assert_eq!(counter(&h, "reflex.ndt.data"), 1, "only class 3 is NDT's");
+    assert_eq!(counter(&h, "reflex.bad_int"), 1);
+    // DC -> WAN: the same malformed INT from a local host, counted once (by NSF at egress).
+    let mut bad_out = data(HOST_NH, DC0_MAC, LOCAL, REMOTE, 0x14, 0, 1, 256);
+    bad_out[14 + 20 + 8] = 0xf0;
+    h.put(DC0, 40_000, &bad_out);
+    h.run_to_idle();
+    assert_eq!(on(&h.take(), WAN0).len(), 1);
+    assert_eq!(counter(&h, "reflex.bad_int"), 2);
+}

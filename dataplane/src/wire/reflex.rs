@@ -118,13 +118,37 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, 
     })
 }
 
+/// The DS Flags of a Reflex INT whose UDP header is at `udp_off`, read where [`locate`] would
+/// find them (the encoding's fixed layout: shim, INT-MD header, flags at its bytes 10..12),
+/// without validating anything: a cheap test that lets a stage skip [`locate`] for packets it
+/// would ignore anyway (an ESW's ingress looks for reflected hops, and most packets are data).
+/// `None` when the frame is too short to hold them.
+#[inline]
+pub fn peek_flags(frame: &[u8], udp_off: usize) -> Option<u16> {
+    be16(frame, udp_off + udp::HEADER_LEN + SHIM_LEN + 10)
+}
+
 /// Overwrite the hop's timestamp (NDT's egress time). The ICRC does not cover it.
 pub fn set_ts(frame: &mut [u8], v: &ReflexView, ts: u64) -> Result<(), WireError> {
+    put_ts(frame, v.ts_off, ts)
+}
+
+fn put_ts(frame: &mut [u8], ts_off: usize, ts: u64) -> Result<(), WireError> {
     let b = frame
-        .get_mut(v.ts_off..v.ts_off + 8)
+        .get_mut(ts_off..ts_off + 8)
         .ok_or(WireError::Truncated)?;
     b.copy_from_slice(&ts.to_be_bytes());
     Ok(())
+}
+
+/// As [`set_ts`], for a packet [`locate`] already accepted, by its UDP header's offset (the
+/// timestamp's place is fixed in the encoding: after the shim and the INT-MD header).
+pub fn set_ts_at(frame: &mut [u8], udp_off: usize, ts: u64) -> Result<(), WireError> {
+    put_ts(
+        frame,
+        udp_off + udp::HEADER_LEN + SHIM_LEN + MD_HEADER_LEN,
+        ts,
+    )
 }
 
 /// The 28 INT bytes for `hop` with `flags`, original port 4791.

@@ -26,12 +26,12 @@ use crate::baseline::{BaselineCommand, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
-use longhaul_dataplane::packet::{BufPool, PacketBuf};
+use longhaul_dataplane::packet::{BufPool, Meta, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::parse::{ip_pair_u128, Parsed};
 use longhaul_dataplane::wire::reflex::{self, ReflexView};
 use longhaul_dataplane::wire::roce::{opcode, Bth};
-use longhaul_dataplane::wire::WireError;
+use longhaul_dataplane::wire::{udp, WireError};
 
 /// The ESW pipeline's own counters (the modules have theirs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -171,6 +171,15 @@ impl ReflexEsw {
         Some((v, key))
     }
 
+    /// Whether ingress (`ndt_data`) located a Reflex data hop in this packet: it set `bth_off`
+    /// to the BTH behind the hop, an offset the parser never gives (it sets `bth_off` only for
+    /// UDP port 4791, right after the UDP header). Nothing between ingress and egress moves the
+    /// headers (the route stage rewrites MACs and the TTL).
+    #[inline]
+    fn hop_located(m: &Meta) -> bool {
+        m.l4_off != 0 && m.bth_off as usize == m.l4_off as usize + udp::HEADER_LEN + reflex::INT_LEN
+    }
+
     /// The UDP destination port of the packet whose L4 header is at `l4` (0 if none).
     #[inline]
     fn dport_at(frame: &[u8], l4: usize) -> u16 {
@@ -190,9 +199,9 @@ impl ReflexEsw {
         let in_port = pkt.meta().ingress_port;
         let out_port = egress.port();
         if self.ndt.is_some() {
-            if self.wan.contains(in_port) && self.dc.contains(out_port) && class == self.data_class
-            {
-                self.ndt_data(ctx, pkt, &p, out_port, now);
+            if self.wan.contains(in_port) && self.dc.contains(out_port) {
+                let queued = class == self.data_class;
+                self.ndt_data(ctx, pkt, &p, out_port, queued, now);
             } else if self.dc.contains(in_port) && self.wan.contains(out_port) {
                 self.ndt_ack(ctx, pkt, &p, now);
             }
@@ -203,19 +212,27 @@ impl ReflexEsw {
         Action::Forward
     }
 
-    /// WAN -> DC data: NDT's queue manager.
+    /// WAN -> DC data: its hop located once, here (the DC port's egress rewrites the timestamp
+    /// where `meta.bth_off` says, see [`hop_located`](Self::hop_located)); NDT's queue manager
+    /// for the data class (`queued`).
     fn ndt_data<P: BufPool>(
         &mut self,
         ctx: &mut Ctx<'_, P>,
         pkt: &mut P::Buf,
         p: &Parsed,
         out_port: u16,
+        queued: bool,
         now: Nanos,
     ) {
-        let Some((_, key)) = self.data_hop(pkt.data(), p.l3_off as usize, p.dst_port, p.is_roce())
+        let Some((v, key)) = self.data_hop(pkt.data(), p.l3_off as usize, p.dst_port, p.is_roce())
         else {
             return;
         };
+        // The BTH behind the INT: also the mark that the hop was located and checked.
+        pkt.meta_mut().bth_off = v.bth_off as u16;
+        if !queued {
+            return;
+        }
         let Some(ndt) = self.ndt.as_mut() else {
             return;
         };
@@ -230,6 +247,14 @@ impl ReflexEsw {
     fn ndt_ack<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, p: &Parsed, now: Nanos) {
         let frame = pkt.data();
         let l3 = p.l3_off as usize;
+        // Only a reflected hop (an ACK's) concerns NDT here: data, by far the most packets this
+        // way, is told by its flags without locating the INT (NSF locates and checks it at the
+        // WAN port's egress, and counts a malformed one there).
+        let echo = reflex::peek_flags(frame, p.l4_off as usize)
+            .is_some_and(|f| f & reflex::FLAG_ECHO != 0 && f & reflex::FLAG_NSF == 0);
+        if p.l4_off == 0 || p.dst_port != self.int_port || !echo {
+            return;
+        }
         let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
             return; // counted by NSF at egress when it is RoCE data
         };
@@ -267,14 +292,11 @@ impl ReflexEsw {
         } else if self.dc.contains(out_port) && self.wan.contains(in_port) {
             if let Some(ndt) = self.ndt.as_mut() {
                 ndt.on_egress(out_port, m.egress_queue(), m.user);
-                let dport = Self::dport_at(pkt.data(), m.l4_off as usize);
-                // Counted in no_int at ingress already.
-                if let Some((v, _)) = self.data_hop(pkt.data(), m.l3_off as usize, dport, false) {
-                    if reflex::set_ts(pkt.data_mut(), &v, ctx.now).is_ok() {
-                        if let Some(ndt) = self.ndt.as_mut() {
-                            ndt.stats.ts_rewritten += 1;
-                        }
-                    }
+                // Located (or counted in no_int / bad_int) at ingress, by `ndt_data`.
+                if Self::hop_located(&m)
+                    && reflex::set_ts_at(pkt.data_mut(), m.l4_off as usize, ctx.now).is_ok()
+                {
+                    ndt.stats.ts_rewritten += 1;
                 }
             }
         }
