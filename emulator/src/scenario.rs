@@ -29,12 +29,15 @@ use crate::host::dcqcn::DcqcnParams;
 use crate::host::swift::SwiftParams;
 use crate::host::timely::TimelyParams;
 use crate::traffic::{generate, Cdf, Rng};
-use longhaul_control::config::{span, Config, ConfigError, Validator, S};
+use longhaul_control::config::{span, Config, ConfigError, SectionConfig, Validator, S};
 use longhaul_dataplane::time::Nanos;
 use longhaul_runtime::{MechanismSet, Registry};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A validated scenario.
 #[derive(Debug)]
@@ -124,12 +127,32 @@ pub struct Params {
     pub timely: Option<TimelyParams>,
     /// Swift at the senders (`cc = "swift"`); none of the three: line rate, no reaction.
     pub swift: Option<SwiftParams>,
-    /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs).
-    pub host_agents: Vec<String>,
+    /// Mechanisms whose host-side half runs on every host (e.g. a daemon reporting QPs), with
+    /// their parameters.
+    pub host_agents: Vec<HostAgentSpec>,
     /// `connect`: how a flow's two hosts set up its QPs before the first data packet.
     pub connect: Connect,
     /// The time series (`timeseries.csv`) are sampled this often; `None`: not recorded.
     pub sample_ns: Option<Nanos>,
+}
+
+/// A host agent the scenario runs (`[emulation] host_agents`) and its parameters
+/// (`[emulation.agents.NAME]`, validated by its mechanism; `None`: the agent's defaults).
+#[derive(Clone, Debug)]
+pub struct HostAgentSpec {
+    pub name: String,
+    pub params: Option<Arc<dyn SectionConfig>>,
+}
+
+impl PartialEq for HostAgentSpec {
+    fn eq(&self, o: &Self) -> bool {
+        self.name == o.name
+            && match (&self.params, &o.params) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.eq_dyn(b.as_ref()),
+                _ => false,
+            }
+    }
 }
 
 /// Connection setup before a flow's QPs exist (`[emulation] connect`, `connect_from`).
@@ -225,6 +248,8 @@ struct RawEmulation {
     control_dscp: Option<S<i64>>,
     data_priority: Option<S<i64>>,
     host_agents: Option<S<Vec<S<String>>>>,
+    /// `[emulation.agents.NAME]`: each agent's parameters (read and validated by its mechanism).
+    agents: Option<BTreeMap<String, IgnoredAny>>,
     sample_us: Option<S<f64>>,
     connect: Option<S<String>>,
     connect_from: Option<S<String>>,
@@ -336,7 +361,16 @@ impl Scenario {
         let mut v = Validator::new(path, text);
         let raw: RawScenario = v.document().map_err(|e| vec![e])?;
         let emulation = raw.emulation.unwrap_or_default();
-        let mut host_agents = Vec::new();
+        let mut host_agents: Vec<HostAgentSpec> = Vec::new();
+        let with_agents = || {
+            let have: Vec<&str> = registry
+                .mechanisms()
+                .iter()
+                .filter(|m| m.host_agent().is_some())
+                .map(|m| m.name())
+                .collect();
+            have.join(", ")
+        };
         for (i, a) in emulation
             .host_agents
             .iter()
@@ -345,23 +379,53 @@ impl Scenario {
         {
             let name = a.get_ref();
             if registry.get(name).and_then(|m| m.host_agent()).is_some() {
-                host_agents.push(name.clone());
+                host_agents.push(HostAgentSpec {
+                    name: name.clone(),
+                    params: None,
+                });
             } else {
-                let have: Vec<&str> = registry
-                    .mechanisms()
-                    .iter()
-                    .filter(|m| m.host_agent().is_some())
-                    .map(|m| m.name())
-                    .collect();
                 v.err(
                     format!("emulation.host_agents[{i}]"),
                     span(a),
                     format!(
                         "no mechanism '{name}' with a host-side agent (these have one: {})",
-                        have.join(", ")
+                        with_agents()
                     ),
                 );
             }
+        }
+        for name in emulation.agents.iter().flat_map(|t| t.keys()) {
+            let key = format!("emulation.agents.{name}");
+            let Some(m) = registry.get(name).filter(|m| m.host_agent().is_some()) else {
+                v.err(
+                    key,
+                    None,
+                    format!(
+                        "no mechanism '{name}' with a host-side agent (these have one: {})",
+                        with_agents()
+                    ),
+                );
+                continue;
+            };
+            let Some(table) = m.host_agent_params() else {
+                v.err(
+                    key,
+                    None,
+                    format!("the '{name}' host agent takes no parameters"),
+                );
+                continue;
+            };
+            let Some(spec) = host_agents.iter_mut().find(|a| &a.name == name) else {
+                v.err(
+                    key,
+                    None,
+                    format!("'{name}' is not in emulation.host_agents: its agent does not run"),
+                );
+                continue;
+            };
+            spec.params = table
+                .validate(&mut v, &["emulation", "agents", name])
+                .map_err(|e| vec![e])?;
         }
         let mut params = params(&mut v, emulation);
         params.host_agents = host_agents;

@@ -189,11 +189,11 @@ impl Emulation {
                 params.connect = crate::scenario::Connect::None;
             }
             let mut host = Host::new(h.clone(), mac_of(other), params);
-            for name in &s.params.host_agents {
+            for a in &s.params.host_agents {
                 let agent = registry
-                    .get(name)
-                    .and_then(|m| m.host_agent())
-                    .ok_or_else(|| format!("no host agent '{name}' in this build"))?;
+                    .get(&a.name)
+                    .and_then(|m| m.host_agent_with(a.params.as_deref()))
+                    .ok_or_else(|| format!("no host agent '{}' in this build", a.name))?;
                 host.add_agent(agent);
             }
             hosts.push(host);

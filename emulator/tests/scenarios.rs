@@ -650,3 +650,61 @@ fn mlcc_near_source_loop_shares_a_sender_side_bottleneck() {
     };
     assert!(last(&on) < last(&dcqcn));
 }
+
+/// `[emulation.agents.mlcc] base_rtt_us` reaches every host's HPCC: `mlcc-mixed.toml`'s first
+/// 6 ms (the intra-DC flow starts at 4 ms) with `base_rtt_us = 25` written out is the shipped
+/// run exactly (25 us is the default), and with `T` = 15 us the flows finish when docs/mlcc.md's
+/// table ("Why this run was sensitive to `T`", step 5b) says: 48.5, 45.3 and 45.4 ms against
+/// the shipped 47.4, 46.9 and 46.2.
+#[test]
+fn mlcc_base_rtt_is_a_scenario_key() {
+    let reg = longhaul_pipelines::registry();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mlcc-mixed.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let run = |base_rtt: Option<&str>, duration_ns: u64| {
+        let t = match base_rtt {
+            None => text.clone(),
+            Some(us) => text.replace(
+                "host_agents = [\"mlcc\"]\n",
+                &format!("host_agents = [\"mlcc\"]\n[emulation.agents.mlcc]\nbase_rtt_us = {us}\n"),
+            ),
+        };
+        assert_eq!(t == text, base_rtt.is_none());
+        let mut s = Scenario::parse(&t, &path, reg.as_ref()).unwrap_or_else(|e| panic!("{e:?}"));
+        s.params.duration_ns = duration_ns;
+        Emulation::new(&s, &reg).unwrap().run()
+    };
+    let (shipped, written) = (run(None, 6_000_000), run(Some("25"), 6_000_000));
+    assert!(
+        shipped.samples.len() >= 25,
+        "{} samples",
+        shipped.samples.len()
+    );
+    assert!(
+        shipped.samples == written.samples
+            && shipped.switch_samples == written.switch_samples
+            && shipped.flows == written.flows,
+        "base_rtt_us = 25 is the default"
+    );
+    let t15 = run(Some("15"), 60_000_000);
+    no_loss(&t15);
+    let done: Vec<f64> = t15
+        .flows
+        .iter()
+        .map(|f| f.finish_ns.expect("done") as f64 / 1e6)
+        .collect();
+    for (got, want) in done.iter().zip([48.5, 45.3, 45.4]) {
+        assert!(
+            (got - want).abs() <= 0.2,
+            "done at {done:?} ms with T = 15 us"
+        );
+    }
+}
+
+fn no_loss(o: &Outcome) {
+    assert_eq!(o.link_drops, 0);
+    for (name, sw) in &o.switches {
+        let drops: u64 = sw.stats.drops.iter().map(|(_, v)| v).sum();
+        assert_eq!(drops, 0, "{name}");
+    }
+}

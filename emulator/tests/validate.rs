@@ -7,6 +7,7 @@ use longhaul_emulator::host::wire_time;
 use longhaul_emulator::scenario::Scenario;
 use longhaul_emulator::sim::Emulation;
 use longhaul_emulator::{emulate, output, Overrides};
+use longhaul_pipelines::mlcc::host::MlccHostParams;
 use std::path::{Path, PathBuf};
 
 fn dir() -> PathBuf {
@@ -487,4 +488,89 @@ fn bad_connect_values_are_errors_naming_the_key() {
         ok.params.connect,
         longhaul_emulator::scenario::Connect::Tcp { by_receiver: true }
     );
+}
+
+/// `[emulation.agents.NAME]`: a host agent's parameters, validated by its mechanism before
+/// anything runs. MLCC's `base_rtt_us` (HPCC's `T`): 0, negative, not a number, an unknown key
+/// are errors naming the file, the key and the line; a table for an agent the scenario does not
+/// run, one that takes no parameters, or no agent at all, too.
+#[test]
+fn bad_host_agent_parameters_name_the_file_and_key() {
+    let ok_flow = flow(0, 1, 1000, 0.0);
+    let mlcc = |t: &str| format!("host_agents = [\"mlcc\"]\n[emulation.agents.mlcc]\n{t}");
+    for (value, what) in [
+        (
+            "0",
+            "0 is out of range: HPCC's base RTT must be 0.001 to 1000000 us",
+        ),
+        (
+            "-25",
+            "-25 is out of range: HPCC's base RTT must be 0.001 to 1000000 us",
+        ),
+        ("0.0001", "0.0001 is out of range"),
+        ("2e6", "2000000 is out of range"),
+        ("nan", "NaN is out of range"),
+        (
+            "\"25us\"",
+            "invalid type: string \"25us\", expected a number",
+        ),
+    ] {
+        let e = errors(&scenario(
+            &mlcc(&format!("base_rtt_us = {value}")),
+            &ok_flow,
+            "",
+        ));
+        assert!(
+            e[0].contains("bad.toml: emulation.agents.mlcc.base_rtt_us: ")
+                && e[0].contains(what)
+                && e[0].contains("(line 4, column "),
+            "{value}: {e:?}"
+        );
+    }
+    let e = errors(&scenario(&mlcc("base_rtt = 25"), &ok_flow, ""));
+    assert!(
+        e[0].contains("bad.toml: emulation.agents.mlcc.base_rtt: unknown field `base_rtt`"),
+        "{e:?}"
+    );
+    let e = errors(&scenario(
+        "[emulation.agents.mlcc]\nbase_rtt_us = 10",
+        &ok_flow,
+        "",
+    ));
+    assert!(
+        e[0].contains(
+            "bad.toml: emulation.agents.mlcc: 'mlcc' is not in emulation.host_agents: its agent does not run"
+        ),
+        "{e:?}"
+    );
+    let e = errors(&scenario(
+        "host_agents = [\"themis\"]\n[emulation.agents.themis]\nx = 1",
+        &ok_flow,
+        "",
+    ));
+    assert!(
+        e[0].contains(
+            "bad.toml: emulation.agents.themis: the 'themis' host agent takes no parameters"
+        ),
+        "{e:?}"
+    );
+    let e = errors(&scenario("[emulation.agents.nope]\nx = 1", &ok_flow, ""));
+    assert!(
+        e[0].contains(
+            "bad.toml: emulation.agents.nope: no mechanism 'nope' with a host-side agent"
+        ),
+        "{e:?}"
+    );
+    // Valid: the value in ns, what the hosts' agent is built with; absent: no parameters (the
+    // agent's defaults, 25 us).
+    let s = load(&scenario(&mlcc("base_rtt_us = 12.5"), &ok_flow, ""));
+    let a = &s.params.host_agents[0];
+    let p = a
+        .params
+        .as_ref()
+        .and_then(|p| p.as_any().downcast_ref::<MlccHostParams>())
+        .expect("MLCC's parameters");
+    assert_eq!((a.name.as_str(), p.base_rtt_ns), ("mlcc", 12_500));
+    let s = load(&scenario("host_agents = [\"mlcc\"]", &ok_flow, ""));
+    assert!(s.params.host_agents[0].params.is_none());
 }

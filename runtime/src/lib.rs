@@ -27,7 +27,8 @@ pub mod typed;
 
 pub use emulated::EmulatedSwitch;
 pub use mechanism::{
-    HostAddr, HostAgent, Mechanism, MechanismSet, PipelineMechanism, QpInfo, RxAction, TxKind,
+    HostAddr, HostAgent, HostAgentParams, Mechanism, MechanismSet, PipelineMechanism, QpInfo,
+    RxAction, TxKind,
 };
 pub use registry::{replay, replay_stream, run, ErasedPipeline, Registry};
 pub use replay::{

@@ -4,7 +4,7 @@
 //! them, one line each. docs/adding-a-mechanism.md walks through adding one.
 
 use crate::platform::PlatformPipeline;
-use longhaul_control::config::{Config, Section};
+use longhaul_control::config::{Config, ConfigError, Section, SectionConfig, Validator};
 use longhaul_control::mechanisms::Mechanisms;
 use longhaul_control::metrics::Series;
 use longhaul_control::plane::PipelineControl;
@@ -57,6 +57,32 @@ pub trait Mechanism: Send + Sync + 'static {
     fn host_agent(&self) -> Option<Box<dyn HostAgent>> {
         None
     }
+
+    /// The parameters a scenario may give its host-side half (`[emulation.agents.NAME]`), if
+    /// it takes any.
+    fn host_agent_params(&self) -> Option<&dyn HostAgentParams> {
+        None
+    }
+
+    /// Its host-side half with `params`, what [`HostAgentParams::validate`] made of the
+    /// scenario's table (`None`: the scenario has none, the agent's defaults).
+    fn host_agent_with(&self, _params: Option<&dyn SectionConfig>) -> Option<Box<dyn HostAgent>> {
+        self.host_agent()
+    }
+}
+
+/// The scenario table of a mechanism's host-side half (`[emulation.agents.NAME]`), validated
+/// before anything runs, like a config section.
+pub trait HostAgentParams: Send + Sync {
+    /// Reads the table at `path` (`v.raw_at(path)`) and validates it, recording every problem
+    /// with [`Validator::err`] at keys under `path.join(".")`, so that errors name the scenario
+    /// file, the key and its line. `Ok(None)`: the table is absent, or broken (errors are then
+    /// recorded). `Err` only for a syntax, unknown-key or type error, which stops parsing.
+    fn validate(
+        &self,
+        v: &mut Validator<'_>,
+        path: &[&str],
+    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError>;
 }
 
 /// A modeled host's addresses, as a host agent sees them.

@@ -137,8 +137,14 @@ impl<'a> Validator<'a> {
     /// no such table. A syntax, unknown-key or type error is returned as the error that stops
     /// parsing (`Section::validate` passes it on with `?`).
     pub fn raw<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, ConfigError> {
+        self.raw_at(&[name])
+    }
+
+    /// Like [`Validator::raw`], for the table at a key path (`["emulation", "agents", "mlcc"]`:
+    /// `[emulation.agents.mlcc]`), `None` when the file has no such table.
+    pub fn raw_at<T: DeserializeOwned>(&self, path: &[&str]) -> Result<Option<T>, ConfigError> {
         self.deserialize(Pick::<T> {
-            name,
+            path,
             _t: std::marker::PhantomData,
         })
     }
@@ -1638,16 +1644,19 @@ pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
     }
 }
 
-/// Deserializes the value of top-level key `name` of a TOML document as `T` (spans kept),
-/// skipping every other key.
+/// Deserializes the value at key path `path` of a TOML document as `T` (spans kept), skipping
+/// every other key (`None`: no such key; an empty path is the document itself).
 struct Pick<'a, T> {
-    name: &'a str,
+    path: &'a [&'a str],
     _t: std::marker::PhantomData<T>,
 }
 
 impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for Pick<'_, T> {
     type Value = Option<T>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        if self.path.is_empty() {
+            return T::deserialize(d).map(Some);
+        }
         d.deserialize_map(self)
     }
 }
@@ -1660,8 +1669,11 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for Pick<'_, T> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
         let mut out = None;
         while let Some(k) = map.next_key::<String>()? {
-            if k == self.name {
-                out = Some(map.next_value::<T>()?);
+            if k == self.path[0] {
+                out = map.next_value_seed(Pick::<T> {
+                    path: &self.path[1..],
+                    _t: std::marker::PhantomData,
+                })?;
             } else {
                 map.next_value::<IgnoredAny>()?;
             }

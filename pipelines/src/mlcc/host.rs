@@ -22,11 +22,13 @@
 //! next ACK (the MLCC INT, RemainingHopCount 0: no switch adds to it on the way back); the
 //! requester runs [`Hpcc`] on the echo and hands the RNIC the plain ACK.
 //!
-//! Every loop's HPCC uses one base RTT `T`, [`BASE_RTT_NS`] (configured, never measured; see
-//! there). The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
+//! Every loop's HPCC uses one base RTT `T`, configured and never measured: [`BASE_RTT_NS`]
+//! unless the scenario sets `base_rtt_us` in `[emulation.agents.mlcc]` ([`MlccHostParams`]).
+//! The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
 //! switches must use it.
 
 use super::hpcc::{Hpcc, HpccParams, IntHop};
+use longhaul_control::config::{span, ConfigError, SectionConfig, Validator, S};
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::wire::ethernet::HEADER_LEN;
 use longhaul_dataplane::wire::mlcc::{self, Mceth, MlccHop, MCETH_CREDIT, MCETH_DQM};
@@ -34,8 +36,10 @@ use longhaul_dataplane::wire::parse::ipv4_udp;
 use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
 use longhaul_dataplane::wire::{int, roce};
-use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
+use longhaul_runtime::{HostAddr, HostAgent, HostAgentParams, QpInfo, RxAction, TxKind};
+use serde::Deserialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Loop ids of [`RxAction::Rate`]: the near-source loop and the end-to-end (DQM) loop.
 pub const LOOP_NS: u8 = 0;
@@ -53,8 +57,64 @@ const MIN_BPS: f64 = 100e6;
 /// loop measuring 4.8 us against the credit loops' 12.5 us gets about 60% of their rate,
 /// docs/mlcc.md "Fig. 8"). 25 us: about the longest short loop in `scenarios/mlcc*.toml`
 /// (Fig. 7's near-source loop, 25.4 us from a data packet's transmission to its Switch-INT,
-/// unloaded).
+/// unloaded). The default of the scenario key `[emulation.agents.mlcc] base_rtt_us`.
 pub const BASE_RTT_NS: u64 = 25_000;
+
+/// The largest `base_rtt_us` a scenario may give, us (one second).
+const MAX_BASE_RTT_US: f64 = 1_000_000.0;
+
+/// The hosts' parameters a scenario sets in `[emulation.agents.mlcc]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MlccHostParams {
+    /// HPCC's base RTT `T` on every loop, ns (`base_rtt_us`; default [`BASE_RTT_NS`]).
+    pub base_rtt_ns: u64,
+}
+
+impl Default for MlccHostParams {
+    fn default() -> Self {
+        MlccHostParams {
+            base_rtt_ns: BASE_RTT_NS,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHostParams {
+    base_rtt_us: Option<S<f64>>,
+}
+
+/// The validation of `[emulation.agents.mlcc]` (the emulator calls it through the registry).
+pub struct HostParamsTable;
+
+impl HostAgentParams for HostParamsTable {
+    fn validate(
+        &self,
+        v: &mut Validator<'_>,
+        path: &[&str],
+    ) -> Result<Option<Arc<dyn SectionConfig>>, ConfigError> {
+        let Some(raw) = v.raw_at::<RawHostParams>(path)? else {
+            return Ok(None);
+        };
+        let mut p = MlccHostParams::default();
+        if let Some(t) = &raw.base_rtt_us {
+            let us = *t.get_ref();
+            let ns = (us * 1000.0).round();
+            if !(ns >= 1.0 && us <= MAX_BASE_RTT_US) {
+                v.err(
+                    format!("{}.base_rtt_us", path.join(".")),
+                    span(t),
+                    format!(
+                        "{us} is out of range: HPCC's base RTT must be 0.001 to {MAX_BASE_RTT_US} us"
+                    ),
+                );
+                return Ok(None);
+            }
+            p.base_rtt_ns = ns as u64;
+        }
+        Ok(Some(Arc::new(p)))
+    }
+}
 
 struct Requester {
     hpcc: Hpcc,
@@ -144,6 +204,16 @@ impl MlccHost {
             base_rtt_ns: ns.max(1),
             ..MlccHost::default()
         }
+    }
+
+    /// A host with a scenario's parameters.
+    pub fn with_params(p: &MlccHostParams) -> MlccHost {
+        MlccHost::with_base_rtt(p.base_rtt_ns)
+    }
+
+    /// `T` of every loop's HPCC, ns.
+    pub fn base_rtt_ns(&self) -> u64 {
+        self.base_rtt_ns
     }
 
     /// Switch-INT for one of our requester QPs.
@@ -663,5 +733,74 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(a, plain, "the RNIC gets the ACK without INT");
+    }
+
+    /// `[emulation.agents.mlcc] base_rtt_us`: validated into `T` in ns, and the mechanism
+    /// builds hosts whose loops run on it. The scenario's `T` = 5 us gives the 4.8 Gb/s of
+    /// `base_rtt_is_configured_not_measured` (the default 25 us: 23.8 Gb/s); out-of-range values
+    /// are errors at the key.
+    #[test]
+    fn base_rtt_from_the_scenario_reaches_the_host() {
+        use crate::mlcc::mechanism::MlccMechanism;
+        use longhaul_runtime::Mechanism;
+        let path = std::path::Path::new("s.toml");
+        let parse = |text: &str| {
+            let mut v = Validator::new(path, text);
+            let p = HostParamsTable
+                .validate(&mut v, &["emulation", "agents", "mlcc"])
+                .unwrap();
+            (p, v.into_errors())
+        };
+        let (p, e) = parse("[emulation.agents.mlcc]\nbase_rtt_us = 5\n");
+        assert!(e.is_empty(), "{e:?}");
+        let p = p.unwrap();
+        let mine = p.as_any().downcast_ref::<MlccHostParams>().unwrap();
+        assert_eq!(mine.base_rtt_ns, 5_000);
+        assert_eq!(MlccHost::with_params(mine).base_rtt_ns(), 5_000);
+        assert_eq!(MlccHost::default().base_rtt_ns(), BASE_RTT_NS);
+        let (p, e) = parse("[emulation]\nseed = 1\n");
+        assert!(p.is_none() && e.is_empty(), "{e:?}");
+        let (p, e) = parse("[emulation.agents.mlcc]\n");
+        let p = p.expect("an empty table: the defaults");
+        assert_eq!(
+            p.as_any().downcast_ref::<MlccHostParams>(),
+            Some(&MlccHostParams::default())
+        );
+        assert!(e.is_empty());
+        let (p, e) = parse("[emulation.agents.mlcc]\nbase_rtt_us = 0\n");
+        assert!(p.is_none());
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].key, "emulation.agents.mlcc.base_rtt_us");
+        // The agent the emulator builds through the registry, on the samples of
+        // `base_rtt_is_configured_not_measured`.
+        let rate = |params: Option<&dyn SectionConfig>| {
+            let mut h = MlccMechanism.host_agent_with(params).unwrap();
+            let me = host(A);
+            h.on_qp_created(&me, &qp(true, true), &mut Vec::new());
+            for psn in 0..2 {
+                let mut d = data(psn);
+                h.on_tx(&me, 0, TxKind::Data { local_qpn: REQ }, &mut d);
+            }
+            let mut out = 0;
+            for (psn, ts) in [(0, 1_000), (1, 26_000)] {
+                let f = with_int(&data(psn), None, ts, 0, 78_125);
+                let m = mlcc::locate(&f, 14, 5000).unwrap();
+                let mut b = [0u8; 512];
+                let n = mlcc::build_switch_int(&f, 14, &m, 48, [4; 6], [4; 6], &mut b).unwrap();
+                let mut s = b[..n].to_vec();
+                if let RxAction::Rate { bps, .. } = h.on_rx(&me, 5_000, &mut s) {
+                    out = bps;
+                }
+            }
+            out
+        };
+        let five = rate(Some(p_of(5_000).as_ref()));
+        assert!(five.abs_diff(4_800_000_000) <= 1_000, "{five}");
+        let default = rate(None);
+        assert!(default.abs_diff(23_800_000_000) <= 1_000, "{default}");
+    }
+
+    fn p_of(ns: u64) -> Arc<dyn SectionConfig> {
+        Arc::new(MlccHostParams { base_rtt_ns: ns })
     }
 }

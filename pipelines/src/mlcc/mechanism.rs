@@ -2,11 +2,11 @@
 
 use super::config::{NAME, SECTION};
 use super::dci::MlccDci;
-use super::host::MlccHost;
+use super::host::{HostParamsTable, MlccHost, MlccHostParams};
 use crate::baseline::control::BaselineControl;
 use crate::baseline::BaselineCommand;
-use longhaul_control::config::{Config, Section};
-use longhaul_runtime::{HostAgent, Mechanism, PipelineMechanism};
+use longhaul_control::config::{Config, Section, SectionConfig};
+use longhaul_runtime::{HostAgent, HostAgentParams, Mechanism, PipelineMechanism};
 
 /// MLCC at the DCI switch (paper 001).
 pub struct MlccMechanism;
@@ -25,6 +25,17 @@ impl Mechanism for MlccMechanism {
     /// receiver's credit algorithm (Algorithm 1).
     fn host_agent(&self) -> Option<Box<dyn HostAgent>> {
         Some(Box::<MlccHost>::default())
+    }
+    /// `[emulation.agents.mlcc]`: `base_rtt_us`, HPCC's `T` on every loop.
+    fn host_agent_params(&self) -> Option<&dyn HostAgentParams> {
+        Some(&HostParamsTable)
+    }
+    fn host_agent_with(&self, params: Option<&dyn SectionConfig>) -> Option<Box<dyn HostAgent>> {
+        let p = params
+            .and_then(|p| p.as_any().downcast_ref::<MlccHostParams>())
+            .copied()
+            .unwrap_or_default();
+        Some(Box::new(MlccHost::with_params(&p)))
     }
 }
 
