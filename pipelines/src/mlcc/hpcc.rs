@@ -9,7 +9,7 @@
 //! - `MeasureInflight`: for each hop, `u' = min(qlen, qlen_prev) / (B T) + txRate / B` with
 //!   `txRate` from the hop's tx bytes and timestamps against the previous sample; the most
 //!   loaded hop gives `u` and `tau` (its sample interval, at most `T`);
-//!   `U = (1 - tau/T) U + (tau/T) u`.
+//!   `U = (1 - tau/T) U + (tau/T) u`, `U` starting at 1 (the HPCC simulator's initial value).
 //! - `ComputeWind`: when `U >= eta` or after `max_stage` additive steps,
 //!   `W = Wc / (U / eta) + W_AI`, else `W = Wc + W_AI`; the reference window `Wc` (and the
 //!   stage) moves only on `update_wc` (once per RTT: HPCC's `seq > lastUpdateSeq`, MLCC's credit
@@ -86,7 +86,12 @@ impl Hpcc {
         Hpcc {
             p,
             last: [None; MAX_HOPS],
-            u: 0.0,
+            // `U` starts at 1 (the link taken as full), as in the HPCC authors' simulator (a new
+            // QP's `hp.u = 1`): the HPCC paper's Algorithm 1 leaves the initial value open. A
+            // flow starts at line rate (as in HPCC); starting from `U` = 0 its EWMA would
+            // need about a base RTT of samples to reach eta, so on a full link the newcomer
+            // kept line rate (additive steps) while the flows already there cut.
+            u: 1.0,
             w: w0,
             wc: w0,
             stage: 0,
@@ -201,6 +206,23 @@ mod tests {
         let mut h = Hpcc::new(p());
         assert_eq!(h.window(), 125_000.0); // 100 Gb/s x 10 us
         assert_eq!(h.on_int(&[hop(1_000, 0, 0)], true), 100e9);
+    }
+
+    #[test]
+    fn a_new_flow_on_a_full_link_cuts_at_its_first_rate() {
+        // HPCC simulator: a new QP's U starts at 1. The first sample only records; the second,
+        // one packet time later (80 ns at 100 Gb/s, tau/T = 0.008), sees the link full with a
+        // 62500-byte queue: u = 0.5 + 1 = 1.5 and U = 0.992 x 1 + 0.008 x 1.5 = 1.004 >= eta,
+        // so the window is cut (multiplicatively) right away. With U starting at 0 it was
+        // 0.012: below eta, an additive step, the newcomer at line rate on a full link.
+        let mut h = Hpcc::new(p());
+        h.on_int(&[hop(0, 0, 62_500)], true);
+        h.on_int(&[hop(80, 1_000, 62_500)], true);
+        let u = 0.992 + 0.008 * 1.5;
+        assert!((h.utilization() - u).abs() < 1e-9, "{}", h.utilization());
+        let w = 125_000.0 / (u / 0.95) + 62.5;
+        assert!((h.window() - w).abs() < 1e-6, "{}", h.window());
+        assert!(h.rate_bps() < 95e9);
     }
 
     #[test]
