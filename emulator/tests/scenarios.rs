@@ -686,19 +686,38 @@ fn mlcc_base_rtt_is_a_scenario_key() {
             && shipped.flows == written.flows,
         "base_rtt_us = 25 is the default"
     );
+    // Another T reaches the hosts: the same first 6 ms differ, and the run stays fair (docs/mlcc.md
+    // "Fig. 8": every T from 15 to 30 us passes the thresholds of
+    // `mlcc_intra_and_inter_dc_flows_share_fairly`).
     let t15 = run(Some("15"), 60_000_000);
     no_loss(&t15);
-    let done: Vec<f64> = t15
+    let early: Vec<_> = t15
+        .samples
+        .iter()
+        .take_while(|(t, _)| *t <= 6_000_000)
+        .collect();
+    assert!(
+        early.iter().zip(&shipped.samples).any(|(a, b)| *a != b),
+        "T = 15 us runs as the default does"
+    );
+    let done: Vec<u64> = t15
         .flows
         .iter()
-        .map(|f| f.finish_ns.expect("done") as f64 / 1e6)
+        .map(|f| f.finish_ns.expect("done"))
         .collect();
-    for (got, want) in done.iter().zip([48.5, 45.3, 45.4]) {
-        assert!(
-            (got - want).abs() <= 0.2,
-            "done at {done:?} ms with T = 15 us"
-        );
-    }
+    let (first, last) = (*done.iter().min().unwrap(), *done.iter().max().unwrap());
+    assert!(
+        (last - first) * 10 <= last,
+        "done at {done:?} ns with T = 15 us"
+    );
+    let at = |t: u64| &t15.samples.iter().rev().find(|(x, _)| *x <= t).unwrap().1;
+    let (x0, x1) = (at(6_000_000), at(first));
+    let got: Vec<f64> = x0.iter().zip(x1).map(|(a, b)| (b - a) as f64).collect();
+    assert!(
+        jain(&got) >= 0.95,
+        "Jain {:.3} with T = 15 us: {got:?}",
+        jain(&got)
+    );
 }
 
 fn no_loss(o: &Outcome) {
