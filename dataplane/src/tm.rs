@@ -250,6 +250,10 @@ pub struct TrafficManager<B: PacketBuf> {
     /// The last frame length serialized and its time: frames of one size (the common case) skip
     /// the division in `serialization_ns`. Reset by `set_rate`.
     ser_memo: (u64, Nanos),
+    /// The last `resize_tx` (old length, new length) and its change of wire time, +/- ns: an
+    /// egress stage that grows every frame alike (INT) repeats it, and skips two divisions.
+    /// Reset by `set_rate`.
+    resize_memo: (u64, u64, bool, Nanos),
     /// Per received-PFC priority, the queues it pauses (from `queue_priority`); `None` for the
     /// identity map, where the priority mask is the queue mask.
     prio_queues: Option<[u8; NUM_CLASSES]>,
@@ -292,6 +296,7 @@ impl<B: PacketBuf> TrafficManager<B> {
             slack_ns: 0,
             nonempty: 0,
             ser_memo: (u64::MAX, 0),
+            resize_memo: (u64::MAX, u64::MAX, false, 0),
             prio_queues: (cfg.queue_priority != IDENTITY_PRIORITIES).then(|| {
                 let mut m = [0u8; NUM_CLASSES];
                 for (q, &p) in cfg.queue_priority.iter().enumerate() {
@@ -543,14 +548,22 @@ impl<B: PacketBuf> TrafficManager<B> {
         if old_len == new_len {
             return;
         }
-        let old = serialization_ns(old_len + self.overhead, self.rate_bps);
-        let new = serialization_ns(new_len + self.overhead, self.rate_bps);
-        if new >= old {
-            self.busy_until = self.busy_until.saturating_add(new - old);
-            self.stats.busy_ns += new - old;
+        let (grow, d) = match self.resize_memo {
+            (o, n, grow, d) if o == old_len && n == new_len => (grow, d),
+            _ => {
+                let old = serialization_ns(old_len + self.overhead, self.rate_bps);
+                let new = serialization_ns(new_len + self.overhead, self.rate_bps);
+                let r = (new >= old, new.abs_diff(old));
+                self.resize_memo = (old_len, new_len, r.0, r.1);
+                r
+            }
+        };
+        if grow {
+            self.busy_until = self.busy_until.saturating_add(d);
+            self.stats.busy_ns += d;
         } else {
-            self.busy_until = self.busy_until.saturating_sub(old - new);
-            self.stats.busy_ns = self.stats.busy_ns.saturating_sub(old - new);
+            self.busy_until = self.busy_until.saturating_sub(d);
+            self.stats.busy_ns = self.stats.busy_ns.saturating_sub(d);
         }
         self.stats.tx_bytes = (self.stats.tx_bytes + new_len).saturating_sub(old_len);
     }
@@ -612,6 +625,7 @@ impl<B: PacketBuf> TrafficManager<B> {
     pub fn set_rate(&mut self, rate_bps: u64) {
         self.rate_bps = rate_bps;
         self.ser_memo = (u64::MAX, 0);
+        self.resize_memo = (u64::MAX, u64::MAX, false, 0);
     }
 
     /// The link rate.
@@ -1256,5 +1270,12 @@ mod tests {
         assert_eq!(tm.stats.tx_bytes, 1044);
         tm.resize_tx(1044, 1000);
         assert_eq!(tm.next_event(0), Some(1000));
+        // The same resize twice (the second from the memo), then at half the rate (not).
+        tm.resize_tx(1000, 1044);
+        tm.resize_tx(1000, 1044);
+        assert_eq!(tm.next_event(0), Some(1088));
+        tm.set_rate(4_000_000_000);
+        tm.resize_tx(1000, 1044);
+        assert_eq!(tm.next_event(0), Some(1176));
     }
 }

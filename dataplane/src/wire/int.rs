@@ -320,6 +320,7 @@ pub(crate) struct UdpLayout {
     pub(crate) udp_off: usize,
 }
 
+#[inline]
 pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
     let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
     let (v4, udp_off, ip_end) = match l3.first().map(|b| b >> 4) {
@@ -582,6 +583,7 @@ pub fn locate_int(frame: &[u8], l3_off: usize) -> Result<IntLayout, WireError> {
     locate_int_in(frame, &lay)
 }
 
+#[inline]
 pub(crate) fn locate_int_in(frame: &[u8], lay: &UdpLayout) -> Result<IntLayout, WireError> {
     let shim_off = lay.udp_off + udp::HEADER_LEN;
     let ulen = be16(frame, lay.udp_off + 4).unwrap_or(0) as usize;

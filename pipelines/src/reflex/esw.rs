@@ -121,6 +121,7 @@ impl ReflexEsw {
 
     /// The Reflex hop of a UDP packet to the INT port (`None` for anything else; a malformed
     /// or foreign INT on the INT port is counted).
+    #[inline(always)]
     fn reflex_view(&mut self, frame: &[u8], l3_off: usize, p_dst_port: u16) -> Option<ReflexView> {
         if p_dst_port != self.int_port {
             return None;
@@ -147,6 +148,9 @@ impl ReflexEsw {
     /// The Reflex hop and the flow of a data packet (not an ACK, a CNP or a reflected hop)
     /// whose IP header is at `l3` and UDP destination port is `dport`. A RoCE packet (`roce`)
     /// without a hop is counted in `no_int`.
+    // Inlined (as `reflex::locate` is): its answer, returned through memory, was read back
+    // with a store-forwarding stall.
+    #[inline(always)]
     fn data_hop(
         &mut self,
         frame: &[u8],
