@@ -254,17 +254,18 @@ impl ReflexEsw {
         // Only a reflected hop (an ACK's) concerns NDT here: data, by far the most packets this
         // way, is told by its flags without locating the INT (NSF locates and checks it at the
         // WAN port's egress, and counts a malformed one there).
+        if p.l4_off == 0 || p.dst_port != self.int_port {
+            return;
+        }
+        // The flags `locate` reads, from the same place: an ACK's echo, not a pseudo-ACK.
         let echo = reflex::peek_flags(frame, p.l4_off as usize)
             .is_some_and(|f| f & reflex::FLAG_ECHO != 0 && f & reflex::FLAG_NSF == 0);
-        if p.l4_off == 0 || p.dst_port != self.int_port || !echo {
+        if !echo {
             return;
         }
         let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
             return; // counted by NSF at egress when it is RoCE data
         };
-        if !v.is_echo() || v.is_nsf() {
-            return;
-        }
         let Some((op, qpn)) = Self::opcode_at(frame, v.bth_off) else {
             return;
         };
