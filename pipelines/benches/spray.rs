@@ -18,6 +18,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use longhaul_control::config::Config;
+use longhaul_dataplane::asic::ecmp::FastMod;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
@@ -146,6 +147,7 @@ fn bench(c: &mut Criterion) {
     })
     .unwrap();
     s.on_nack(3, 77, true);
+    let n128 = FastMod::new(128);
     g.bench_function("s_choose", |b| {
         b.iter(|| {
             for i in 0..PACKETS {
@@ -156,7 +158,7 @@ fn bench(c: &mut Criterion) {
                     49152 + q as u16,
                     4791,
                     1,
-                    128,
+                    &n128,
                 );
                 black_box(s.choose(q, i / QPS, base));
             }

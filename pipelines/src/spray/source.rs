@@ -18,7 +18,7 @@
 //! is fixed per QP, so the two are the same path, and the NAK (whose 5-tuple is the receiver's)
 //! names only the relative one.
 
-use longhaul_dataplane::asic::ecmp;
+use longhaul_dataplane::asic::ecmp::{self, FastMod};
 use longhaul_dataplane::asic::rng::Rng;
 use longhaul_dataplane::wire::roce::PSN_MASK;
 
@@ -75,6 +75,8 @@ pub struct SourceStats {
 /// B, table 3).
 pub struct ThemisS {
     p: SourceParams,
+    /// `% N` by multiplication: a packet's path takes two remainders (equation 1).
+    paths: FastMod,
     last_nack: Vec<u32>,
     avoid: Vec<u32>,
     rng: Rng,
@@ -82,10 +84,11 @@ pub struct ThemisS {
 }
 
 /// `P_base`: the flow's ECMP hash (5-tuple, seeded) modulo N: the dataplane's ECMP hash
-/// ([`ecmp::hash5`], the one the baseline's ECMP routes use too), over UDP.
+/// ([`ecmp::hash5`], the one the baseline's ECMP routes use too), over UDP. `n` is N's
+/// [`FastMod`] (made once: no division per packet).
 #[inline]
-pub fn p_base(src: u128, dst: u128, sport: u16, dport: u16, seed: u64, n: u32) -> u32 {
-    ecmp::pick(
+pub fn p_base(src: u128, dst: u128, sport: u16, dport: u16, seed: u64, n: &FastMod) -> u32 {
+    ecmp::pick_fast(
         ecmp::hash5(src, dst, ecmp::PROTO_UDP, sport, dport, seed),
         n,
     )
@@ -99,6 +102,7 @@ impl ThemisS {
         }
         Some(ThemisS {
             p,
+            paths: FastMod::new(p.paths),
             last_nack: vec![NO_NACK; p.capacity],
             avoid: vec![0; p.capacity * p.paths as usize],
             rng: Rng::new(p.seed ^ 0x0073_7072_6179),
@@ -160,8 +164,15 @@ impl ThemisS {
     #[inline]
     pub fn choose(&mut self, slot: usize, psn: u32, base: u32) -> PathChoice {
         let n = self.p.paths;
-        let rel = (psn & PSN_MASK) % n;
-        let path = (rel + base % n) % n;
+        // Equation 1, (PSN + P_base) mod N, as (PSN mod N + P_base mod N) mod N: both terms are
+        // below N, so the last reduction is one subtraction (written so that nothing overflows).
+        let rel = self.paths.rem(psn & PSN_MASK);
+        let base = self.paths.rem(base);
+        let path = if rel >= n - base {
+            rel - (n - base)
+        } else {
+            rel + base
+        };
         if slot >= self.last_nack.len() {
             self.stats.bad_slot += 1;
             return PathChoice {
@@ -173,7 +184,7 @@ impl ThemisS {
         if self.last_nack[slot] == psn & PSN_MASK {
             self.stats.rerouted += 1;
             return PathChoice {
-                path: self.alternative(slot, path, base % n),
+                path: self.alternative(slot, path, base),
                 route: Route::Rerouted,
             };
         }
@@ -183,7 +194,7 @@ impl ThemisS {
                 *c -= 1;
                 self.stats.avoided += 1;
                 return PathChoice {
-                    path: self.alternative(slot, path, base % n),
+                    path: self.alternative(slot, path, base),
                     route: Route::Avoided,
                 };
             }
@@ -205,7 +216,7 @@ impl ThemisS {
         if avoidance_signal {
             self.stats.avoidance_signals += 1;
             let n = self.p.paths as usize;
-            let rel = ((epsn & PSN_MASK) % self.p.paths) as usize;
+            let rel = self.paths.rem(epsn & PSN_MASK) as usize;
             if let Some(c) = self.avoid.get_mut(slot * n + rel) {
                 *c = self.p.avoidance_window;
             }
@@ -314,7 +325,7 @@ mod tests {
     fn p_base_is_in_range_and_spreads() {
         let mut seen = [0u32; 8];
         for q in 0..800u16 {
-            seen[p_base(1, 2, 0xc000 + q, 4791, 7, 8) as usize] += 1;
+            seen[p_base(1, 2, 0xc000 + q, 4791, 7, &FastMod::new(8)) as usize] += 1;
         }
         assert!(seen.iter().all(|&c| c > 50), "{seen:?}");
     }
