@@ -161,7 +161,11 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// The header checksum verifies.
     #[inline]
     pub fn verify_checksum(&self) -> bool {
-        checksum::checksum(self.header()) == 0
+        let h = self.header();
+        match <&[u8; HEADER_LEN]>::try_from(h) {
+            Ok(h20) => checksum::finish(checksum::sum_ipv4_header(h20)) == 0,
+            Err(_) => checksum::checksum(h) == 0,
+        }
     }
     /// The payload, bounded by the total length (and the buffer).
     pub fn payload(&self) -> &[u8] {
