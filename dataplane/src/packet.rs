@@ -7,24 +7,6 @@
 
 use crate::time::Nanos;
 
-/// Ask the CPU to bring the cache line holding `r` into L1 (x86's `prefetcht0`; nothing on other
-/// targets): the buffer layer's hint for the next packets' headers, also used by the tables for
-/// the entries a burst is about to look up ([`crate::asic::table::ExactTable::prefetch_group`]).
-#[inline(always)]
-pub fn prefetch<T>(r: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetcht0` is a hint: it never faults, reads nothing into the program and writes
-    // nothing, whatever the address; here the address is a live reference's anyway. SSE, which
-    // the intrinsic is gated on, is part of the x86_64 baseline every Rust target of it enables.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (r as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
-}
-
 /// "No port": the egress port of a packet no stage has forwarded yet.
 pub const PORT_NONE: u16 = u16::MAX;
 

@@ -36,7 +36,7 @@ use crate::themis::esw::ThemisEsw;
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::ecmp::FastMod;
 use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
-use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters, MAX_BURST};
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, Meta, PacketBuf, FLAG_GENERATED};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::checksum;
@@ -69,18 +69,6 @@ impl QpEnd {
         QpEnd { ip, qpn }
     }
 }
-
-/// A QP end and its hash in `spray_qps`, computed once per packet (the burst's prefetch stage
-/// asks for the table's lines with it, the lookup then uses it).
-#[derive(Clone, Copy, Debug)]
-struct QpKey {
-    end: QpEnd,
-    hash: u64,
-}
-
-/// How many packets ahead of the one in hand the burst asks for its `spray_qps` entry; its
-/// group was asked for in the parse stage, a whole burst earlier.
-const ENTRY_AHEAD: usize = 2;
 
 /// Commands of the spraying ToR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,25 +250,8 @@ impl SprayTor {
     /// Slot of the QP end (destination IP, DestQP) of a RoCE frame.
     #[inline]
     fn slot(&mut self, frame: &[u8], l3_off: usize, qpn: u32, now: Nanos) -> Option<usize> {
-        let q = self.qp_key(frame, l3_off, qpn)?;
-        self.slot_of(q, now)
-    }
-
-    /// A RoCE frame's QP end (destination IP, DestQP) and its hash in `spray_qps`.
-    #[inline(always)]
-    fn qp_key(&self, frame: &[u8], l3_off: usize, qpn: u32) -> Option<QpKey> {
         let (_, dst) = ThemisEsw::ip_pair(frame, l3_off)?;
-        let end = QpEnd { ip: dst, qpn };
-        Some(QpKey {
-            end,
-            hash: self.qps.hash(&end),
-        })
-    }
-
-    /// The slot of a QP end found by [`qp_key`](Self::qp_key) (`None`: not a known QP, counted).
-    #[inline]
-    fn slot_of(&mut self, q: QpKey, now: Nanos) -> Option<usize> {
-        let s = self.qps.lookup_hashed(&q.end, q.hash, now).copied();
+        let s = self.qps.lookup(&QpEnd { ip: dst, qpn }, now).copied();
         if s.is_none() {
             self.stats.unknown_qp += 1;
         }
@@ -294,14 +265,14 @@ impl SprayTor {
         pkt: &mut B,
         p: &Parsed,
         op: u8,
-        q: QpKey,
+        qpn: u32,
         psn: u32,
         now: Nanos,
     ) -> Option<NextHop> {
         self.s.as_ref()?;
         let l3 = p.l3_off as usize;
         let bth = p.bth_off as usize;
-        let slot = self.slot_of(q, now)?;
+        let slot = self.slot(pkt.data(), l3, qpn, now)?;
         let mut mark = true;
         let mut hop = None;
         if is_write(op) {
@@ -359,7 +330,7 @@ impl SprayTor {
         &mut self,
         pkt: &B,
         p: &Parsed,
-        q: QpKey,
+        qpn: u32,
         psn: u32,
         now: Nanos,
     ) -> bool {
@@ -371,8 +342,7 @@ impl SprayTor {
         let Some((syn, msn)) = aeth(frame, bth) else {
             return true;
         };
-        let qpn = q.end.qpn;
-        let Some(slot) = self.slot_of(q, now) else {
+        let Some(slot) = self.slot(frame, p.l3_off as usize, qpn, now) else {
             return true;
         };
         let Some(d) = self.d.as_mut() else {
@@ -415,7 +385,7 @@ impl SprayTor {
         pkt: &mut B,
         p: &Parsed,
         byte4: u8,
-        q: QpKey,
+        qpn: u32,
         psn: u32,
         now: Nanos,
     ) {
@@ -428,7 +398,7 @@ impl SprayTor {
         }
         let signal = byte4 & PATH_AVOIDANCE_BIT != 0;
         if self.s.is_some() {
-            if let Some(slot) = self.slot_of(q, now) {
+            if let Some(slot) = self.slot(pkt.data(), p.l3_off as usize, qpn, now) {
                 if let Some(s) = self.s.as_mut() {
                     s.on_nack(slot, psn, signal);
                 }
@@ -443,39 +413,9 @@ impl SprayTor {
         }
     }
 
-    /// The `spray_qps` key of a parsed RoCE packet that ingress may look up: from a host port
-    /// (Themis-S's data, Themis-D's ACK/NAKs) or an ACK/NAK from anywhere (Themis-S's NAKs).
-    /// `None` for everything else, which ingress does not look up.
-    #[inline(always)]
-    fn ingress_qp_key(&self, pkt: &impl PacketBuf, p: &Parsed) -> Option<QpKey> {
-        if !p.is_roce() {
-            return None;
-        }
-        let (op, _, qpn, _) = bth_fields(pkt.data(), p.bth_off as usize)?;
-        if !self.host.contains(pkt.meta().ingress_port) && op != opcode::RC_ACKNOWLEDGE {
-            return None;
-        }
-        self.qp_key(pkt.data(), p.l3_off as usize, qpn)
-    }
-
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let p = self.fwd.parse_meta(pkt);
-        let q = self.ingress_qp_key(pkt, &p);
-        self.ingress_parsed(ctx, pkt, &p, q)
-    }
-
-    /// Ingress after the parse, with the packet's `spray_qps` key when it has one
-    /// ([`ingress_qp_key`](Self::ingress_qp_key)).
-    #[inline(always)]
-    fn ingress_parsed<P: BufPool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-        p: &Parsed,
-        q: Option<QpKey>,
-    ) -> Action {
         let now = ctx.now;
-        let p = *p;
+        let p = self.fwd.parse_meta(pkt);
         let routable = match self.fwd.admit_stage(ctx, pkt, &p) {
             Ok(r) => r,
             Err(a) => return a,
@@ -486,16 +426,16 @@ impl SprayTor {
             Ok(e) => e,
             Err(r) => return Action::Drop(r),
         };
-        if let Some(q) = q {
-            if let Some((op, byte4, _, psn)) = bth_fields(pkt.data(), p.bth_off as usize) {
+        if p.is_roce() {
+            if let Some((op, byte4, qpn, psn)) = bth_fields(pkt.data(), p.bth_off as usize) {
                 let out_port = egress.port();
                 if self.host.contains(in_port) && self.fabric.contains(out_port) {
                     if op == opcode::RC_ACKNOWLEDGE {
-                        if !self.dest_ack(pkt, &p, q, psn, now) {
+                        if !self.dest_ack(pkt, &p, qpn, psn, now) {
                             return Action::Consume;
                         }
                     } else if is_request(op) {
-                        if let Some(hop) = self.source_data(pkt, &p, op, q, psn, now) {
+                        if let Some(hop) = self.source_data(pkt, &p, op, qpn, psn, now) {
                             egress = Egress::Route(hop.into());
                         }
                     }
@@ -503,7 +443,7 @@ impl SprayTor {
                     && self.host.contains(out_port)
                     && op == opcode::RC_ACKNOWLEDGE
                 {
-                    self.source_nack(pkt, &p, byte4, q, psn, now);
+                    self.source_nack(pkt, &p, byte4, qpn, psn, now);
                 }
             }
         }
@@ -674,34 +614,6 @@ impl<P: BufPool> Pipeline<P> for SprayTor {
     #[inline]
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         self.ingress_impl(ctx, pkt)
-    }
-
-    /// Two stages over the burst (issue 17): every packet parsed and its `spray_qps` group asked
-    /// for; then each packet through the rest of ingress, with the entry of the packet
-    /// [`ENTRY_AHEAD`] on asked for first. A QP's entry is otherwise a cache miss: 63 other
-    /// QPs' frames pass through the cache between two of its packets (perf/README.md).
-    #[inline]
-    fn ingress_burst(&mut self, ctx: &mut Ctx<'_, P>, pkts: &mut [P::Buf], actions: &mut [Action]) {
-        let n = pkts.len().min(actions.len()).min(MAX_BURST);
-        let mut parsed = [Parsed::default(); MAX_BURST];
-        let mut keys: [Option<QpKey>; MAX_BURST] = [None; MAX_BURST];
-        for ((pkt, p), k) in pkts[..n].iter_mut().zip(&mut parsed).zip(&mut keys) {
-            *p = self.fwd.parse_meta(pkt);
-            *k = self.ingress_qp_key(pkt, p);
-            if let Some(q) = k {
-                self.qps.prefetch_group(q.hash);
-            }
-        }
-        for q in keys[..n.min(ENTRY_AHEAD)].iter().flatten() {
-            self.qps.prefetch_entry(q.hash);
-        }
-        for i in 0..n {
-            if let Some(Some(q)) = keys.get(i + ENTRY_AHEAD).filter(|_| i + ENTRY_AHEAD < n) {
-                self.qps.prefetch_entry(q.hash);
-            }
-            ctx.at_packet(i);
-            actions[i] = self.ingress_parsed(ctx, &mut pkts[i], &parsed[i], keys[i]);
-        }
     }
 
     #[inline]
