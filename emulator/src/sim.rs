@@ -9,7 +9,7 @@
 //! clock, and ties are broken by insertion order, so a scenario and a seed give the same run.
 
 use crate::host::rnic::NOT_STARTED;
-use crate::host::{wire_time, Host, HostStats};
+use crate::host::{wire_time, FramePool, Host, HostStats};
 use crate::scenario::{End, Scenario};
 use crate::traffic::Rng;
 use longhaul_dataplane::engine::SwitchSnapshot;
@@ -123,6 +123,8 @@ pub struct Emulation {
     switch_samples: Vec<Vec<SwitchSample>>,
     /// One flow at a time (the runs alone): the flow running, and when it is given up.
     sequential: Option<(usize, Nanos)>,
+    /// The hosts' frame buffers, recycled (see [`FramePool`]).
+    frames: FramePool,
 }
 
 /// Gap between two flows run one after the other.
@@ -244,6 +246,7 @@ impl Emulation {
             samples: Vec::new(),
             switch_samples: Vec::new(),
             sequential: (sequential && !all.is_empty()).then_some((0, s.params.duration_ns)),
+            frames: FramePool::default(),
         };
         if let Some(ns) = s.params.sample_ns {
             e.sample_every(ns);
@@ -354,6 +357,7 @@ impl Emulation {
         self.stats.1 += 1;
         if loss > 0.0 && self.rng.uniform() < loss {
             self.stats.2 += 1;
+            self.frames.put(frame);
             return;
         }
         self.push(arrive, Ev::Deliver { to, frame });
@@ -413,7 +417,7 @@ impl Emulation {
                         to: End::Host(h),
                         frame,
                     } => {
-                        self.hosts[h].receive(t, &frame);
+                        self.hosts[h].receive(t, frame, &mut self.frames);
                         woken.push(h);
                     }
                     Ev::Wake(h) if self.host_wake[h] == Some(te) => {
@@ -437,7 +441,7 @@ impl Emulation {
             woken.dedup();
             for &h in &woken {
                 self.hosts[h].on_time(t);
-                while let Some(f) = self.hosts[h].transmit(t) {
+                while let Some(f) = self.hosts[h].transmit(t, &mut self.frames) {
                     self.send(End::Host(h), t, f);
                 }
                 self.reschedule(h);
