@@ -78,6 +78,9 @@ pub struct Driver<B> {
     same_instant: u32,
     burst: Vec<B>,
     out: Vec<B>,
+    /// The switch's own next event when [`advance`] last returned (see
+    /// [`Harness::advance_and_next`]).
+    sw_next: Option<Nanos>,
     pub summary: ReplaySummary,
 }
 
@@ -89,6 +92,7 @@ impl<B: PacketBuf> Default for Driver<B> {
             same_instant: 0,
             burst: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
+            sw_next: None,
             summary: ReplaySummary::default(),
         }
     }
@@ -127,7 +131,9 @@ pub fn advance<P, L, I, S>(
         d.started = true;
     }
     loop {
-        let t = match (inputs.peek_ts(), sw.next_event(d.now)) {
+        let sw_next = sw.next_event(d.now);
+        d.sw_next = sw_next;
+        let t = match (inputs.peek_ts(), sw_next) {
             (None, None) => break,
             (Some(a), None) | (None, Some(a)) => a,
             (Some(a), Some(b)) => a.min(b),
@@ -514,6 +520,22 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     pub fn advance_to(&mut self, t: Nanos) {
         self.drive(Some(t));
         self.driver.now = self.driver.now.max(t);
+    }
+
+    /// As [`Harness::advance_to`], returning [`Harness::next_event`] afterwards without asking
+    /// the switch again (the emulator's every step): the loop that stopped past `t` has just
+    /// computed it. It stopped because every part of the switch's next event lay after `t`, and
+    /// a part that depends on the time asked at (a queue's `max(now, busy_until)`, "now" for
+    /// pending work) cannot lie after `t` unless it is the same at any time up to `t`; so the
+    /// value asked at the last step's time is the value at `t`.
+    pub fn advance_and_next(&mut self, t: Nanos) -> Option<Nanos> {
+        self.advance_to(t);
+        let next = match (self.script.q.front().map(|e| e.0), self.driver.sw_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        debug_assert_eq!(next, self.next_event(), "the switch's next event at {t}");
+        next
     }
 
     /// Run until the inputs are used up and the switch is idle.

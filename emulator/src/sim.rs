@@ -344,7 +344,9 @@ impl Emulation {
             End::Switch(i, p) => self.port_link.get(i).and_then(|v| v.get(p)),
         };
         let Some(&Some(li)) = link else {
-            return; // an unconnected switch port: the frame goes nowhere
+            // An unconnected switch port: the frame goes nowhere.
+            self.frames.put(frame);
+            return;
         };
         let l = &self.links[li];
         let to = if l.ends[0] == from {
@@ -429,12 +431,12 @@ impl Emulation {
             }
             for i in 0..self.switches.len() {
                 if self.sw_next[i].is_some_and(|e| e <= t) {
-                    self.switches[i].advance_to(t);
+                    let next = self.switches[i].advance_to(t);
                     self.switches[i].take_into(&mut emitted);
                     for e in emitted.drain(..) {
                         self.send(End::Switch(i, e.port_idx), e.ts, e.data);
                     }
-                    self.sw_next[i] = self.switches[i].next_event();
+                    self.sw_next[i] = next;
                 }
             }
             woken.sort_unstable();
