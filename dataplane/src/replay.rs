@@ -78,6 +78,9 @@ pub struct Driver<B> {
     same_instant: u32,
     burst: Vec<B>,
     out: Vec<B>,
+    /// The switch's own next event when [`advance`] last returned (see
+    /// [`Harness::advance_and_next`]).
+    sw_next: Option<Nanos>,
     pub summary: ReplaySummary,
 }
 
@@ -89,6 +92,7 @@ impl<B: PacketBuf> Default for Driver<B> {
             same_instant: 0,
             burst: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
+            sw_next: None,
             summary: ReplaySummary::default(),
         }
     }
@@ -127,7 +131,9 @@ pub fn advance<P, L, I, S>(
         d.started = true;
     }
     loop {
-        let t = match (inputs.peek_ts(), sw.next_event(d.now)) {
+        let sw_next = sw.next_event(d.now);
+        d.sw_next = sw_next;
+        let t = match (inputs.peek_ts(), sw_next) {
             (None, None) => break,
             (Some(a), None) | (None, Some(a)) => a,
             (Some(a), Some(b)) => a.min(b),
@@ -442,6 +448,10 @@ struct Script {
     q: VecDeque<(Nanos, u64, usize, Vec<u8>)>,
     seq: u64,
     taken: Vec<u8>,
+    /// The buffers of frames already copied into the switch, kept for the emitted frames
+    /// ([`Harness::drive`] moves them to [`Harness::spare`] after each run): a switch emits
+    /// about as many frames as it takes in, so the emulator's hops allocate nothing here.
+    used: Vec<Vec<u8>>,
 }
 
 impl InputSource for Script {
@@ -450,7 +460,10 @@ impl InputSource for Script {
     }
     fn next_frame(&mut self) -> Option<(usize, &[u8])> {
         let (_, _, port, bytes) = self.q.pop_front()?;
-        self.taken = bytes;
+        let old = std::mem::replace(&mut self.taken, bytes);
+        if old.capacity() > 0 {
+            self.used.push(old);
+        }
         Some((port, &self.taken))
     }
 }
@@ -470,7 +483,13 @@ pub struct Harness<P: BufPool, L: Pipeline<P>> {
     driver: Driver<P::Buf>,
     script: Script,
     emitted: Vec<Emitted>,
+    /// Empty frame buffers the emitted frames are copied into (see [`Script::used`]).
+    spare: Vec<Vec<u8>>,
 }
+
+/// At most this many spare buffers are kept (a switch that drops or consumes more than it
+/// makes would otherwise collect them all).
+const MAX_SPARE: usize = 1024;
 
 impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     pub fn new(sw: Switch<P, L>) -> Self {
@@ -479,6 +498,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             driver: Driver::default(),
             script: Script::default(),
             emitted: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -502,6 +522,22 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         self.driver.now = self.driver.now.max(t);
     }
 
+    /// As [`Harness::advance_to`], returning [`Harness::next_event`] afterwards without asking
+    /// the switch again (the emulator's every step): the loop that stopped past `t` has just
+    /// computed it. It stopped because every part of the switch's next event lay after `t`, and
+    /// a part that depends on the time asked at (a queue's `max(now, busy_until)`, "now" for
+    /// pending work) cannot lie after `t` unless it is the same at any time up to `t`; so the
+    /// value asked at the last step's time is the value at `t`.
+    pub fn advance_and_next(&mut self, t: Nanos) -> Option<Nanos> {
+        self.advance_to(t);
+        let next = match (self.script.q.front().map(|e| e.0), self.driver.sw_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        debug_assert_eq!(next, self.next_event(), "the switch's next event at {t}");
+        next
+    }
+
     /// Run until the inputs are used up and the switch is idle.
     pub fn run_to_idle(&mut self) {
         self.drive(None);
@@ -509,11 +545,15 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
 
     fn drive(&mut self, until: Option<Nanos>) {
         let em = &mut self.emitted;
+        let spare = &mut self.spare;
         let mut sink = |idx: usize, ts: Nanos, p: &P::Buf| {
+            let mut data = spare.pop().unwrap_or_default();
+            data.clear();
+            data.extend_from_slice(p.data());
             em.push(Emitted {
                 port_idx: idx,
                 ts,
-                data: p.data().to_vec(),
+                data,
                 meta: *p.meta(),
             })
         };
@@ -524,6 +564,11 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             until,
             &mut sink,
         );
+        // The frames taken in this run are the next run's emission buffers.
+        let room = MAX_SPARE.saturating_sub(self.spare.len());
+        let n = self.script.used.len().min(room);
+        self.spare.extend(self.script.used.drain(..n));
+        self.script.used.clear();
         assert!(
             !self.driver.summary.stalled,
             "the switch stalled (a next_event bug)"

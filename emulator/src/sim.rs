@@ -9,14 +9,15 @@
 //! clock, and ties are broken by insertion order, so a scenario and a seed give the same run.
 
 use crate::host::rnic::NOT_STARTED;
-use crate::host::{wire_time, Host, HostStats};
+use crate::host::{wire_time, FramePool, Host, HostStats};
 use crate::scenario::{End, Scenario};
 use crate::traffic::Rng;
 use longhaul_dataplane::engine::SwitchSnapshot;
 use longhaul_dataplane::time::Nanos;
 use longhaul_runtime::{EmulatedSwitch, MechanismSet, Registry};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 enum Ev {
     Deliver { to: End, frame: Vec<u8> },
@@ -27,6 +28,23 @@ enum Ev {
 /// The sequence is unique, so the order is the (time, tie-break, sequence) order alone; the
 /// events wait in a slab beside the heap, which sifts these 32-byte keys instead of the events.
 type Key = (Nanos, u64, u64, u32);
+
+/// The tag of an event that is in the heap by itself (a wake, or a frame that overtook another
+/// on its link), not as the first of a [`Lane`].
+const NO_LANE: u32 = u32::MAX;
+
+/// The frames in flight in one direction of a link. A link delivers them in the order they were
+/// sent (each starts after the previous one's last bit), so only the first needs to be in the
+/// heap: the heap holds a few keys per link instead of every frame in flight (thousands on a
+/// long link), and its sifts get shorter. The order of the events is the same: the keys are
+/// the same, and the heap always holds the smallest of each lane.
+#[derive(Default)]
+struct Lane {
+    /// The key of the lane's first frame, which is in the heap.
+    head: Option<Key>,
+    /// The keys of the frames behind it, in increasing order.
+    rest: VecDeque<Key>,
+}
 
 /// A switch at one sampling instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,8 +124,11 @@ pub struct Emulation {
     /// so that no host is always first (or last) into a queue because of the order it was
     /// declared in (a phase effect a real network does not have).
     heap: BinaryHeap<Reverse<Key>>,
-    /// The events of the heap's keys, by slot; `free` lists the empty slots.
-    events: Vec<Option<Ev>>,
+    /// The events of the heap's keys, by slot, each with its lane (or [`NO_LANE`]); `free`
+    /// lists the empty slots.
+    events: Vec<Option<(u32, Ev)>>,
+    /// Per link direction (`2 * link + (0: from ends[0], 1: from ends[1])`).
+    lanes: Vec<Lane>,
     free: Vec<u32>,
     /// Each switch's next event, kept up to date after every put and advance (asking a switch
     /// costs; most are idle most of the time).
@@ -123,6 +144,8 @@ pub struct Emulation {
     switch_samples: Vec<Vec<SwitchSample>>,
     /// One flow at a time (the runs alone): the flow running, and when it is given up.
     sequential: Option<(usize, Nanos)>,
+    /// The hosts' frame buffers, recycled (see [`FramePool`]).
+    frames: FramePool,
 }
 
 /// Gap between two flows run one after the other.
@@ -222,6 +245,7 @@ impl Emulation {
                     .collect()
             })
             .collect();
+        let lanes = (0..2 * links.len()).map(|_| Lane::default()).collect();
         let mut e = Emulation {
             hosts,
             host_wake: vec![None; n],
@@ -232,6 +256,7 @@ impl Emulation {
             port_link,
             heap: BinaryHeap::new(),
             events: Vec::new(),
+            lanes,
             free: Vec::new(),
             sw_next: Vec::new(),
             seq: 0,
@@ -244,6 +269,7 @@ impl Emulation {
             samples: Vec::new(),
             switch_samples: Vec::new(),
             sequential: (sequential && !all.is_empty()).then_some((0, s.params.duration_ns)),
+            frames: FramePool::default(),
         };
         if let Some(ns) = s.params.sample_ns {
             e.sample_every(ns);
@@ -308,20 +334,37 @@ impl Emulation {
             .expect("every flow has a sender")
     }
 
-    fn push(&mut self, t: Nanos, ev: Ev) {
+    /// Schedules `ev` at `t`: in the heap, or behind the last frame of `lane` when it comes
+    /// after it (`NO_LANE`: in the heap).
+    fn push(&mut self, t: Nanos, ev: Ev, lane: u32) {
         let tie = self.rng.next_u64();
         let slot = match self.free.pop() {
-            Some(i) => {
-                self.events[i as usize] = Some(ev);
-                i
-            }
+            Some(i) => i,
             None => {
-                self.events.push(Some(ev));
+                self.events.push(None);
                 (self.events.len() - 1) as u32
             }
         };
-        self.heap.push(Reverse((t, tie, self.seq, slot)));
+        let key = (t, tie, self.seq, slot);
         self.seq += 1;
+        let mut tag = NO_LANE;
+        match self.lanes.get_mut(lane as usize) {
+            Some(l) => match l.head {
+                None => {
+                    l.head = Some(key);
+                    tag = lane;
+                    self.heap.push(Reverse(key));
+                }
+                Some(h) if key > *l.rest.back().unwrap_or(&h) => {
+                    l.rest.push_back(key);
+                    tag = lane;
+                }
+                // Overtaking (not seen in practice: a port serializes its frames): on its own.
+                Some(_) => self.heap.push(Reverse(key)),
+            },
+            None => self.heap.push(Reverse(key)),
+        }
+        self.events[slot as usize] = Some((tag, ev));
     }
 
     fn reschedule(&mut self, h: usize) {
@@ -329,7 +372,7 @@ impl Emulation {
         if next != self.host_wake[h] {
             self.host_wake[h] = next;
             if let Some(t) = next {
-                self.push(t, Ev::Wake(h));
+                self.push(t, Ev::Wake(h), NO_LANE);
             }
         }
     }
@@ -341,22 +384,25 @@ impl Emulation {
             End::Switch(i, p) => self.port_link.get(i).and_then(|v| v.get(p)),
         };
         let Some(&Some(li)) = link else {
-            return; // an unconnected switch port: the frame goes nowhere
+            // An unconnected switch port: the frame goes nowhere.
+            self.frames.put(frame);
+            return;
         };
         let l = &self.links[li];
-        let to = if l.ends[0] == from {
-            l.ends[1]
+        let (to, dir) = if l.ends[0] == from {
+            (l.ends[1], 0)
         } else {
-            l.ends[0]
+            (l.ends[0], 1)
         };
         let arrive = t + wire_time(frame.len(), l.rate_bps) + l.delay_ns;
         let loss = l.loss;
         self.stats.1 += 1;
         if loss > 0.0 && self.rng.uniform() < loss {
             self.stats.2 += 1;
+            self.frames.put(frame);
             return;
         }
-        self.push(arrive, Ev::Deliver { to, frame });
+        self.push(arrive, Ev::Deliver { to, frame }, (2 * li + dir) as u32);
     }
 
     /// Runs to the end (`duration`, or earlier when nothing is left to do).
@@ -392,11 +438,35 @@ impl Emulation {
             }
             now = t;
             woken.clear();
-            while self.heap.peek().is_some_and(|Reverse(k)| k.0 <= t) {
-                let Some(Reverse((te, _, _, slot))) = self.heap.pop() else {
+            loop {
+                let Some(mut top) = self.heap.peek_mut() else {
                     break;
                 };
-                let Some(ev) = self.events.get_mut(slot as usize).and_then(Option::take) else {
+                let Reverse((te, _, _, slot)) = *top;
+                if te > t {
+                    break;
+                }
+                let entry = self.events.get_mut(slot as usize).and_then(Option::take);
+                // The first frame of a lane: the next one takes its place at the top (one sift
+                // down instead of a pop and a push).
+                let next = entry
+                    .as_ref()
+                    .and_then(|(lane, _)| self.lanes.get_mut(*lane as usize))
+                    .and_then(|l| {
+                        debug_assert_eq!(l.head.map(|k| k.3), Some(slot));
+                        l.head = l.rest.pop_front();
+                        l.head
+                    });
+                match next {
+                    Some(k) => {
+                        *top = Reverse(k);
+                        drop(top); // sifts it down now
+                    }
+                    None => {
+                        PeekMut::pop(top);
+                    }
+                }
+                let Some((_, ev)) = entry else {
                     continue;
                 };
                 self.free.push(slot);
@@ -413,7 +483,7 @@ impl Emulation {
                         to: End::Host(h),
                         frame,
                     } => {
-                        self.hosts[h].receive(t, &frame);
+                        self.hosts[h].receive(t, frame, &mut self.frames);
                         woken.push(h);
                     }
                     Ev::Wake(h) if self.host_wake[h] == Some(te) => {
@@ -425,19 +495,19 @@ impl Emulation {
             }
             for i in 0..self.switches.len() {
                 if self.sw_next[i].is_some_and(|e| e <= t) {
-                    self.switches[i].advance_to(t);
+                    let next = self.switches[i].advance_to(t);
                     self.switches[i].take_into(&mut emitted);
                     for e in emitted.drain(..) {
                         self.send(End::Switch(i, e.port_idx), e.ts, e.data);
                     }
-                    self.sw_next[i] = self.switches[i].next_event();
+                    self.sw_next[i] = next;
                 }
             }
             woken.sort_unstable();
             woken.dedup();
             for &h in &woken {
                 self.hosts[h].on_time(t);
-                while let Some(f) = self.hosts[h].transmit(t) {
+                while let Some(f) = self.hosts[h].transmit(t, &mut self.frames) {
                     self.send(End::Host(h), t, f);
                 }
                 self.reschedule(h);

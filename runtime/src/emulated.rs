@@ -15,8 +15,9 @@ pub trait EmulatedSwitch {
     fn ports(&self) -> &[PortInfo];
     /// Frame `frame` arrives on port index `port_idx` at `ts` (not before the current time).
     fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>);
-    /// Run everything due at or before `t`.
-    fn advance_to(&mut self, t: Nanos);
+    /// Run everything due at or before `t`; returns [`EmulatedSwitch::next_event`] after that
+    /// (known then without asking the switch again).
+    fn advance_to(&mut self, t: Nanos) -> Option<Nanos>;
     /// The next time something is due, `None` when idle.
     fn next_event(&self) -> Option<Nanos>;
     /// Every frame emitted since the last call (port index, start of transmission, bytes),
@@ -33,8 +34,8 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>) {
         Harness::put_owned(self, port_idx, ts, frame)
     }
-    fn advance_to(&mut self, t: Nanos) {
-        Harness::advance_to(self, t)
+    fn advance_to(&mut self, t: Nanos) -> Option<Nanos> {
+        Harness::advance_and_next(self, t)
     }
     fn next_event(&self) -> Option<Nanos> {
         Harness::next_event(self)

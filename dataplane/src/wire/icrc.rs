@@ -96,8 +96,11 @@ pub fn compute(frame: &[u8], l3_off: usize) -> Result<u32, WireError> {
 
 /// Compute with an already located layout (from [`IcrcLayout::locate`] on this same frame).
 pub fn compute_with(frame: &[u8], lay: &IcrcLayout) -> u32 {
-    let mut h = Hasher::new();
-    h.update(&[0xff; 8]);
+    // The masked headers go to the hasher as one run: a CRC over short pieces costs a call and
+    // a byte-wise tail each (four pieces were most of a small frame's ICRC, and a tenth of a
+    // 1 KB one's); the CRC of the concatenation is the same value.
+    let mut hdr = [0u8; 8 + 60 + 8 + BTH_LEN];
+    hdr[..8].fill(0xff);
     // IP header, masked. IPv4 up to 60 bytes with options; IPv6 fixed 40.
     let mut ip = [0u8; 60];
     let ip_src = frame.get(lay.l3_off..lay.udp_off).unwrap_or(&[]);
@@ -115,22 +118,25 @@ pub fn compute_with(frame: &[u8], lay: &IcrcLayout) -> u32 {
         ip[3] = 0xff;
         ip[7] = 0xff; // hop limit
     }
-    h.update(&ip[..n]);
+    hdr[8..8 + n].copy_from_slice(&ip[..n]);
+    let mut at = 8 + n;
     // UDP header with the checksum masked.
-    let mut udp = [0u8; 8];
+    let udp = &mut hdr[at..at + 8];
     if let Some(s) = frame.get(lay.udp_off..lay.udp_off + 8) {
         udp.copy_from_slice(s);
     }
     udp[6] = 0xff;
     udp[7] = 0xff;
-    h.update(&udp);
+    at += 8;
     // BTH with byte 4 (FECN/BECN/resv6) masked.
-    let mut bth = [0u8; BTH_LEN];
+    let bth = &mut hdr[at..at + BTH_LEN];
     if let Some(s) = frame.get(lay.bth_off..lay.bth_off + BTH_LEN) {
         bth.copy_from_slice(s);
     }
     bth[4] = 0xff;
-    h.update(&bth);
+    at += BTH_LEN;
+    let mut h = Hasher::new();
+    h.update(&hdr[..at]);
     h.update(
         frame
             .get(lay.bth_off + BTH_LEN..lay.icrc_off)

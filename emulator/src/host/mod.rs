@@ -64,6 +64,31 @@ const SYNDROME_ACK: u8 = 0x1f;
 /// AETH syndrome of a PSN-sequence-error NAK.
 const SYNDROME_NAK_PSN: u8 = 0x60;
 
+/// Frame buffers recycled between hosts: a frame a host has received becomes the next frame a
+/// host builds, so a hop allocates nothing. Shared by all hosts (a sender receives one ACK per
+/// several data frames it builds; its receiver the other way round).
+#[derive(Debug, Default)]
+pub struct FramePool(Vec<Vec<u8>>);
+
+/// At most this many buffers wait in a [`FramePool`] (more would only hold memory).
+const MAX_POOLED: usize = 1024;
+
+impl FramePool {
+    /// An empty buffer (recycled when one is there).
+    pub fn get(&mut self) -> Vec<u8> {
+        let mut v = self.0.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    /// Give back a buffer no longer needed.
+    pub fn put(&mut self, v: Vec<u8>) {
+        if self.0.len() < MAX_POOLED && v.capacity() > 0 {
+            self.0.push(v);
+        }
+    }
+}
+
 /// Time to put `bytes` (a frame, without FCS) on a link of `rate_bps`.
 pub fn wire_time(bytes: usize, rate_bps: u64) -> Nanos {
     ((bytes as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).div_ceil(rate_bps)
@@ -331,16 +356,22 @@ impl Host {
 
     /// A frame arrived at `now`: the host agents see it first (they may rewrite it, take it, or
     /// turn it into an RTT sample for one of the host's QPs), then the RNIC.
-    pub fn receive(&mut self, now: Nanos, frame: &[u8]) {
+    /// The frame's buffer (and those of the frames it answers) comes from and goes back to `pool`.
+    pub fn receive(&mut self, now: Nanos, frame: Vec<u8>, pool: &mut FramePool) {
+        let mut f = frame;
+        self.receive_in(now, &mut f, pool);
+        pool.put(f);
+    }
+
+    fn receive_in(&mut self, now: Nanos, f: &mut Vec<u8>, pool: &mut FramePool) {
         self.stats.rx_frames += 1;
         if self.agents.is_empty() {
-            self.rnic_receive(now, frame);
+            self.rnic_receive(now, f, pool);
             return;
         }
-        let mut f = frame.to_vec();
         let host = self.addr();
         for a in &mut self.agents {
-            match a.on_rx(&host, now, &mut f) {
+            match a.on_rx(&host, now, f) {
                 RxAction::Pass => {}
                 RxAction::Consumed => return,
                 RxAction::RttSample {
@@ -376,10 +407,10 @@ impl Host {
                 }
             }
         }
-        self.rnic_receive(now, &f);
+        self.rnic_receive(now, f, pool);
     }
 
-    fn rnic_receive(&mut self, now: Nanos, frame: &[u8]) {
+    fn rnic_receive(&mut self, now: Nanos, frame: &[u8], pool: &mut FramePool) {
         if !self.conns.is_empty()
             && frame.get(12..14) == Some(&[0x08, 0x00])
             && frame.get(23) == Some(&6)
@@ -432,13 +463,21 @@ impl Host {
             | opcode::RC_RDMA_WRITE_ONLY => {
                 let ack_req = bth.ack_req();
                 let ce = parsed.ecn == ecn::CE;
-                self.on_data(now, qpn, psn, ack_req, ce);
+                self.on_data(now, qpn, psn, ack_req, ce, pool);
             }
             _ => self.stats.rx_ignored += 1,
         }
     }
 
-    fn on_data(&mut self, now: Nanos, qpn: u32, psn: u32, ack_req: bool, ce: bool) {
+    fn on_data(
+        &mut self,
+        now: Nanos,
+        qpn: u32,
+        psn: u32,
+        ack_req: bool,
+        ce: bool,
+        pool: &mut FramePool,
+    ) {
         let (ack_interval, nak_interval, cnp_interval) = (
             self.p.ack_interval,
             self.p.nak_interval_ns,
@@ -453,7 +492,8 @@ impl Host {
         let (peer, peer_qpn, sport) = (r.peer_ip, r.peer_qpn, r.sport);
         let a = self.addrs(peer, sport, self.p.control_dscp, ecn::NOT_ECT);
         if cnp {
-            let mut buf = vec![0u8; 128];
+            let mut buf = pool.get();
+            buf.resize(128, 0);
             if let Ok(n) = build_cnp_v4(
                 &mut buf,
                 a.src_mac,
@@ -484,10 +524,13 @@ impl Host {
             msn: 0,
             pkey: PKEY_DEFAULT,
         };
-        let mut buf = vec![0u8; 128];
+        let mut buf = pool.get();
+        buf.resize(128, 0);
         if let Ok(n) = build_ack_v4(&mut buf, &a, &spec) {
             buf.truncate(n);
             self.ctrl.push_back(buf);
+        } else {
+            pool.put(buf);
         }
     }
 
@@ -692,7 +735,8 @@ impl Host {
     }
 
     /// The next frame the NIC starts sending at `now`, if it is free and has one.
-    pub fn transmit(&mut self, now: Nanos) -> Option<Vec<u8>> {
+    /// A data frame is built in a buffer from `pool`.
+    pub fn transmit(&mut self, now: Nanos, pool: &mut FramePool) -> Option<Vec<u8>> {
         if self.nic_free > now {
             return None;
         }
@@ -709,14 +753,14 @@ impl Host {
                 }
                 f
             }
-            None => self.next_data(now)?,
+            None => self.next_data(now, pool)?,
         };
         self.nic_free = now + wire_time(frame.len(), self.spec.rate_bps);
         self.stats.tx_frames += 1;
         Some(frame)
     }
 
-    fn next_data(&mut self, now: Nanos) -> Option<Vec<u8>> {
+    fn next_data(&mut self, now: Nanos, pool: &mut FramePool) -> Option<Vec<u8>> {
         if now < self.paused_until {
             return None;
         }
@@ -763,8 +807,12 @@ impl Host {
             + BTH_LEN
             + self.after.len()
             + icrc::ICRC_LEN;
-        let mut buf = vec![0u8; n];
-        let len = build_roce_v4(&mut buf, &a, &bth, &self.after).ok()?;
+        let mut buf = pool.get();
+        buf.resize(n, 0);
+        let Ok(len) = build_roce_v4(&mut buf, &a, &bth, &self.after) else {
+            pool.put(buf);
+            return None;
+        };
         buf.truncate(len);
         let host = self.addr();
         let kind = TxKind::Data {
@@ -845,22 +893,23 @@ mod tests {
         let mut b = host("b", [10, 0, 0, 2], 2);
         a.add_sender(0, b.spec.ip, 1500, 0, false);
         b.add_receiver(0, a.spec.ip, 0, false);
-        let f0 = a.transmit(0).expect("first packet");
+        let pool = &mut FramePool::default();
+        let f0 = a.transmit(0, pool).expect("first packet");
         assert_eq!(icrc::verify(&f0, 14), Ok(true));
-        assert!(a.transmit(0).is_none(), "the NIC is busy serializing");
+        assert!(a.transmit(0, pool).is_none(), "the NIC is busy serializing");
         let t1 = wire_time(f0.len(), 100_000_000_000);
-        let mut f1 = a.transmit(t1).expect("second packet");
+        let mut f1 = a.transmit(t1, pool).expect("second packet");
         // Mark the second packet CE as a switch would (the ICRC masks ECN).
         ecn::mark_ce(&mut f1, 14);
-        b.receive(t1 + 1000, &f0);
-        b.receive(t1 + 2000, &f1);
-        let ack0 = b.transmit(t1 + 1000).unwrap();
+        b.receive(t1 + 1000, f0, pool);
+        b.receive(t1 + 2000, f1, pool);
+        let ack0 = b.transmit(t1 + 1000, pool).unwrap();
         assert_eq!(icrc::verify(&ack0, 14), Ok(true));
-        let cnp = b.transmit(t1 + 3000).unwrap();
-        let ack1 = b.transmit(t1 + 4000).unwrap();
+        let cnp = b.transmit(t1 + 3000, pool).unwrap();
+        let ack1 = b.transmit(t1 + 4000, pool).unwrap();
         assert_eq!(b.stats.cnps_sent, 1);
-        for f in [&ack0, &cnp, &ack1] {
-            a.receive(t1 + 5000, f);
+        for f in [ack0, cnp, ack1] {
+            a.receive(t1 + 5000, f, pool);
         }
         assert_eq!(a.senders[0].qp.done, Some(t1 + 5000));
         assert_eq!(a.senders[0].qp.cnps, 1);
@@ -880,10 +929,12 @@ mod tests {
             [0, 0, 0, 100, 0, 0, 0, 0],
         )
         .unwrap();
-        a.receive(0, &pfc[..n]);
-        assert!(a.transmit(0).is_none());
+        let pool = &mut FramePool::default();
+        pfc.truncate(n);
+        a.receive(0, pfc, pool);
+        assert!(a.transmit(0, pool).is_none());
         // 100 quanta * 512 bits at 100 Gb/s = 512 ns.
         assert_eq!(a.next_wake(), Some(512));
-        assert!(a.transmit(512).is_some());
+        assert!(a.transmit(512, pool).is_some());
     }
 }
