@@ -47,8 +47,8 @@ pub fn pick(hash: u64, n: u32) -> u32 {
 /// `a % n` for a divisor `n` fixed at configuration time, by multiplication instead of a
 /// division (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019): exact for
 /// every `u32` dividend and every divisor `n >= 1`. A data path that takes a remainder by the
-/// same `n` per packet (Themis-S's path of a PSN, equation 1) pays for a 32-bit `div` 20-30
-/// cycles on the CPUs we measure; this is two multiplications.
+/// same `n` per packet (Themis-S's path of a PSN, equation 1) pays 10 to 30 cycles for a `div`,
+/// depending on the CPU; this is two multiplications.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FastMod {
     n: u32,
@@ -64,12 +64,6 @@ impl FastMod {
             n,
             m: (u64::MAX / u64::from(n)).wrapping_add(1),
         }
-    }
-
-    /// The divisor.
-    #[inline(always)]
-    pub fn divisor(&self) -> u32 {
-        self.n
     }
 
     /// `a % n`.
