@@ -484,12 +484,34 @@ pub struct Harness<P: BufPool, L: Pipeline<P>> {
     script: Script,
     emitted: Vec<Emitted>,
     /// Empty frame buffers the emitted frames are copied into (see [`Script::used`]).
-    spare: Vec<Vec<u8>>,
+    spare: FramePool,
 }
 
-/// At most this many spare buffers are kept (a switch that drops or consumes more than it
-/// makes would otherwise collect them all).
-const MAX_SPARE: usize = 1024;
+/// Frame buffers for reuse: a frame taken in becomes the next frame made, so a simulated hop
+/// allocates nothing. The [`Harness`] keeps one for what its switch emits; the emulator keeps
+/// one for what its hosts build.
+#[derive(Debug, Default)]
+pub struct FramePool(Vec<Vec<u8>>);
+
+/// At most this many buffers wait in a [`FramePool`] (one whose owner drops or consumes more
+/// than it makes would otherwise collect them all).
+const MAX_POOLED: usize = 1024;
+
+impl FramePool {
+    /// An empty buffer (recycled when one is there).
+    pub fn get(&mut self) -> Vec<u8> {
+        let mut v = self.0.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    /// Give back a buffer no longer needed.
+    pub fn put(&mut self, v: Vec<u8>) {
+        if self.0.len() < MAX_POOLED && v.capacity() > 0 {
+            self.0.push(v);
+        }
+    }
+}
 
 impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     pub fn new(sw: Switch<P, L>) -> Self {
@@ -498,7 +520,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             driver: Driver::default(),
             script: Script::default(),
             emitted: Vec::new(),
-            spare: Vec::new(),
+            spare: FramePool::default(),
         }
     }
 
@@ -547,8 +569,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         let em = &mut self.emitted;
         let spare = &mut self.spare;
         let mut sink = |idx: usize, ts: Nanos, p: &P::Buf| {
-            let mut data = spare.pop().unwrap_or_default();
-            data.clear();
+            let mut data = spare.get();
             data.extend_from_slice(p.data());
             em.push(Emitted {
                 port_idx: idx,
@@ -565,10 +586,9 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             &mut sink,
         );
         // The frames taken in this run are the next run's emission buffers.
-        let room = MAX_SPARE.saturating_sub(self.spare.len());
-        let n = self.script.used.len().min(room);
-        self.spare.extend(self.script.used.drain(..n));
-        self.script.used.clear();
+        for v in self.script.used.drain(..) {
+            self.spare.put(v);
+        }
         assert!(
             !self.driver.summary.stalled,
             "the switch stalled (a next_event bug)"

@@ -31,6 +31,7 @@ pub mod timely;
 use crate::scenario::{Connect, HostSpec, Params};
 use cc::{AgentRate, Cc};
 use dcqcn::Dcqcn;
+pub use longhaul_dataplane::replay::FramePool;
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::ethernet;
 use longhaul_dataplane::wire::ethernet::{MacAddr, ETHERTYPE_IPV4, ETHERTYPE_MAC_CONTROL};
@@ -63,31 +64,6 @@ pub const WIRE_OVERHEAD: u64 = 24;
 const SYNDROME_ACK: u8 = 0x1f;
 /// AETH syndrome of a PSN-sequence-error NAK.
 const SYNDROME_NAK_PSN: u8 = 0x60;
-
-/// Frame buffers recycled between hosts: a frame a host has received becomes the next frame a
-/// host builds, so a hop allocates nothing. Shared by all hosts (a sender receives one ACK per
-/// several data frames it builds; its receiver the other way round).
-#[derive(Debug, Default)]
-pub struct FramePool(Vec<Vec<u8>>);
-
-/// At most this many buffers wait in a [`FramePool`] (more would only hold memory).
-const MAX_POOLED: usize = 1024;
-
-impl FramePool {
-    /// An empty buffer (recycled when one is there).
-    pub fn get(&mut self) -> Vec<u8> {
-        let mut v = self.0.pop().unwrap_or_default();
-        v.clear();
-        v
-    }
-
-    /// Give back a buffer no longer needed.
-    pub fn put(&mut self, v: Vec<u8>) {
-        if self.0.len() < MAX_POOLED && v.capacity() > 0 {
-            self.0.push(v);
-        }
-    }
-}
 
 /// Time to put `bytes` (a frame, without FCS) on a link of `rate_bps`.
 pub fn wire_time(bytes: usize, rate_bps: u64) -> Nanos {
