@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Instructions per frame of the forwarding lcore, longhaul against DPDK's l3fwd, under callgrind.
+#
+#   perf/instructions.sh [SECONDS] [CONFIG...]   (defaults 30 and perf/dpdk-baseline.toml)
+#   L3FWD=$(perf/build-l3fwd.sh) perf/instructions.sh 30 perf/dpdk-baseline.toml perf/dpdk-spray.toml
+#
+# perf/testpmd.sh's rates swing by 20-40% from one minute to the next on a shared VM (perf/README.md,
+# every section); an instruction count does not. For each CONFIG this runs `longhaul run` under
+# `valgrind --tool=callgrind` for SECONDS (stopped with SIGINT), then l3fwd on the same --vdev
+# arguments (when L3FWD is set), and prints, per frame received: the worker lcore's instructions
+# (longhaul: inclusive cost of `lcore::trampoline`, the PMDs' rx and tx included; l3fwd: inclusive
+# cost of `lpm_main_loop`), DPDK's own share of them (the PMDs', mempool's and ethdev's functions),
+# and the ratio l3fwd / longhaul. An instruction ratio is not a rate ratio: the
+# PMDs' copies stall on memory and our code mostly does not, so on this VM the rate ratio has been
+# 1.5-2 times the instruction ratio (perf/README.md). It is the stable measure to compare commits by.
+#
+# Frames: longhaul's `run: N frames in` line at exit; l3fwd's `Rx-total:` line at exit (the l3fwd
+# build of perf/build-l3fwd.sh prints it). CONFIG needs `[dpdk] eal_args` with its --vdev arguments,
+# as perf/testpmd.sh's configs have. Env: LONGHAUL (binary; default: build release with the dpdk
+# feature), L3FWD (optional), OUT (directory for the callgrind files; default a new one in /tmp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${1:-30}
+shift || true
+CONFIGS=("$@")
+[ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(perf/dpdk-baseline.toml)
+OUT=${OUT:-$(mktemp -d /tmp/longhaul-instructions.XXXXXX)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+command -v callgrind_annotate >/dev/null || { echo "needs callgrind_annotate (valgrind)" >&2; exit 1; }
+if [ -z "${LONGHAUL:-}" ]; then
+  cargo build --release --features dpdk --locked -q
+  LONGHAUL=target/release/longhaul
+fi
+for c in "${CONFIGS[@]}"; do [ -f "$c" ] || { echo "no config $c" >&2; exit 1; }; done
+
+# cost FILE yes|no PATTERN...: the summed inclusive (yes) or own (no) instructions of the functions
+# whose name matches one of the patterns, each counted once.
+cost() {
+  local file=$1 incl=$2
+  shift 2
+  # From /: run inside the repository, callgrind_annotate resolves some of the binary's relative
+  # source names and then lists a function under two names, splitting its cost.
+  (cd / && callgrind_annotate --auto=no --inclusive="$incl" --threshold=100 "$file") 2>/dev/null | python3 -c '
+import re, sys
+pats = sys.argv[1:]
+total, seen = 0, set()
+for line in sys.stdin:
+    m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S.*)$", line)
+    if not m:
+        continue
+    name = m.group(2)
+    if name in seen or not any(p in name for p in pats):
+        continue
+    seen.add(name)
+    total += int(m.group(1).replace(",", ""))
+print(total)' "$@"
+}
+
+# DPDK's own instructions on the forwarding path: the functions of its PMD, mempool, mbuf and ethdev
+# shared libraries (stripped, so callgrind names many by library and address), own cost only. (Not
+# the EAL's: l3fwd's main lcore spins in rte_delay_ms there.)
+DPDK_PATTERNS=("/librte_net_" "/librte_mempool" "/librte_mbuf" "/librte_ethdev")
+
+printf '%-28s %12s %10s %10s %10s %8s\n' config program frames "instr/fr" "DPDK/fr" ratio
+for CONFIG in "${CONFIGS[@]}"; do
+  name=$(basename "$CONFIG" .toml)
+  read -r VDEVS_STR < <(python3 -c '
+import sys, tomllib
+cfg = tomllib.load(open(sys.argv[1], "rb"))
+v = [a for a in cfg.get("dpdk", {}).get("eal_args", []) if a.startswith("--vdev=")]
+if not v:
+    sys.exit(f"{sys.argv[1]}: no --vdev in [dpdk] eal_args")
+print(*v)' "$CONFIG")
+  read -r -a VDEVS <<<"$VDEVS_STR"
+
+  timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.longhaul.cg" \
+    "$LONGHAUL" run --config "$CONFIG" </dev/null >"$OUT/$name.longhaul.log" 2>&1 || true
+  frames=$(awk '/^run: / { print $2 }' "$OUT/$name.longhaul.log")
+  [ -n "$frames" ] && [ "$frames" -gt 0 ] || { echo "$CONFIG: no 'run:' line; see $OUT/$name.longhaul.log" >&2; exit 1; }
+  worker=$(cost "$OUT/$name.longhaul.cg" yes "lcore::trampoline [")
+  pmd=$(cost "$OUT/$name.longhaul.cg" no "${DPDK_PATTERNS[@]}")
+  lh=$(python3 -c "print(f'{$worker / $frames:.0f}')")
+  printf '%-28s %12s %10s %10s %10.0f %8s\n' "$name" longhaul "$frames" "$lh" \
+    "$(python3 -c "print($pmd / $frames)")" ""
+
+  if [ -n "${L3FWD:-}" ]; then
+    printf 'R10.1.0.0/16 1\nR10.0.0.0/24 0\n' >"$OUT/l3fwd.v4"
+    printf 'R2001:0db8:0001:0000:0000:0000:0000:0000/48 1\n' >"$OUT/l3fwd.v6"
+    L3_VDEVS=()
+    for v in "${VDEVS[@]}"; do
+      case "$v" in
+        --vdev=net_pcap0,*) L3_VDEVS+=("$v,tx_pcap=$OUT/l3fwd-tx0.pcap,tx_pcap=$OUT/l3fwd-tx1.pcap") ;;
+        *) L3_VDEVS+=("$v") ;;
+      esac
+    done
+    timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.l3fwd.cg" \
+      "$L3FWD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry \
+      --file-prefix=longhaul-instr-$$ "${L3_VDEVS[@]}" \
+      -- -p 0x3 --config="(0,0,1)" --parse-ptype --lookup=lpm \
+      --rule_ipv4="$OUT/l3fwd.v4" --rule_ipv6="$OUT/l3fwd.v6" </dev/null >"$OUT/$name.l3fwd.log" 2>&1 || true
+    l3frames=$(awk '/Rx-total:/ { print $2 }' "$OUT/$name.l3fwd.log")
+    [ -n "$l3frames" ] && [ "$l3frames" -gt 0 ] || { echo "l3fwd: no 'Rx-total:' line (an l3fwd not built by perf/build-l3fwd.sh?); see $OUT/$name.l3fwd.log" >&2; exit 1; }
+    l3worker=$(cost "$OUT/$name.l3fwd.cg" yes "lpm_main_loop [")
+    l3pmd=$(cost "$OUT/$name.l3fwd.cg" no "${DPDK_PATTERNS[@]}")
+    l3=$(python3 -c "print(f'{$l3worker / $l3frames:.0f}')")
+    printf '%-28s %12s %10s %10s %10.0f %8.3f\n' "" l3fwd "$l3frames" "$l3" \
+      "$(python3 -c "print($l3pmd / $l3frames)")" "$(python3 -c "print($l3 / $lh)")"
+  fi
+done
+echo "(callgrind files and logs in $OUT)"
