@@ -184,8 +184,8 @@ struct ClassQ<B: PacketBuf> {
 impl<B: PacketBuf> ClassQ<B> {
     /// The class's ECN marker on `pkt` at a queue depth of `depth_bytes` (before the packet):
     /// CE and `FLAG_ECN_MARKED` on a mark, counted; Not-ECT left unchanged and counted. Returns
-    /// whether it marked.
-    #[inline]
+    /// whether it marked. Always inlined: once per admitted packet, nearly always below K_min.
+    #[inline(always)]
     fn mark(&mut self, pkt: &mut B, depth_bytes: u64) -> bool {
         let Some(red) = self.red.as_mut() else {
             return false;

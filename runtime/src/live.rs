@@ -79,7 +79,10 @@ pub struct Swap<P: BufPool, L: Pipeline<P>> {
 }
 
 /// Where the control thread leaves a [`Swap`]; the worker `try_lock`s it once per iteration.
-pub type SwapSlot<P, L> = Arc<Mutex<Option<Swap<P, L>>>>;
+/// Boxed: `take` moves the slot's content out on every iteration, and an unboxed `Swap` (a whole
+/// switch, some KB) was a memcpy per iteration even when the slot was empty (about 20
+/// instructions per frame, perf/README.md).
+pub type SwapSlot<P, L> = Arc<Mutex<Option<Box<Swap<P, L>>>>>;
 
 /// Run `sw` over `ports` (index i of `ports` is port index i of the switch) until stopped.
 /// Time is `mono_ns()`: the same monotonic clock the control thread stamps commands with.
@@ -109,6 +112,7 @@ where
         if let Some(slot) = swap {
             if let Ok(mut pending) = slot.try_lock() {
                 if let Some(new) = pending.take() {
+                    let new = *new;
                     sum.swaps += 1;
                     // A switch still draining from an earlier reload finishes first.
                     if let Some(d) = draining.take() {

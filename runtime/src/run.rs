@@ -249,7 +249,7 @@ where
             let mut pending = slot
                 .lock()
                 .map_err(|_| "a worker's swap slot is poisoned".to_string())?;
-            *pending = Some(swap);
+            *pending = Some(Box::new(swap));
         }
         running = new.clone();
         Ok(handles)

@@ -185,6 +185,8 @@ impl PfcGenerator {
     /// - Otherwise accounted; if the count reaches `xoff_bytes` and the priority is not already
     ///   paused, an XOFF for (port, prio) with `pause_quanta` is pushed to `out` (if `out` is
     ///   full it is left pending and `poll` emits it).
+    /// Inlined into the engine's admission (its one caller per packet), as is `on_dequeue`.
+    #[inline]
     pub fn on_enqueue(
         &mut self,
         port: u16,
@@ -223,6 +225,7 @@ impl PfcGenerator {
     /// falls to `xon_bytes` or below, an XON (pause time 0) is pushed to `out` (pending for `poll`
     /// if `out` is full). Unaccounted (port, prio) are ignored; more bytes than accounted clamp the
     /// count at 0 and count an underflow.
+    #[inline]
     pub fn on_dequeue(&mut self, port: u16, prio: u8, bytes: u64, now: Nanos, out: &mut ActionBuf) {
         let Some(i) = self.idx(port, prio) else {
             return;

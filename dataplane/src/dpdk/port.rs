@@ -362,6 +362,7 @@ impl QueueIo {
         let got = usize::from(got).min(n);
         out.reserve(got);
         let mut added = 0;
+        let mut bytes = 0u64;
         for &m in &raw[..got] {
             let Some(m) = NonNull::new(m) else { continue };
             if Mbuf::raw_nb_segs(m) != 1 {
@@ -381,11 +382,14 @@ impl QueueIo {
             // SAFETY: a single-segment mbuf the PMD handed over (we own it now), from a pool whose
             // private area holds Meta (checked just above).
             let b = unsafe { Mbuf::from_raw(m) };
-            self.stats.rx_pkts += 1;
-            self.stats.rx_bytes += b.len() as u64;
+            bytes += b.len() as u64;
             out.push(b);
             added += 1;
         }
+        // Counted once per burst: kept in `self` inside the loop, the counters were stored back
+        // around every `push` (which may grow the vector, a call).
+        self.stats.rx_pkts += added as u64;
+        self.stats.rx_bytes += bytes;
         added
     }
 

@@ -52,7 +52,7 @@ use longhaul_dataplane::asic::table::{ExactTable, TableConfig, WhenFull};
 use longhaul_dataplane::counters::{DropCounters, DropReason};
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
-use longhaul_dataplane::wire::ipv4::Ipv4Packet;
+use longhaul_dataplane::wire::ipv4;
 use longhaul_dataplane::wire::ipv6::Ipv6Packet;
 use longhaul_dataplane::wire::parse::{parse, L3Kind, ParseOptions, Parsed};
 use neighbor::Neighbors;
@@ -501,13 +501,14 @@ impl Forwarding {
         let rest = frame.get(l3..).ok_or(DropReason::Truncated)?;
         let (nh, dst) = match p.l3 {
             L3Kind::V4 => {
-                let ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
-                let d = u32::from(ip.dst_addr());
+                // `routable`: the parser checked this header (version, IHL, lengths).
+                let ip = ipv4::fixed_header(rest).ok_or(DropReason::Truncated)?;
+                let d = ipv4::dst_of(ip);
                 let nh = match self.v4.lookup_ref(d) {
                     Some(&RouteEntry::One(nh)) => Some(nh),
                     Some(&RouteEntry::Group(g)) => {
-                        let src = map_v4(u32::from(ip.src_addr()));
-                        self.ecmp_member(g, src, map_v4(d), p, ip.is_fragment())
+                        let src = map_v4(ipv4::src_of(ip));
+                        self.ecmp_member(g, src, map_v4(d), p, ipv4::is_fragment_fixed(ip))
                     }
                     None => None,
                 };
@@ -607,8 +608,9 @@ impl Forwarding {
         let rest = frame.get_mut(l3..).ok_or(DropReason::Truncated)?;
         match p.l3 {
             L3Kind::V4 => {
-                let mut ip = Ipv4Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
-                ip.decrement_ttl().map_err(|e| e.drop_reason())?;
+                // Looked up by `lookup_stage`: a header the parser checked.
+                let ip = ipv4::fixed_header_mut(rest).ok_or(DropReason::Truncated)?;
+                ipv4::decrement_ttl_fixed(ip).map_err(|e| e.drop_reason())?;
             }
             L3Kind::V6 => {
                 let mut ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
@@ -929,5 +931,11 @@ impl<P: BufPool> Pipeline<P> for Baseline {
             i.egress(ctx, pkt);
         }
         Action::Forward
+    }
+
+    /// Only INT has egress work.
+    #[inline]
+    fn egress_active(&self) -> bool {
+        self.int.is_some()
     }
 }
