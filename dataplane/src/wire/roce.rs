@@ -561,7 +561,7 @@ pub fn build_roce_v4(
         return Err(WireError::NoRoom);
     }
     buf[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + after_bth.len()].copy_from_slice(after_bth);
-    write_roce_v4(buf, a, bth, after_bth.len(), total)
+    write_roce_v4(buf, a, bth, after_bth.len(), total, 0)
 }
 
 /// Where the bytes after the BTH start in a frame of [`build_roce_v4`] (Ethernet, a 20-byte
@@ -571,19 +571,21 @@ pub const ROCE_V4_AFTER_BTH: usize =
 
 /// As [`build_roce_v4`], with the `after_bth_len` bytes after the BTH already in place in
 /// `buf[ROCE_V4_AFTER_BTH..]`: a sender that writes its payload straight into the frame (the
-/// emulator's hosts) saves building it aside and copying it in. Same bytes as
-/// [`build_roce_v4`] given those bytes.
+/// emulator's hosts) saves building it aside and copying it in. The last `zero_tail` of them
+/// are zeros (a payload of zeros and its pad), which the ICRC crosses without reading them
+/// ([`icrc::fill_zero_tail`]). Same bytes as [`build_roce_v4`] given those bytes.
 pub fn build_roce_v4_in_place(
     buf: &mut [u8],
     a: &RoceAddrs<Ipv4Addr>,
     bth: &BthRepr,
     after_bth_len: usize,
+    zero_tail: usize,
 ) -> Result<usize, WireError> {
     let total = roce_v4_len(after_bth_len)?;
     if buf.len() < total {
         return Err(WireError::NoRoom);
     }
-    write_roce_v4(buf, a, bth, after_bth_len, total)
+    write_roce_v4(buf, a, bth, after_bth_len, total, zero_tail)
 }
 
 /// The length of a [`build_roce_v4`] frame with `after_bth_len` bytes after the BTH.
@@ -597,13 +599,16 @@ fn roce_v4_len(after_bth_len: usize) -> Result<usize, WireError> {
 }
 
 /// The headers and the ICRC of a [`build_roce_v4`] frame of `total` bytes (checked by the
-/// caller to fit `buf`) around the bytes after the BTH, which are in place.
+/// caller to fit `buf`) around the bytes after the BTH, which are in place, the last
+/// `zero_tail` of them zeros (0: none known).
+#[inline]
 fn write_roce_v4(
     buf: &mut [u8],
     a: &RoceAddrs<Ipv4Addr>,
     bth: &BthRepr,
     after_bth_len: usize,
     total: usize,
+    zero_tail: usize,
 ) -> Result<usize, WireError> {
     let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth_len + icrc::ICRC_LEN;
     let mut off = ethernet::write_header(buf, a.dst_mac, a.src_mac, ethernet::ETHERTYPE_IPV4)?;
@@ -630,7 +635,11 @@ fn write_roce_v4(
     )?;
     off += write_bth(&mut buf[off..], bth)?;
     debug_assert_eq!(off, ROCE_V4_AFTER_BTH);
-    icrc::fill(&mut buf[..total], l3)?;
+    if zero_tail == 0 {
+        icrc::fill(&mut buf[..total], l3)?;
+    } else {
+        icrc::fill_zero_tail(&mut buf[..total], l3, zero_tail)?;
+    }
     Ok(total)
 }
 
@@ -1074,13 +1083,31 @@ mod tests {
         let mut got = [0xeeu8; 256];
         got[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + after.len()].copy_from_slice(&after);
         assert_eq!(
-            build_roce_v4_in_place(&mut got, &a, &bth, after.len()),
+            build_roce_v4_in_place(&mut got, &a, &bth, after.len(), 0),
             Ok(n)
         );
         assert_eq!(&got[..n], &want[..n]);
         assert_eq!(
-            build_roce_v4_in_place(&mut got[..n - 1], &a, &bth, after.len()),
+            build_roce_v4_in_place(&mut got[..n - 1], &a, &bth, after.len(), 0),
             Err(WireError::NoRoom)
         );
+        // A payload of zeros after a RETH, the ICRC carried across them.
+        let mut after = vec![0u8; RETH_LEN + 1024 + 2];
+        after[..RETH_LEN].fill(0x5a);
+        let n = build_roce_v4(&mut want, &a, &bth, &after[..30]).unwrap();
+        let mut got = [0u8; 256];
+        got[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + RETH_LEN].fill(0x5a);
+        assert_eq!(build_roce_v4_in_place(&mut got, &a, &bth, 30, 14), Ok(n));
+        assert_eq!(&got[..n], &want[..n]);
+        let mut big = vec![0u8; 2048];
+        let n = build_roce_v4(&mut big, &a, &bth, &after).unwrap();
+        let mut got = vec![0u8; 2048];
+        got[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + RETH_LEN].fill(0x5a);
+        let zeros = after.len() - RETH_LEN;
+        assert_eq!(
+            build_roce_v4_in_place(&mut got, &a, &bth, after.len(), zeros),
+            Ok(n)
+        );
+        assert_eq!(got, big);
     }
 }

@@ -768,7 +768,8 @@ impl Host {
         let a = self.addrs(s.peer_ip, s.sport, self.p.data_dscp, ecn::ECT0);
         // Ethernet, IPv4, UDP, BTH, then the RETH (first packet), the payload (zeros), the pad
         // and the ICRC: the frame's exact length. The bytes after the BTH are written in the
-        // frame itself (zeroed by the resize, the RETH over them), not built aside and copied.
+        // frame itself (zeroed by the resize, the RETH over them), not built aside and copied;
+        // the ICRC is carried across the zeros without reading them.
         let after_bth = reth + payload + pad;
         let n = ROCE_V4_AFTER_BTH + after_bth + icrc::ICRC_LEN;
         let mut buf = pool.get();
@@ -782,7 +783,7 @@ impl Host {
                 len as u32,
             );
         }
-        let Ok(len) = build_roce_v4_in_place(&mut buf, &a, &bth, after_bth) else {
+        let Ok(len) = build_roce_v4_in_place(&mut buf, &a, &bth, after_bth, payload + pad) else {
             pool.put(buf);
             return None;
         };
