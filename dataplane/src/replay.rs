@@ -81,6 +81,10 @@ pub struct Driver<B> {
     /// The switch's own next event when [`advance`] last returned (see
     /// [`Harness::advance_and_next`]).
     sw_next: Option<Nanos>,
+    /// `Some(sw_next)`: the switch has not changed since [`advance`] returned it, so the next
+    /// call starts from it instead of asking the switch (set by
+    /// [`Harness::advance_and_next`] only; taken by the next call).
+    known_next: Option<Option<Nanos>>,
     pub summary: ReplaySummary,
 }
 
@@ -93,6 +97,7 @@ impl<B: PacketBuf> Default for Driver<B> {
             burst: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
             sw_next: None,
+            known_next: None,
             summary: ReplaySummary::default(),
         }
     }
@@ -131,7 +136,15 @@ pub fn advance<P, L, I, S>(
         d.started = true;
     }
     loop {
-        let sw_next = sw.next_event(d.now);
+        // The emulator's switches take one step per call, so the value it already has saves
+        // half of the (port-scanning) `next_event` calls.
+        let sw_next = match d.known_next.take() {
+            Some(n) => {
+                debug_assert_eq!(n, sw.next_event(d.now), "a stale next event at {}", d.now);
+                n
+            }
+            None => sw.next_event(d.now),
+        };
         d.sw_next = sw_next;
         let t = match (inputs.peek_ts(), sw_next) {
             (None, None) => break,
@@ -534,8 +547,15 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         let ts = ts.max(self.driver.now);
         let seq = self.script.seq;
         self.script.seq += 1;
-        let pos = self.script.q.partition_point(|e| (e.0, e.1) <= (ts, seq));
-        self.script.q.insert(pos, (ts, seq, port_idx, frame));
+        let q = &mut self.script.q;
+        // Frames usually come in time order (the emulator's): then the new one, with the
+        // highest sequence number, goes last without a search.
+        if q.back().is_none_or(|e| e.0 <= ts) {
+            q.push_back((ts, seq, port_idx, frame));
+        } else {
+            let pos = q.partition_point(|e| (e.0, e.1) <= (ts, seq));
+            q.insert(pos, (ts, seq, port_idx, frame));
+        }
     }
 
     /// Run everything due at or before `t`.
@@ -550,8 +570,13 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// a part that depends on the time asked at (a queue's `max(now, busy_until)`, "now" for
     /// pending work) cannot lie after `t` unless it is the same at any time up to `t`; so the
     /// value asked at the last step's time is the value at `t`.
+    ///
+    /// The next run starts from that value too, without asking the switch: between two calls,
+    /// change the switch only through this harness (`put`, `advance_to`), not through
+    /// [`Harness::sw`] (debug builds check it).
     pub fn advance_and_next(&mut self, t: Nanos) -> Option<Nanos> {
         self.advance_to(t);
+        self.driver.known_next = Some(self.driver.sw_next);
         let next = match (self.script.q.front().map(|e| e.0), self.driver.sw_next) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -24,26 +24,28 @@ enum Ev {
     Wake(usize),
 }
 
-/// An event's place in the heap: (time, tie-break, sequence, its slot in `Emulation::events`).
-/// The sequence is unique, so the order is the (time, tie-break, sequence) order alone; the
-/// events wait in a slab beside the heap, which sifts these 32-byte keys instead of the events.
+/// An event's place in the heap: (time, tie-break, sequence, where the event waits). The
+/// sequence is unique, so the order is the (time, tie-break, sequence) order alone; the heap
+/// sifts these 32-byte keys, not the events. Where: `LANE | lane` for the first frame of a
+/// [`Lane`] (the frame waits there), otherwise a slot of `Emulation::events`.
 type Key = (Nanos, u64, u64, u32);
 
-/// The tag of an event that is in the heap by itself (a wake, or a frame that overtook another
-/// on its link), not as the first of a [`Lane`].
-const NO_LANE: u32 = u32::MAX;
+/// The bit of a key's last field that says "the first frame of lane `field & !LANE`".
+const LANE: u32 = 1 << 31;
 
 /// The frames in flight in one direction of a link. A link delivers them in the order they were
 /// sent (each starts after the previous one's last bit), so only the first needs to be in the
 /// heap: the heap holds a few keys per link instead of every frame in flight (thousands on a
 /// long link), and its sifts get shorter. The order of the events is the same: the keys are
-/// the same, and the heap always holds the smallest of each lane.
-#[derive(Default)]
+/// the same, and the heap always holds the smallest of each lane. The frames wait here with
+/// their keys, in sending order, so that taking the next one reads memory in order (a slab
+/// slot per frame, reused last-in first-out, was a cache miss per hop on large scenarios).
 struct Lane {
-    /// The key of the lane's first frame, which is in the heap.
-    head: Option<Key>,
-    /// The keys of the frames behind it, in increasing order.
-    rest: VecDeque<Key>,
+    /// The frames in flight and their keys, in increasing key order; the first key is in the
+    /// heap.
+    q: VecDeque<(Key, Vec<u8>)>,
+    /// Where they arrive.
+    to: End,
 }
 
 /// A switch at one sampling instant.
@@ -124,9 +126,9 @@ pub struct Emulation {
     /// so that no host is always first (or last) into a queue because of the order it was
     /// declared in (a phase effect a real network does not have).
     heap: BinaryHeap<Reverse<Key>>,
-    /// The events of the heap's keys, by slot, each with its lane (or [`NO_LANE`]); `free`
-    /// lists the empty slots.
-    events: Vec<Option<(u32, Ev)>>,
+    /// The events of the heap's keys that are not in a [`Lane`] (host wakes, a frame that
+    /// would overtake), by slot; `free` lists the empty slots.
+    events: Vec<Option<Ev>>,
     /// Per link direction (`2 * link + (0: from ends[0], 1: from ends[1])`).
     lanes: Vec<Lane>,
     free: Vec<u32>,
@@ -245,7 +247,15 @@ impl Emulation {
                     .collect()
             })
             .collect();
-        let lanes = (0..2 * links.len()).map(|_| Lane::default()).collect();
+        // Lane 2 * link + 0 carries what ends[0] sends, to ends[1]; + 1 the other way.
+        let lanes = links
+            .iter()
+            .flat_map(|l| [l.ends[1], l.ends[0]])
+            .map(|to| Lane {
+                q: VecDeque::new(),
+                to,
+            })
+            .collect();
         let mut e = Emulation {
             hosts,
             host_wake: vec![None; n],
@@ -334,10 +344,21 @@ impl Emulation {
             .expect("every flow has a sender")
     }
 
-    /// Schedules `ev` at `t`: in the heap, or behind the last frame of `lane` when it comes
-    /// after it (`NO_LANE`: in the heap).
-    fn push(&mut self, t: Nanos, ev: Ev, lane: u32) {
+    /// The tie-break and sequence number of the next event scheduled.
+    fn next_order(&mut self) -> (u64, u64) {
         let tie = self.rng.next_u64();
+        let seq = self.seq;
+        self.seq += 1;
+        (tie, seq)
+    }
+
+    /// Schedules `ev` at `t` in the heap by itself.
+    fn push(&mut self, t: Nanos, ev: Ev) {
+        let (tie, seq) = self.next_order();
+        self.push_ordered(t, tie, seq, ev);
+    }
+
+    fn push_ordered(&mut self, t: Nanos, tie: u64, seq: u64, ev: Ev) {
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -345,26 +366,30 @@ impl Emulation {
                 (self.events.len() - 1) as u32
             }
         };
-        let key = (t, tie, self.seq, slot);
-        self.seq += 1;
-        let mut tag = NO_LANE;
-        match self.lanes.get_mut(lane as usize) {
-            Some(l) => match l.head {
-                None => {
-                    l.head = Some(key);
-                    tag = lane;
-                    self.heap.push(Reverse(key));
-                }
-                Some(h) if key > *l.rest.back().unwrap_or(&h) => {
-                    l.rest.push_back(key);
-                    tag = lane;
-                }
-                // Overtaking (not seen in practice: a port serializes its frames): on its own.
-                Some(_) => self.heap.push(Reverse(key)),
-            },
-            None => self.heap.push(Reverse(key)),
+        self.heap.push(Reverse((t, tie, seq, slot)));
+        self.events[slot as usize] = Some(ev);
+    }
+
+    /// Schedules `frame`'s arrival at `t` at the end of `lane`: behind its last frame, or
+    /// (the first) in the heap.
+    fn push_frame(&mut self, t: Nanos, lane: usize, frame: Vec<u8>) {
+        let (tie, seq) = self.next_order();
+        let key = (t, tie, seq, LANE | lane as u32);
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return; // not a lane of this network (never: `send` computes it from a link)
+        };
+        match l.q.back() {
+            None => {
+                l.q.push_back((key, frame));
+                self.heap.push(Reverse(key));
+            }
+            Some(&(last, _)) if key > last => l.q.push_back((key, frame)),
+            // Overtaking (not seen in practice: a port serializes its frames): on its own.
+            Some(_) => {
+                let to = l.to;
+                self.push_ordered(t, tie, seq, Ev::Deliver { to, frame });
+            }
         }
-        self.events[slot as usize] = Some((tag, ev));
     }
 
     fn reschedule(&mut self, h: usize) {
@@ -372,7 +397,7 @@ impl Emulation {
         if next != self.host_wake[h] {
             self.host_wake[h] = next;
             if let Some(t) = next {
-                self.push(t, Ev::Wake(h), NO_LANE);
+                self.push(t, Ev::Wake(h));
             }
         }
     }
@@ -389,11 +414,7 @@ impl Emulation {
             return;
         };
         let l = &self.links[li];
-        let (to, dir) = if l.ends[0] == from {
-            (l.ends[1], 0)
-        } else {
-            (l.ends[0], 1)
-        };
+        let dir = if l.ends[0] == from { 0 } else { 1 };
         let arrive = t + wire_time(frame.len(), l.rate_bps) + l.delay_ns;
         let loss = l.loss;
         self.stats.1 += 1;
@@ -402,7 +423,7 @@ impl Emulation {
             self.frames.put(frame);
             return;
         }
-        self.push(arrive, Ev::Deliver { to, frame }, (2 * li + dir) as u32);
+        self.push_frame(arrive, 2 * li + dir, frame);
     }
 
     /// Runs to the end (`duration`, or earlier when nothing is left to do).
@@ -442,34 +463,40 @@ impl Emulation {
                 let Some(mut top) = self.heap.peek_mut() else {
                     break;
                 };
-                let Reverse((te, _, _, slot)) = *top;
+                let Reverse((te, _, seq, slot)) = *top;
                 if te > t {
                     break;
                 }
-                let entry = self.events.get_mut(slot as usize).and_then(Option::take);
-                // The first frame of a lane: the next one takes its place at the top (one sift
-                // down instead of a pop and a push).
-                let next = entry
-                    .as_ref()
-                    .and_then(|(lane, _)| self.lanes.get_mut(*lane as usize))
-                    .and_then(|l| {
-                        debug_assert_eq!(l.head.map(|k| k.3), Some(slot));
-                        l.head = l.rest.pop_front();
-                        l.head
-                    });
-                match next {
-                    Some(k) => {
-                        *top = Reverse(k);
-                        drop(top); // sifts it down now
-                    }
-                    None => {
+                let ev = if slot & LANE != 0 {
+                    // The first frame of a lane: the next one takes its place at the top (one
+                    // sift down instead of a pop and a push).
+                    let Some(l) = self.lanes.get_mut((slot & !LANE) as usize) else {
                         PeekMut::pop(top);
+                        continue;
+                    };
+                    let first = l.q.pop_front();
+                    match l.q.front() {
+                        Some(&(k, _)) => {
+                            *top = Reverse(k);
+                            drop(top); // sifts it down now
+                        }
+                        None => {
+                            PeekMut::pop(top);
+                        }
                     }
-                }
-                let Some((_, ev)) = entry else {
-                    continue;
+                    let Some((key, frame)) = first else {
+                        continue;
+                    };
+                    debug_assert_eq!(key.2, seq);
+                    Ev::Deliver { to: l.to, frame }
+                } else {
+                    PeekMut::pop(top);
+                    let Some(ev) = self.events.get_mut(slot as usize).and_then(Option::take) else {
+                        continue;
+                    };
+                    self.free.push(slot);
+                    ev
                 };
-                self.free.push(slot);
                 self.stats.0 += 1;
                 match ev {
                     Ev::Deliver {

@@ -96,6 +96,13 @@ pub fn compute(frame: &[u8], l3_off: usize) -> Result<u32, WireError> {
 
 /// Compute with an already located layout (from [`IcrcLayout::locate`] on this same frame).
 pub fn compute_with(frame: &[u8], lay: &IcrcLayout) -> u32 {
+    hash_to(frame, lay, lay.icrc_off).finalize()
+}
+
+/// The CRC of the masked headers and the bytes after the BTH up to `end` (`lay.icrc_off` for
+/// the whole ICRC), not finalized.
+#[inline(always)]
+fn hash_to(frame: &[u8], lay: &IcrcLayout, end: usize) -> Hasher {
     // The masked headers go to the hasher as one run: a CRC over short pieces costs a call and
     // a byte-wise tail each (four pieces were most of a small frame's ICRC, and a tenth of a
     // 1 KB one's); the CRC of the concatenation is the same value.
@@ -137,12 +144,8 @@ pub fn compute_with(frame: &[u8], lay: &IcrcLayout) -> u32 {
     at += BTH_LEN;
     let mut h = Hasher::new();
     h.update(&hdr[..at]);
-    h.update(
-        frame
-            .get(lay.bth_off + BTH_LEN..lay.icrc_off)
-            .unwrap_or(&[]),
-    );
-    h.finalize()
+    h.update(frame.get(lay.bth_off + BTH_LEN..end).unwrap_or(&[]));
+    h
 }
 
 /// The ICRC stored in the packet (read least significant byte first).
@@ -173,6 +176,119 @@ pub fn fill(frame: &mut [u8], l3_off: usize) -> Result<u32, WireError> {
         .ok_or(WireError::Truncated)?;
     s.copy_from_slice(&c.to_le_bytes());
     Ok(c)
+}
+
+/// As [`fill`], for a frame whose last `zeros` bytes before the ICRC are zero (a sender that
+/// wrote them: the emulator's hosts, whose payloads are zeros). The CRC runs over the rest and
+/// is carried across the zeros by [`ZeroRuns`] in a few table lookups instead of a pass over
+/// them (about a kilobyte per data frame). Same value as [`fill`] (debug builds check it);
+/// `zeros` past the bytes after the BTH is `BadLength`.
+pub fn fill_zero_tail(frame: &mut [u8], l3_off: usize, zeros: usize) -> Result<u32, WireError> {
+    let lay = IcrcLayout::locate(frame, l3_off)?;
+    let body = lay.bth_off + BTH_LEN;
+    let end = lay
+        .icrc_off
+        .checked_sub(zeros)
+        .filter(|&e| e >= body)
+        .ok_or(WireError::BadLength)?;
+    debug_assert!(frame[end..lay.icrc_off].iter().all(|&b| b == 0));
+    let c = ZeroRuns::get().extend(hash_to(frame, &lay, end).finalize(), zeros);
+    debug_assert_eq!(c, compute_with(frame, &lay));
+    let s = frame
+        .get_mut(lay.icrc_off..lay.icrc_off + ICRC_LEN)
+        .ok_or(WireError::Truncated)?;
+    s.copy_from_slice(&c.to_le_bytes());
+    Ok(c)
+}
+
+/// CRC-32 across runs of zero bytes. Feeding a zero byte to the CRC register `r` gives
+/// `(r >> 8) ^ T[r & 0xff]`, a linear map of `r` over GF(2) (T is linear); `n` zero bytes are
+/// that map's n-th power. Level `k` holds the power 2^k as four 256-entry tables (one per byte
+/// of `r`), so a run of `n` zeros costs one lookup-and-xor of four entries per set bit of `n`.
+pub struct ZeroRuns {
+    levels: Box<[[[u32; 256]; 4]; ZERO_RUN_LEVELS]>,
+}
+
+/// Runs up to 2^16 - 1 bytes: any IPv4 datagram (and any IPv6 one of this crate's frames).
+const ZERO_RUN_LEVELS: usize = 16;
+
+impl ZeroRuns {
+    /// The tables, built on first use (64 KiB, a few hundred thousand instructions, once).
+    pub fn get() -> &'static ZeroRuns {
+        static RUNS: std::sync::OnceLock<ZeroRuns> = std::sync::OnceLock::new();
+        RUNS.get_or_init(ZeroRuns::build)
+    }
+
+    fn build() -> ZeroRuns {
+        // The CRC-32 byte table (reflected 0xedb88320), as crc32fast uses.
+        let mut t = [0u32; 256];
+        for (i, e) in t.iter_mut().enumerate() {
+            let mut c = i as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *e = c;
+        }
+        let mut levels = Box::new([[[0u32; 256]; 4]; ZERO_RUN_LEVELS]);
+        // The images of the 32 unit registers under one zero byte, then under each square.
+        let mut img: [u32; 32] = std::array::from_fn(|i| {
+            let r = 1u32 << i;
+            (r >> 8) ^ t[(r & 0xff) as usize]
+        });
+        for k in 0..ZERO_RUN_LEVELS {
+            let lv = &mut levels[k];
+            for (byte, tab) in lv.iter_mut().enumerate() {
+                for (v, e) in tab.iter_mut().enumerate() {
+                    *e = (0..8)
+                        .filter(|b| v & (1 << b) != 0)
+                        .fold(0, |acc, b| acc ^ img[8 * byte + b]);
+                }
+            }
+            // img[i] is M^(2^k) e_i: once more M^(2^k) gives M^(2^(k+1)) e_i.
+            let lv = &levels[k];
+            img = img.map(|r| apply(lv, r));
+        }
+        ZeroRuns { levels }
+    }
+
+    /// The CRC (as `crc32fast` reports it: final XOR applied) of a message whose CRC is `crc`
+    /// followed by `n` zero bytes.
+    pub fn extend(&self, crc: u32, n: usize) -> u32 {
+        let mut r = !crc;
+        // One step per set bit (a full 1024-byte payload: one).
+        let mut rest = n;
+        while rest != 0 {
+            let k = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            match self.levels.get(k) {
+                Some(lv) => r = apply(lv, r),
+                // Longer than any frame: the bytes themselves (never taken; 2^k is a multiple
+                // of the chunk here).
+                None => {
+                    let chunk = [0u8; 1 << 12];
+                    let mut h = Hasher::new_with_initial(!r);
+                    for _ in 0..(1usize << k) / chunk.len() {
+                        h.update(&chunk);
+                    }
+                    r = !h.finalize();
+                }
+            }
+        }
+        !r
+    }
+}
+
+/// One level's linear map applied to register `r`.
+#[inline]
+fn apply(lv: &[[u32; 256]; 4], r: u32) -> u32 {
+    lv[0][(r & 0xff) as usize]
+        ^ lv[1][((r >> 8) & 0xff) as usize]
+        ^ lv[2][((r >> 16) & 0xff) as usize]
+        ^ lv[3][(r >> 24) as usize]
 }
 
 #[cfg(test)]
@@ -289,5 +405,43 @@ mod tests {
         let mut g = f.clone();
         g[14 + 25] = 41; // UDP length beyond IP total length
         assert_eq!(compute(&g, 14), Err(WireError::BadLength));
+    }
+
+    #[test]
+    fn zero_runs_match_the_bytes() {
+        let z = ZeroRuns::get();
+        for prefix in [
+            &b""[..],
+            b"\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"longhaul icrc",
+        ] {
+            let mut h = Hasher::new();
+            h.update(prefix);
+            let c = h.finalize();
+            for n in [0, 1, 2, 3, 7, 64, 255, 1024, 1027, 4096 + 13, 65535] {
+                let mut h = Hasher::new();
+                h.update(prefix);
+                h.update(&vec![0u8; n]);
+                assert_eq!(z.extend(c, n), h.finalize(), "prefix {prefix:?}, {n} zeros");
+            }
+        }
+        // Past the tables (not a frame size): still the CRC of the bytes.
+        let mut h = Hasher::new();
+        h.update(&vec![0u8; 70_000]);
+        assert_eq!(z.extend(0, 70_000), h.finalize());
+    }
+
+    #[test]
+    fn fill_zero_tail_matches_fill() {
+        let mut f = cx4_cnp(); // a CNP's 16 bytes after the BTH are zeros
+        let want = f.clone();
+        let n = f.len();
+        f[n - 4..].fill(0);
+        for zeros in [0, 1, 16] {
+            let mut g = f.clone();
+            assert_eq!(fill_zero_tail(&mut g, 14, zeros), fill(&mut f.clone(), 14));
+            assert_eq!(g, want);
+        }
+        assert_eq!(fill_zero_tail(&mut f, 14, 17), Err(WireError::BadLength));
     }
 }

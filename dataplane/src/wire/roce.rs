@@ -556,15 +556,61 @@ pub fn build_roce_v4(
     bth: &BthRepr,
     after_bth: &[u8],
 ) -> Result<usize, WireError> {
-    let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth.len() + icrc::ICRC_LEN;
-    let ip_len = ipv4::HEADER_LEN + udp_len;
-    let total = ethernet::HEADER_LEN + ip_len;
-    if ip_len > u16::MAX as usize {
-        return Err(WireError::BadLength);
-    }
+    let total = roce_v4_len(after_bth.len())?;
     if buf.len() < total {
         return Err(WireError::NoRoom);
     }
+    buf[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + after_bth.len()].copy_from_slice(after_bth);
+    write_roce_v4(buf, a, bth, after_bth.len(), total, 0)
+}
+
+/// Where the bytes after the BTH start in a frame of [`build_roce_v4`] (Ethernet, a 20-byte
+/// IPv4 header, UDP, BTH).
+pub const ROCE_V4_AFTER_BTH: usize =
+    ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+
+/// As [`build_roce_v4`], with the `after_bth_len` bytes after the BTH already in place in
+/// `buf[ROCE_V4_AFTER_BTH..]`: a sender that writes its payload straight into the frame (the
+/// emulator's hosts) saves building it aside and copying it in. The last `zero_tail` of them
+/// are zeros (a payload of zeros and its pad), which the ICRC crosses without reading them
+/// ([`icrc::fill_zero_tail`]). Same bytes as [`build_roce_v4`] given those bytes.
+pub fn build_roce_v4_in_place(
+    buf: &mut [u8],
+    a: &RoceAddrs<Ipv4Addr>,
+    bth: &BthRepr,
+    after_bth_len: usize,
+    zero_tail: usize,
+) -> Result<usize, WireError> {
+    let total = roce_v4_len(after_bth_len)?;
+    if buf.len() < total {
+        return Err(WireError::NoRoom);
+    }
+    write_roce_v4(buf, a, bth, after_bth_len, total, zero_tail)
+}
+
+/// The length of a [`build_roce_v4`] frame with `after_bth_len` bytes after the BTH.
+fn roce_v4_len(after_bth_len: usize) -> Result<usize, WireError> {
+    let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth_len + icrc::ICRC_LEN;
+    let ip_len = ipv4::HEADER_LEN + udp_len;
+    if ip_len > u16::MAX as usize {
+        return Err(WireError::BadLength);
+    }
+    Ok(ethernet::HEADER_LEN + ip_len)
+}
+
+/// The headers and the ICRC of a [`build_roce_v4`] frame of `total` bytes (checked by the
+/// caller to fit `buf`) around the bytes after the BTH, which are in place, the last
+/// `zero_tail` of them zeros (0: none known).
+#[inline]
+fn write_roce_v4(
+    buf: &mut [u8],
+    a: &RoceAddrs<Ipv4Addr>,
+    bth: &BthRepr,
+    after_bth_len: usize,
+    total: usize,
+    zero_tail: usize,
+) -> Result<usize, WireError> {
+    let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth_len + icrc::ICRC_LEN;
     let mut off = ethernet::write_header(buf, a.dst_mac, a.src_mac, ethernet::ETHERTYPE_IPV4)?;
     let l3 = off;
     off += ipv4::write_header(
@@ -588,8 +634,12 @@ pub fn build_roce_v4(
         (udp_len - udp::HEADER_LEN) as u16,
     )?;
     off += write_bth(&mut buf[off..], bth)?;
-    buf[off..off + after_bth.len()].copy_from_slice(after_bth);
-    icrc::fill(&mut buf[..total], l3)?;
+    debug_assert_eq!(off, ROCE_V4_AFTER_BTH);
+    if zero_tail == 0 {
+        icrc::fill(&mut buf[..total], l3)?;
+    } else {
+        icrc::fill_zero_tail(&mut buf[..total], l3, zero_tail)?;
+    }
     Ok(total)
 }
 
@@ -1006,5 +1056,58 @@ mod tests {
         };
         let n = build_ack_v6(&mut buf, &a6, &s6).unwrap();
         assert_eq!(&buf[..n], &want6[..]);
+    }
+
+    #[test]
+    fn in_place_matches_copy() {
+        let a = RoceAddrs {
+            src_mac: MacAddr(M1),
+            dst_mac: MacAddr(M2),
+            src_ip: Ipv4Addr::new(10, 0, 0, 1),
+            dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+            udp_sport: 49152,
+            dscp: 26,
+            ecn: 2,
+        };
+        let bth = BthRepr {
+            opcode: opcode::RC_RDMA_WRITE_FIRST,
+            pad_count: 2,
+            dest_qp: 0x12,
+            psn: 7,
+            ..BthRepr::default()
+        };
+        let after: Vec<u8> = (0..RETH_LEN as u8 + 30).collect();
+        let mut want = [0u8; 256];
+        let n = build_roce_v4(&mut want, &a, &bth, &after).unwrap();
+        // Old bytes around the payload are overwritten, as when a buffer is reused.
+        let mut got = [0xeeu8; 256];
+        got[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + after.len()].copy_from_slice(&after);
+        assert_eq!(
+            build_roce_v4_in_place(&mut got, &a, &bth, after.len(), 0),
+            Ok(n)
+        );
+        assert_eq!(&got[..n], &want[..n]);
+        assert_eq!(
+            build_roce_v4_in_place(&mut got[..n - 1], &a, &bth, after.len(), 0),
+            Err(WireError::NoRoom)
+        );
+        // A payload of zeros after a RETH, the ICRC carried across them.
+        let mut after = vec![0u8; RETH_LEN + 1024 + 2];
+        after[..RETH_LEN].fill(0x5a);
+        let n = build_roce_v4(&mut want, &a, &bth, &after[..30]).unwrap();
+        let mut got = [0u8; 256];
+        got[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + RETH_LEN].fill(0x5a);
+        assert_eq!(build_roce_v4_in_place(&mut got, &a, &bth, 30, 14), Ok(n));
+        assert_eq!(&got[..n], &want[..n]);
+        let mut big = vec![0u8; 2048];
+        let n = build_roce_v4(&mut big, &a, &bth, &after).unwrap();
+        let mut got = vec![0u8; 2048];
+        got[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + RETH_LEN].fill(0x5a);
+        let zeros = after.len() - RETH_LEN;
+        assert_eq!(
+            build_roce_v4_in_place(&mut got, &a, &bth, after.len(), zeros),
+            Ok(n)
+        );
+        assert_eq!(got, big);
     }
 }

@@ -38,11 +38,11 @@ use longhaul_dataplane::wire::ethernet::{MacAddr, ETHERTYPE_IPV4, ETHERTYPE_MAC_
 use longhaul_dataplane::wire::parse::{parse, ParseOptions};
 use longhaul_dataplane::wire::pfc::{self, MacControl};
 use longhaul_dataplane::wire::roce::{
-    build_ack_v4, build_cnp_v4, build_roce_v4, opcode, write_reth, AckSpec, Aeth, Bth, BthRepr,
-    RoceAddrs, BTH_LEN, PKEY_DEFAULT, RETH_LEN,
+    build_ack_v4, build_cnp_v4, build_roce_v4_in_place, opcode, write_reth, AckSpec, Aeth, Bth,
+    BthRepr, RoceAddrs, PKEY_DEFAULT, RETH_LEN, ROCE_V4_AFTER_BTH,
 };
 use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
-use longhaul_dataplane::wire::{ecn, icrc, ipv4, udp};
+use longhaul_dataplane::wire::{ecn, icrc};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use rnic::{RecvQp, Reply, SendQp};
 use std::collections::{HashMap, VecDeque};
@@ -146,8 +146,6 @@ pub struct Host {
     nic_free: Nanos,
     paused_until: Nanos,
     rr: usize,
-    /// What follows the BTH of the data frame being built (RETH, payload, pad), reused.
-    after: Vec<u8>,
     /// The mechanisms' host-side halves (`[emulation] host_agents`).
     agents: Vec<Box<dyn HostAgent>>,
     /// Frames the agents made, each sent (as control) from its time on, in time order.
@@ -190,7 +188,6 @@ impl Host {
             nic_free: 0,
             paused_until: 0,
             rr: 0,
-            after: Vec::new(),
             agents: Vec::new(),
             scheduled: VecDeque::new(),
             conns: HashMap::with_hasher(hasher()),
@@ -759,13 +756,6 @@ impl Host {
             (false, false) => opcode::RC_RDMA_WRITE_MIDDLE,
         };
         let reth = if first { RETH_LEN } else { 0 };
-        let after = &mut self.after;
-        after.clear();
-        after.resize(reth + payload + pad, 0);
-        if first {
-            let len = (s.qp.total as u64 - 1) * mtu as u64 + s.qp.last_payload as u64;
-            let _ = write_reth(after, 0x1000_0000, 0x1234, len as u32);
-        }
         let bth = BthRepr {
             opcode: op,
             pad_count: pad as u8,
@@ -776,16 +766,24 @@ impl Host {
             ..BthRepr::default()
         };
         let a = self.addrs(s.peer_ip, s.sport, self.p.data_dscp, ecn::ECT0);
-        // Ethernet, IPv4, UDP, BTH, then `after` and the ICRC: the frame's exact length.
-        let n = ethernet::HEADER_LEN
-            + ipv4::HEADER_LEN
-            + udp::HEADER_LEN
-            + BTH_LEN
-            + self.after.len()
-            + icrc::ICRC_LEN;
+        // Ethernet, IPv4, UDP, BTH, then the RETH (first packet), the payload (zeros), the pad
+        // and the ICRC: the frame's exact length. The bytes after the BTH are written in the
+        // frame itself (zeroed by the resize, the RETH over them), not built aside and copied;
+        // the ICRC is carried across the zeros without reading them.
+        let after_bth = reth + payload + pad;
+        let n = ROCE_V4_AFTER_BTH + after_bth + icrc::ICRC_LEN;
         let mut buf = pool.get();
         buf.resize(n, 0);
-        let Ok(len) = build_roce_v4(&mut buf, &a, &bth, &self.after) else {
+        if first {
+            let len = (s.qp.total as u64 - 1) * mtu as u64 + s.qp.last_payload as u64;
+            let _ = write_reth(
+                &mut buf[ROCE_V4_AFTER_BTH..],
+                0x1000_0000,
+                0x1234,
+                len as u32,
+            );
+        }
+        let Ok(len) = build_roce_v4_in_place(&mut buf, &a, &bth, after_bth, payload + pad) else {
             pool.put(buf);
             return None;
         };
