@@ -185,6 +185,7 @@ impl PfcGenerator {
     /// - Otherwise accounted; if the count reaches `xoff_bytes` and the priority is not already
     ///   paused, an XOFF for (port, prio) with `pause_quanta` is pushed to `out` (if `out` is
     ///   full it is left pending and `poll` emits it).
+    ///
     /// Inlined into the engine's admission (its one caller per packet), as is `on_dequeue`.
     #[inline]
     pub fn on_enqueue(
