@@ -35,6 +35,8 @@ if [ -z "${LONGHAUL:-}" ]; then
   LONGHAUL=target/release/longhaul
 fi
 for c in "${CONFIGS[@]}"; do [ -f "$c" ] || { echo "no config $c" >&2; exit 1; }; done
+# shellcheck source=perf/l3fwd-args.sh
+. perf/l3fwd-args.sh
 
 # cost FILE yes|no PATTERN...: the summed inclusive (yes) or own (no) instructions of the functions
 # whose name matches one of the patterns, each counted once.
@@ -79,7 +81,10 @@ print(*v)' "$CONFIG")
   timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.longhaul.cg" \
     "$LONGHAUL" run --config "$CONFIG" </dev/null >"$OUT/$name.longhaul.log" 2>&1 || true
   frames=$(awk '/^run: / { print $2 }' "$OUT/$name.longhaul.log")
-  [ -n "$frames" ] && [ "$frames" -gt 0 ] || { echo "$CONFIG: no 'run:' line; see $OUT/$name.longhaul.log" >&2; exit 1; }
+  if [ -z "$frames" ] || [ "$frames" -eq 0 ]; then
+    echo "$CONFIG: no 'run:' line; see $OUT/$name.longhaul.log" >&2
+    exit 1
+  fi
   worker=$(cost "$OUT/$name.longhaul.cg" yes "lcore::trampoline [")
   pmd=$(cost "$OUT/$name.longhaul.cg" no "${DPDK_PATTERNS[@]}")
   lh=$(python3 -c "print(f'{$worker / $frames:.0f}')")
@@ -87,22 +92,14 @@ print(*v)' "$CONFIG")
     "$(python3 -c "print($pmd / $frames)")" ""
 
   if [ -n "${L3FWD:-}" ]; then
-    printf 'R10.1.0.0/16 1\nR10.0.0.0/24 0\n' >"$OUT/l3fwd.v4"
-    printf 'R2001:0db8:0001:0000:0000:0000:0000:0000/48 1\n' >"$OUT/l3fwd.v6"
-    L3_VDEVS=()
-    for v in "${VDEVS[@]}"; do
-      case "$v" in
-        --vdev=net_pcap0,*) L3_VDEVS+=("$v,tx_pcap=$OUT/l3fwd-tx0.pcap,tx_pcap=$OUT/l3fwd-tx1.pcap") ;;
-        *) L3_VDEVS+=("$v") ;;
-      esac
-    done
+    l3fwd_cmd "$L3FWD" "$OUT" "longhaul-instr-$$" "${VDEVS[@]}"
     timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.l3fwd.cg" \
-      "$L3FWD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry \
-      --file-prefix=longhaul-instr-$$ "${L3_VDEVS[@]}" \
-      -- -p 0x3 --config="(0,0,1)" --parse-ptype --lookup=lpm \
-      --rule_ipv4="$OUT/l3fwd.v4" --rule_ipv6="$OUT/l3fwd.v6" </dev/null >"$OUT/$name.l3fwd.log" 2>&1 || true
+      "${L3_CMD[@]}" </dev/null >"$OUT/$name.l3fwd.log" 2>&1 || true
     l3frames=$(awk '/Rx-total:/ { print $2 }' "$OUT/$name.l3fwd.log")
-    [ -n "$l3frames" ] && [ "$l3frames" -gt 0 ] || { echo "l3fwd: no 'Rx-total:' line (an l3fwd not built by perf/build-l3fwd.sh?); see $OUT/$name.l3fwd.log" >&2; exit 1; }
+    if [ -z "$l3frames" ] || [ "$l3frames" -eq 0 ]; then
+      echo "l3fwd: no 'Rx-total:' line (an l3fwd not built by perf/build-l3fwd.sh?); see $OUT/$name.l3fwd.log" >&2
+      exit 1
+    fi
     l3worker=$(cost "$OUT/$name.l3fwd.cg" yes "lpm_main_loop [")
     l3pmd=$(cost "$OUT/$name.l3fwd.cg" no "${DPDK_PATTERNS[@]}")
     l3=$(python3 -c "print(f'{$l3worker / $l3frames:.0f}')")

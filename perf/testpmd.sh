@@ -80,23 +80,11 @@ fi
 
 L3_PPS=
 if [ -n "${L3FWD:-}" ]; then
-  # DPDK's l3fwd (perf/build-l3fwd.sh) on the same vdevs: LPM routes as the baseline config's
-  # (10.1.0.0/16 -> port 1 = net_null0), lcore 1 forwarding port 0's one rx queue. l3fwd opens a
-  # tx queue per lcore on every port, so net_pcap0 gets two tx_pcap files (nothing is sent there).
-  printf 'R10.1.0.0/16 1\nR10.0.0.0/24 0\n' >"$OUT/l3fwd.v4"
-  printf 'R2001:0db8:0001:0000:0000:0000:0000:0000/48 1\n' >"$OUT/l3fwd.v6"
-  L3_VDEVS=()
-  for v in "${VDEVS[@]}"; do
-    case "$v" in
-      --vdev=net_pcap0,*) L3_VDEVS+=("$v,tx_pcap=$OUT/l3fwd-tx0.pcap,tx_pcap=$OUT/l3fwd-tx1.pcap") ;;
-      *) L3_VDEVS+=("$v") ;;
-    esac
-  done
+  # DPDK's l3fwd (perf/build-l3fwd.sh) on the same vdevs (its arguments: perf/l3fwd-args.sh).
+  # shellcheck source=perf/l3fwd-args.sh
+  . perf/l3fwd-args.sh
+  l3fwd_cmd "$L3FWD" "$OUT" "longhaul-l3fwd-$$" "${VDEVS[@]}"
   echo "== DPDK l3fwd (LPM), ${DURATION} s (+${WARMUP} s warm-up)"
-  L3_CMD=("$L3FWD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry
-    --file-prefix=longhaul-l3fwd-$$ "${L3_VDEVS[@]}"
-    -- -p 0x3 --config="(0,0,1)" --parse-ptype --lookup=lpm
-    --rule_ipv4="$OUT/l3fwd.v4" --rule_ipv6="$OUT/l3fwd.v6")
   echo "${L3_CMD[*]}"
   timeout -s INT $((DURATION + WARMUP + 1)) "${L3_CMD[@]}" </dev/null >"$OUT/l3fwd.log" 2>&1 || true
   L3_PPS=$(awk -v warm="$WARMUP" -v dur="$DURATION" '
