@@ -66,7 +66,28 @@ print(total)' "$@"
 # the EAL's: l3fwd's main lcore spins in rte_delay_ms there.)
 DPDK_PATTERNS=("/librte_net_" "/librte_mempool" "/librte_mbuf" "/librte_ethdev")
 
-printf '%-28s %12s %10s %10s %10s %8s\n' config program frames "instr/fr" "DPDK/fr" ratio
+# measure NAME PROGRAM FRAMES_AWK ROOT -- CMD...: run CMD under callgrind for DURATION and take
+# the frames it received from its log (FRAMES_AWK prints them). Sets FRAMES, PER_FRAME (ROOT's
+# inclusive instructions per frame) and DPDK_PER_FRAME.
+measure() {
+  local name=$1 prog=$2 frames_awk=$3 root=$4 worker dpdk
+  shift 5
+  timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.$prog.cg" \
+    "$@" </dev/null >"$OUT/$name.$prog.log" 2>&1 || true
+  FRAMES=$(awk "$frames_awk" "$OUT/$name.$prog.log")
+  if [ -z "$FRAMES" ] || [ "$FRAMES" -eq 0 ]; then
+    echo "$name: $prog reported no frames (awk '$frames_awk'); see $OUT/$name.$prog.log" >&2
+    exit 1
+  fi
+  worker=$(cost "$OUT/$name.$prog.cg" yes "$root")
+  dpdk=$(cost "$OUT/$name.$prog.cg" no "${DPDK_PATTERNS[@]}")
+  PER_FRAME=$(python3 -c "print(round($worker / $FRAMES))")
+  DPDK_PER_FRAME=$(python3 -c "print(round($dpdk / $FRAMES))")
+}
+
+ROW='%-28s %12s %10s %10s %10s %8s\n'
+# shellcheck disable=SC2059 # the format is ROW
+printf "$ROW" config program frames "instr/fr" "DPDK/fr" ratio
 for CONFIG in "${CONFIGS[@]}"; do
   name=$(basename "$CONFIG" .toml)
   read -r VDEVS_STR < <(python3 -c '
@@ -78,33 +99,19 @@ if not v:
 print(*v)' "$CONFIG")
   read -r -a VDEVS <<<"$VDEVS_STR"
 
-  timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.longhaul.cg" \
-    "$LONGHAUL" run --config "$CONFIG" </dev/null >"$OUT/$name.longhaul.log" 2>&1 || true
-  frames=$(awk '/^run: / { print $2 }' "$OUT/$name.longhaul.log")
-  if [ -z "$frames" ] || [ "$frames" -eq 0 ]; then
-    echo "$CONFIG: no 'run:' line; see $OUT/$name.longhaul.log" >&2
-    exit 1
-  fi
-  worker=$(cost "$OUT/$name.longhaul.cg" yes "lcore::trampoline [")
-  pmd=$(cost "$OUT/$name.longhaul.cg" no "${DPDK_PATTERNS[@]}")
-  lh=$(python3 -c "print(f'{$worker / $frames:.0f}')")
-  printf '%-28s %12s %10s %10s %10.0f %8s\n' "$name" longhaul "$frames" "$lh" \
-    "$(python3 -c "print($pmd / $frames)")" ""
-
+  # shellcheck disable=SC2016 # awk programs
+  measure "$name" longhaul '/^run: / { print $2 }' "lcore::trampoline [" -- \
+    "$LONGHAUL" run --config "$CONFIG"
+  # shellcheck disable=SC2059
+  printf "$ROW" "$name" longhaul "$FRAMES" "$PER_FRAME" "$DPDK_PER_FRAME" ""
   if [ -n "${L3FWD:-}" ]; then
+    lh=$PER_FRAME
     l3fwd_cmd "$L3FWD" "$OUT" "longhaul-instr-$$" "${VDEVS[@]}"
-    timeout -s INT "$DURATION" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.l3fwd.cg" \
-      "${L3_CMD[@]}" </dev/null >"$OUT/$name.l3fwd.log" 2>&1 || true
-    l3frames=$(awk '/Rx-total:/ { print $2 }' "$OUT/$name.l3fwd.log")
-    if [ -z "$l3frames" ] || [ "$l3frames" -eq 0 ]; then
-      echo "l3fwd: no 'Rx-total:' line (an l3fwd not built by perf/build-l3fwd.sh?); see $OUT/$name.l3fwd.log" >&2
-      exit 1
-    fi
-    l3worker=$(cost "$OUT/$name.l3fwd.cg" yes "lpm_main_loop [")
-    l3pmd=$(cost "$OUT/$name.l3fwd.cg" no "${DPDK_PATTERNS[@]}")
-    l3=$(python3 -c "print(f'{$l3worker / $l3frames:.0f}')")
-    printf '%-28s %12s %10s %10s %10.0f %8.3f\n' "" l3fwd "$l3frames" "$l3" \
-      "$(python3 -c "print($l3pmd / $l3frames)")" "$(python3 -c "print($l3 / $lh)")"
+    # shellcheck disable=SC2016
+    measure "$name" l3fwd '/Rx-total:/ { print $2 }' "lpm_main_loop [" -- "${L3_CMD[@]}"
+    # shellcheck disable=SC2059
+    printf "$ROW" "" l3fwd "$FRAMES" "$PER_FRAME" "$DPDK_PER_FRAME" \
+      "$(python3 -c "print(f'{$PER_FRAME / $lh:.3f}')")"
   fi
 done
 echo "(callgrind files and logs in $OUT)"

@@ -557,11 +557,10 @@ pub fn build_roce_v4(
     after_bth: &[u8],
 ) -> Result<usize, WireError> {
     let total = roce_v4_len(after_bth.len())?;
-    if buf.len() < total {
-        return Err(WireError::NoRoom);
-    }
-    buf[ROCE_V4_AFTER_BTH..ROCE_V4_AFTER_BTH + after_bth.len()].copy_from_slice(after_bth);
-    write_roce_v4(buf, a, bth, after_bth.len(), total, 0)
+    buf.get_mut(ROCE_V4_AFTER_BTH..total - icrc::ICRC_LEN)
+        .ok_or(WireError::NoRoom)?
+        .copy_from_slice(after_bth);
+    build_roce_v4_in_place(buf, a, bth, after_bth.len(), 0)
 }
 
 /// Where the bytes after the BTH start in a frame of [`build_roce_v4`] (Ethernet, a 20-byte
@@ -585,32 +584,8 @@ pub fn build_roce_v4_in_place(
     if buf.len() < total {
         return Err(WireError::NoRoom);
     }
-    write_roce_v4(buf, a, bth, after_bth_len, total, zero_tail)
-}
+    let udp_len = total - ethernet::HEADER_LEN - ipv4::HEADER_LEN;
 
-/// The length of a [`build_roce_v4`] frame with `after_bth_len` bytes after the BTH.
-fn roce_v4_len(after_bth_len: usize) -> Result<usize, WireError> {
-    let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth_len + icrc::ICRC_LEN;
-    let ip_len = ipv4::HEADER_LEN + udp_len;
-    if ip_len > u16::MAX as usize {
-        return Err(WireError::BadLength);
-    }
-    Ok(ethernet::HEADER_LEN + ip_len)
-}
-
-/// The headers and the ICRC of a [`build_roce_v4`] frame of `total` bytes (checked by the
-/// caller to fit `buf`) around the bytes after the BTH, which are in place, the last
-/// `zero_tail` of them zeros (0: none known).
-#[inline]
-fn write_roce_v4(
-    buf: &mut [u8],
-    a: &RoceAddrs<Ipv4Addr>,
-    bth: &BthRepr,
-    after_bth_len: usize,
-    total: usize,
-    zero_tail: usize,
-) -> Result<usize, WireError> {
-    let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth_len + icrc::ICRC_LEN;
     let mut off = ethernet::write_header(buf, a.dst_mac, a.src_mac, ethernet::ETHERTYPE_IPV4)?;
     let l3 = off;
     off += ipv4::write_header(
@@ -641,6 +616,16 @@ fn write_roce_v4(
         icrc::fill_zero_tail(&mut buf[..total], l3, zero_tail)?;
     }
     Ok(total)
+}
+
+/// The length of a [`build_roce_v4`] frame with `after_bth_len` bytes after the BTH.
+fn roce_v4_len(after_bth_len: usize) -> Result<usize, WireError> {
+    let udp_len = udp::HEADER_LEN + BTH_LEN + after_bth_len + icrc::ICRC_LEN;
+    let ip_len = ipv4::HEADER_LEN + udp_len;
+    if ip_len > u16::MAX as usize {
+        return Err(WireError::BadLength);
+    }
+    Ok(ethernet::HEADER_LEN + ip_len)
 }
 
 /// As [`build_roce_v4`] over IPv6 (flow label 0, hop limit 64).
