@@ -28,7 +28,7 @@ use crate::packet::{
     BufPool, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED, NUM_CLASSES, PORT_NONE,
 };
 use crate::time::Nanos;
-use crate::tm::{TmConfig, TrafficManager};
+use crate::tm::{BypassRun, TmConfig, TrafficManager};
 use crate::wire::pfc as wpfc;
 
 /// What the ingress (or egress) pipeline decided for a packet.
@@ -498,6 +498,14 @@ struct PortState<B: PacketBuf> {
 /// stages emit fit; beyond that frames are queued as usual).
 pub const BYPASS_RING: usize = 64;
 
+/// A bypass run open on port index `port` while a burst is admitted
+/// ([`TrafficManager::open_run`]), and the frames it let through for the port's counters.
+struct OpenRun {
+    port: usize,
+    tm: BypassRun,
+    bypassed: u64,
+}
+
 /// Switch-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchStats {
@@ -930,10 +938,23 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 self.pipeline
                     .ingress_burst(&mut ctx, &mut burst[..n], &mut actions[..n]);
             }
+            // Admission over the burst: consecutive frames to one idle port share one bypass run
+            // (the port's checks made once, its counters added once); anything else that could
+            // touch a traffic manager closes the run first.
+            let mut run = None;
             for (i, (pkt, &action)) in burst.drain(..n).zip(actions.iter()).enumerate() {
-                self.act(now, pkt, action);
-                self.flush_emitted_upto(now, i as u16);
+                if action == Action::Forward {
+                    self.enqueue_in(now, pkt, true, &mut run);
+                } else {
+                    self.close_run(&mut run);
+                    self.act(now, pkt, action);
+                }
+                if self.emit_owner.first().is_some_and(|&o| o <= i as u16) {
+                    self.close_run(&mut run);
+                    self.flush_emitted_upto_slow(now, i as u16);
+                }
             }
+            self.close_run(&mut run);
             // A pipeline that did not mark its packets leaves the rest here.
             self.flush_emitted(now);
         }
@@ -1056,13 +1077,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// Enqueue what was emitted while handling the burst's packets `0..=i` (in emission order).
-    #[inline(always)]
-    fn flush_emitted_upto(&mut self, now: Nanos, i: u16) {
-        if self.emit_owner.first().is_some_and(|&o| o <= i) {
-            self.flush_emitted_upto_slow(now, i);
-        }
-    }
-
+    /// The caller tests first that something is (`emit_owner`'s first entry at most `i`).
     #[inline(never)]
     fn flush_emitted_upto_slow(&mut self, now: Nanos, i: u16) {
         let k = self.emit_owner.iter().take_while(|&&o| o <= i).count();
@@ -1076,7 +1091,37 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// Admission (shared buffer, PFC headroom) and enqueue on the egress traffic manager.
     /// `account`: PFC-account the bytes to (ingress port, class) (received packets only).
-    fn enqueue(&mut self, now: Nanos, mut pkt: P::Buf, account: bool) {
+    fn enqueue(&mut self, now: Nanos, pkt: P::Buf, account: bool) {
+        let mut run = None;
+        self.enqueue_in(now, pkt, account, &mut run);
+        self.close_run(&mut run);
+    }
+
+    /// Add an open bypass run's frames to its port's counters, and close it.
+    #[inline]
+    fn close_run(&mut self, run: &mut Option<OpenRun>) {
+        if let Some(r) = run.take() {
+            if let Some(port) = self.ports.get_mut(r.port) {
+                port.tm.close_run(r.tm);
+                port.stats.tx_bypassed += r.bypassed;
+            }
+        }
+    }
+
+    /// [`enqueue`](Self::enqueue) within a burst's admission: a frame that finds its port idle
+    /// takes the empty-queue bypass through `run` (opened on its port and queue if it is not
+    /// yet; another port's or queue's run is closed first), so that the frames of a burst to
+    /// one idle port are checked and counted as a run. Every other step is the same as for a
+    /// frame alone, and `run` is closed before anything that could change what it checked (an
+    /// enqueue on its port, a PFC frame queued).
+    #[inline(always)]
+    fn enqueue_in(
+        &mut self,
+        now: Nanos,
+        mut pkt: P::Buf,
+        account: bool,
+        run: &mut Option<OpenRun>,
+    ) {
         let m = *pkt.meta();
         let Some(e) = self.port_idx(m.egress_port) else {
             self.stats.drops.inc(DropReason::BadPort);
@@ -1122,37 +1167,61 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 Admit::Drop(r) => {
                     self.stats.drops.inc(r);
                     self.pool.free(pkt);
-                    self.send_pfc_actions(now);
+                    self.send_pfc_actions_in(now, run);
                     return;
                 }
             }
         }
+        let queue = pkt.meta().egress_queue();
+        if run
+            .as_ref()
+            .is_some_and(|r| r.port != e || r.tm.queue() != queue)
+        {
+            self.close_run(run);
+        }
         let port = &mut self.ports[e];
         let pkt = if port.ready.len() < BYPASS_RING {
-            match port.tm.bypass(pkt, now) {
-                Ok(p) => {
-                    match port.ready.push_back(p) {
-                        Ok(()) => {
-                            port.stats.tx_bypassed += 1;
-                            self.stats.buffer_bytes += len;
-                            self.stats.buffer_max_bytes =
-                                self.stats.buffer_max_bytes.max(self.stats.buffer_bytes);
+            if run.is_none() {
+                *run = port.tm.open_run(queue, now).map(|tm| OpenRun {
+                    port: e,
+                    tm,
+                    bypassed: 0,
+                });
+            }
+            match run.as_mut() {
+                Some(r) => match port.tm.bypass_in_run(&mut r.tm, pkt, now) {
+                    Ok(p) => {
+                        match port.ready.push_back(p) {
+                            Ok(()) => {
+                                r.bypassed += 1;
+                                self.stats.buffer_bytes += len;
+                                self.stats.buffer_max_bytes =
+                                    self.stats.buffer_max_bytes.max(self.stats.buffer_bytes);
+                            }
+                            // Unreachable (room checked above), but never lose a frame
+                            // uncounted.
+                            Err(p) => {
+                                self.release_pfc(now, &p);
+                                self.stats.drops.inc(DropReason::QueueFull);
+                                self.pool.free(p);
+                            }
                         }
-                        // Unreachable (room checked above), but never lose a frame uncounted.
-                        Err(p) => {
-                            self.release_pfc(now, &p);
-                            self.stats.drops.inc(DropReason::QueueFull);
-                            self.pool.free(p);
-                        }
+                        self.send_pfc_actions_in(now, run);
+                        return;
                     }
-                    self.send_pfc_actions(now);
-                    return;
-                }
-                Err(p) => p,
+                    Err(p) => {
+                        // The link is busy or the frame does not fit: it takes the queue, and
+                        // the port is no longer idle.
+                        self.close_run(run);
+                        p
+                    }
+                },
+                None => pkt,
             }
         } else {
             pkt
         };
+        let port = &mut self.ports[e];
         match port.tm.enqueue(pkt, now) {
             Ok(_) => {
                 self.stats.buffer_bytes += len;
@@ -1165,7 +1234,17 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 self.pool.free(p);
             }
         }
-        self.send_pfc_actions(now);
+        self.send_pfc_actions_in(now, run);
+    }
+
+    /// [`send_pfc_actions`](Self::send_pfc_actions) with a bypass run open: a PFC frame goes on
+    /// a port's control queue, which the run checked was empty, so the run is closed first.
+    #[inline(always)]
+    fn send_pfc_actions_in(&mut self, now: Nanos, run: &mut Option<OpenRun>) {
+        if !self.pfc_actions.is_empty() {
+            self.close_run(run);
+            self.send_pfc_actions_slow(now);
+        }
     }
 
     /// The packet leaves the buffer: give its bytes back to PFC accounting.
@@ -1175,21 +1254,23 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if m.flags & FLAG_PFC_ACCOUNTED == 0 {
             return;
         }
-        let ingress = self.port_idx(m.ingress_port);
+        self.release_pfc_bytes(now, m.ingress_port, m.class, pkt.len() as u64);
+    }
+
+    /// Give `bytes` of (ingress port id, class) back to PFC or Bifrost accounting: what
+    /// [`release_pfc`](Self::release_pfc) does for one packet, or for a run of packets of the
+    /// same pair leaving together ([`transmit_bypassed`](Self::transmit_bypassed)).
+    #[inline]
+    fn release_pfc_bytes(&mut self, now: Nanos, ingress_port: u16, class: u8, bytes: u64) {
+        let ingress = self.port_idx(ingress_port);
         if let (Some(bf), Some(i)) = (self.bifrost.as_mut(), ingress) {
-            if bf.governs(i as u16, m.class) {
-                bf.on_dequeue(i as u16, m.class, pkt.len() as u64);
+            if bf.governs(i as u16, class) {
+                bf.on_dequeue(i as u16, class, bytes);
                 return;
             }
         }
         if let (Some(pfc), Some(i)) = (self.pfc.as_mut(), ingress) {
-            pfc.on_dequeue(
-                i as u16,
-                m.class,
-                pkt.len() as u64,
-                now,
-                &mut self.pfc_actions,
-            );
+            pfc.on_dequeue(i as u16, class, bytes, now, &mut self.pfc_actions);
         }
     }
 
@@ -1296,6 +1377,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         tx: &mut impl FnMut(P::Buf),
     ) -> usize {
         let mut n = 0;
+        if !self.pipeline.egress_active() {
+            n = self.transmit_bypassed(idx, now, max, tx);
+        }
         while n < max {
             let Some(port) = self.ports.get_mut(idx) else {
                 return n;
@@ -1340,6 +1424,71 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             self.flush_emitted(now);
         }
         n
+    }
+
+    /// The bypassed frames of port `idx` (at most `max`) as one burst, for a pipeline without
+    /// egress work: what [`transmit`](Self::transmit)'s loop does with them one at a time, with
+    /// the per-frame bookkeeping done once for the burst. The port's counters and the shared
+    /// buffer take the burst's sums; PFC and Bifrost get back the bytes of each run of frames of
+    /// one (ingress port, class) in one call, the PFC frames that release causes queued after
+    /// the burst. Same result as frame by frame: the counts only fall, saturating subtraction of
+    /// a sum is the sum of saturating subtractions, an XON is due once whatever the steps, and a
+    /// PFC frame queued on this port's control queue leaves after the bypassed frames either way
+    /// (they go first, [`PortState::ready`]). Only an accounting underflow (never expected) is
+    /// counted once per run instead of once per frame.
+    fn transmit_bypassed(
+        &mut self,
+        idx: usize,
+        now: Nanos,
+        max: usize,
+        tx: &mut impl FnMut(P::Buf),
+    ) -> usize {
+        let Some(port) = self.ports.get(idx) else {
+            return 0;
+        };
+        let k = port.ready.len().min(max);
+        if k == 0 {
+            return 0;
+        }
+        let mut bytes = 0u64;
+        let mut data_bytes = 0u64;
+        // The run of PFC-accounted frames of one (ingress port id, class) not yet released.
+        let mut run: Option<(u16, u8, u64)> = None;
+        let mut sent = 0usize;
+        while sent < k {
+            let Some(pkt) = self.ports[idx].ready.pop_front() else {
+                break;
+            };
+            let len = pkt.len() as u64;
+            let m = pkt.meta();
+            bytes += len;
+            if m.flags & FLAG_CONTROL == 0 {
+                data_bytes += len;
+                if m.flags & FLAG_PFC_ACCOUNTED != 0 {
+                    let (ingress, class) = (m.ingress_port, m.class);
+                    match run.as_mut() {
+                        Some(r) if r.0 == ingress && r.1 == class => r.2 += len,
+                        _ => {
+                            if let Some((i, c, b)) = run.replace((ingress, class, len)) {
+                                self.release_pfc_bytes(now, i, c, b);
+                                self.send_pfc_actions(now);
+                            }
+                        }
+                    }
+                }
+            }
+            tx(pkt);
+            sent += 1;
+        }
+        let st = &mut self.ports[idx].stats;
+        st.tx_pkts += sent as u64;
+        st.tx_bytes += bytes;
+        self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(data_bytes);
+        if let Some((i, c, b)) = run {
+            self.release_pfc_bytes(now, i, c, b);
+        }
+        self.send_pfc_actions(now);
+        sent
     }
 
     /// Copy every counter into `snap` (reusing its memory).
