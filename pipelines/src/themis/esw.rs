@@ -422,6 +422,13 @@ impl<P: BufPool> Pipeline<P> for ThemisEsw {
         self.ingress_impl(ctx, pkt)
     }
 
+    /// The ESW has no egress stage (PNP and TRP act at ingress; the trait's `egress` forwards):
+    /// the engine skips the call, and sends bypassed frames as a burst.
+    #[inline]
+    fn egress_active(&self) -> bool {
+        false
+    }
+
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: ThemisCommand) -> Result<(), &'static str> {
         self.command(ctx.now, cmd)
     }
