@@ -1376,10 +1376,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         max: usize,
         tx: &mut impl FnMut(P::Buf),
     ) -> usize {
-        let mut n = 0;
-        if !self.pipeline.egress_active() {
-            n = self.transmit_bypassed(idx, now, max, tx);
-        }
+        let mut n = self.transmit_bypassed(idx, now, max, tx);
         while n < max {
             let Some(port) = self.ports.get_mut(idx) else {
                 return n;
@@ -1426,16 +1423,18 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         n
     }
 
-    /// The bypassed frames of port `idx` (at most `max`) as one burst, for a pipeline without
-    /// egress work: what [`transmit`](Self::transmit)'s loop does with them one at a time, with
-    /// the per-frame bookkeeping done once for the burst. The port's counters and the shared
-    /// buffer take the burst's sums; PFC and Bifrost get back the bytes of each run of frames of
-    /// one (ingress port, class) in one call, the PFC frames that release causes queued after
-    /// the burst. Same result as frame by frame: the counts only fall, saturating subtraction of
-    /// a sum is the sum of saturating subtractions, an XON is due once whatever the steps, and a
-    /// PFC frame queued on this port's control queue leaves after the bypassed frames either way
-    /// (they go first, [`PortState::ready`]). Only an accounting underflow (never expected) is
-    /// counted once per run instead of once per frame.
+    /// The bypassed frames of port `idx` (at most `max`) as one burst: what
+    /// [`transmit`](Self::transmit)'s loop does with them one at a time, with the per-frame
+    /// bookkeeping done once for the burst. The port's counters take the burst's sums; PFC and
+    /// Bifrost get back the bytes of each run of frames of one (ingress port, class) in one
+    /// call, and the PFC frames that release causes are queued when the run ends, before
+    /// anything an egress stage emitted is enqueued, or after the burst. Same result as frame by
+    /// frame: the counts only fall, an XON is due at the same `now` whatever the steps, a PFC
+    /// frame queued on this port's control queue leaves after the bypassed frames either way
+    /// (they go first, [`PortState::ready`]), and an emitted frame meets the control queues as
+    /// it would. Only an accounting underflow (never expected) is counted once per run instead
+    /// of once per frame. Frames the egress stage drops are not counted in the result, as in
+    /// `transmit`.
     fn transmit_bypassed(
         &mut self,
         idx: usize,
@@ -1450,20 +1449,20 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if k == 0 {
             return 0;
         }
+        let egress = self.pipeline.egress_active();
         let mut bytes = 0u64;
-        let mut data_bytes = 0u64;
         // The run of PFC-accounted frames of one (ingress port id, class) not yet released.
         let mut run: Option<(u16, u8, u64)> = None;
         let mut sent = 0usize;
-        while sent < k {
-            let Some(pkt) = self.ports[idx].ready.pop_front() else {
+        for _ in 0..k {
+            let Some(mut pkt) = self.ports[idx].ready.pop_front() else {
                 break;
             };
             let len = pkt.len() as u64;
             let m = pkt.meta();
-            bytes += len;
-            if m.flags & FLAG_CONTROL == 0 {
-                data_bytes += len;
+            let data = m.flags & FLAG_CONTROL == 0;
+            if data {
+                self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
                 if m.flags & FLAG_PFC_ACCOUNTED != 0 {
                     let (ingress, class) = (m.ingress_port, m.class);
                     match run.as_mut() {
@@ -1477,13 +1476,45 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     }
                 }
             }
-            tx(pkt);
-            sent += 1;
+            if !(data && egress) {
+                bytes += len;
+                tx(pkt);
+                sent += 1;
+                continue;
+            }
+            let action = {
+                let mut ctx = ctx!(self, now);
+                self.pipeline.egress(&mut ctx, &mut pkt)
+            };
+            if action == Action::Forward {
+                // An egress stage may have grown or shrunk the frame (INT): the wire time and
+                // the port's bytes are those of what is sent.
+                let out = pkt.len() as u64;
+                if out != len {
+                    self.ports[idx].tm.resize_tx(len, out);
+                }
+                bytes += out;
+                tx(pkt);
+                sent += 1;
+            } else {
+                let r = match action {
+                    Action::Drop(r) => r,
+                    _ => DropReason::Pipeline,
+                };
+                self.stats.drops.inc(r);
+                self.pool.free(pkt);
+            }
+            if !self.emitted.is_empty() {
+                if let Some((i, c, b)) = run.take() {
+                    self.release_pfc_bytes(now, i, c, b);
+                }
+                self.send_pfc_actions(now);
+                self.flush_emitted_slow(now);
+            }
         }
         let st = &mut self.ports[idx].stats;
         st.tx_pkts += sent as u64;
         st.tx_bytes += bytes;
-        self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(data_bytes);
         if let Some((i, c, b)) = run {
             self.release_pfc_bytes(now, i, c, b);
         }
