@@ -25,7 +25,8 @@ use crate::conservation::Ledger;
 use crate::control::{Channel, Command, ControlStats, Envelope, Punt, PuntHandler};
 use crate::counters::{DropCounters, DropReason};
 use crate::packet::{
-    BufPool, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED, NUM_CLASSES, PORT_NONE,
+    BufPool, Meta, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED, NUM_CLASSES,
+    PORT_NONE,
 };
 use crate::time::Nanos;
 use crate::tm::{BypassRun, TmConfig, TrafficManager};
@@ -497,6 +498,28 @@ struct PortState<B: PacketBuf> {
 /// Frames one port holds between the bypass and the next `transmit` (one rx burst and what its
 /// stages emit fit; beyond that frames are queued as usual).
 pub const BYPASS_RING: usize = 64;
+
+/// The PFC-accounted frames of one (ingress port id, class, bytes) that left in a row and are
+/// not yet released ([`Switch::transmit_bypassed`]).
+#[derive(Default)]
+struct ReleaseRun(Option<(u16, u8, u64)>);
+
+impl ReleaseRun {
+    /// Add a leaving frame: the run it ended, if any, to be released now.
+    #[inline(always)]
+    fn add(&mut self, m: &Meta, len: u64) -> Option<(u16, u8, u64)> {
+        if m.flags & FLAG_PFC_ACCOUNTED == 0 {
+            return None;
+        }
+        match self.0.as_mut() {
+            Some(r) if r.0 == m.ingress_port && r.1 == m.class => {
+                r.2 += len;
+                None
+            }
+            _ => self.0.replace((m.ingress_port, m.class, len)),
+        }
+    }
+}
 
 /// A bypass run open on port index `port` while a burst is admitted
 /// ([`TrafficManager::open_run`]), and the frames it let through for the port's counters.
@@ -1449,73 +1472,85 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if k == 0 {
             return 0;
         }
-        let egress = self.pipeline.egress_active();
         let mut bytes = 0u64;
-        // The run of PFC-accounted frames of one (ingress port id, class) not yet released.
-        let mut run: Option<(u16, u8, u64)> = None;
+        let mut run = ReleaseRun::default();
         let mut sent = 0usize;
-        for _ in 0..k {
-            let Some(mut pkt) = self.ports[idx].ready.pop_front() else {
-                break;
-            };
-            let len = pkt.len() as u64;
-            let m = pkt.meta();
-            let data = m.flags & FLAG_CONTROL == 0;
-            if data {
-                self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
-                if m.flags & FLAG_PFC_ACCOUNTED != 0 {
-                    let (ingress, class) = (m.ingress_port, m.class);
-                    match run.as_mut() {
-                        Some(r) if r.0 == ingress && r.1 == class => r.2 += len,
-                        _ => {
-                            if let Some((i, c, b)) = run.replace((ingress, class, len)) {
-                                self.release_pfc_bytes(now, i, c, b);
-                                self.send_pfc_actions(now);
-                            }
-                        }
+        if !self.pipeline.egress_active() {
+            // No egress stage: nothing is emitted and nothing dropped here, so the shared buffer
+            // takes the burst's sum too.
+            let mut data_bytes = 0u64;
+            for _ in 0..k {
+                let Some(pkt) = self.ports[idx].ready.pop_front() else {
+                    break;
+                };
+                let len = pkt.len() as u64;
+                let m = pkt.meta();
+                bytes += len;
+                if m.flags & FLAG_CONTROL == 0 {
+                    data_bytes += len;
+                    if let Some((i, c, b)) = run.add(m, len) {
+                        self.release_pfc_bytes(now, i, c, b);
+                        self.send_pfc_actions(now);
                     }
                 }
-            }
-            if !(data && egress) {
-                bytes += len;
                 tx(pkt);
                 sent += 1;
-                continue;
             }
-            let action = {
-                let mut ctx = ctx!(self, now);
-                self.pipeline.egress(&mut ctx, &mut pkt)
-            };
-            if action == Action::Forward {
-                // An egress stage may have grown or shrunk the frame (INT): the wire time and
-                // the port's bytes are those of what is sent.
-                let out = pkt.len() as u64;
-                if out != len {
-                    self.ports[idx].tm.resize_tx(len, out);
-                }
-                bytes += out;
-                tx(pkt);
-                sent += 1;
-            } else {
-                let r = match action {
-                    Action::Drop(r) => r,
-                    _ => DropReason::Pipeline,
+            self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(data_bytes);
+        } else {
+            for _ in 0..k {
+                let Some(mut pkt) = self.ports[idx].ready.pop_front() else {
+                    break;
                 };
-                self.stats.drops.inc(r);
-                self.pool.free(pkt);
-            }
-            if !self.emitted.is_empty() {
-                if let Some((i, c, b)) = run.take() {
-                    self.release_pfc_bytes(now, i, c, b);
+                let len = pkt.len() as u64;
+                let m = pkt.meta();
+                if m.flags & FLAG_CONTROL != 0 {
+                    bytes += len;
+                    tx(pkt);
+                    sent += 1;
+                    continue;
                 }
-                self.send_pfc_actions(now);
-                self.flush_emitted_slow(now);
+                // Before egress, as `transmit` does: what it emits meets the buffer as it is.
+                self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
+                if let Some((i, c, b)) = run.add(m, len) {
+                    self.release_pfc_bytes(now, i, c, b);
+                    self.send_pfc_actions(now);
+                }
+                let action = {
+                    let mut ctx = ctx!(self, now);
+                    self.pipeline.egress(&mut ctx, &mut pkt)
+                };
+                if action == Action::Forward {
+                    // An egress stage may have grown or shrunk the frame (INT): the wire time
+                    // and the port's bytes are those of what is sent.
+                    let out = pkt.len() as u64;
+                    if out != len {
+                        self.ports[idx].tm.resize_tx(len, out);
+                    }
+                    bytes += out;
+                    tx(pkt);
+                    sent += 1;
+                } else {
+                    let r = match action {
+                        Action::Drop(r) => r,
+                        _ => DropReason::Pipeline,
+                    };
+                    self.stats.drops.inc(r);
+                    self.pool.free(pkt);
+                }
+                if !self.emitted.is_empty() {
+                    if let Some((i, c, b)) = run.0.take() {
+                        self.release_pfc_bytes(now, i, c, b);
+                    }
+                    self.send_pfc_actions(now);
+                    self.flush_emitted_slow(now);
+                }
             }
         }
         let st = &mut self.ports[idx].stats;
         st.tx_pkts += sent as u64;
         st.tx_bytes += bytes;
-        if let Some((i, c, b)) = run {
+        if let Some((i, c, b)) = run.0 {
             self.release_pfc_bytes(now, i, c, b);
         }
         self.send_pfc_actions(now);
