@@ -252,7 +252,9 @@ fn pfc_xoff_then_xon_and_no_lossless_drops() {
 /// at a time) and leave every counter the same; every accounted byte comes back.
 #[test]
 fn bypassed_frames_of_two_ingress_ports_release_their_pfc_bytes() {
-    fn run<L: Pipeline<HeapPool> + Default>() -> (Vec<(usize, u64, Vec<u8>)>, Vec<String>) {
+    /// Frames sent (port, time, bytes) and every counter, printed.
+    type Run = (Vec<(usize, u64, Vec<u8>)>, Vec<String>);
+    fn run<L: Pipeline<HeapPool> + Default>() -> Run {
         let pfc = PfcParams {
             enabled_classes: 1 << 3,
             xoff_bytes: 3_000,
