@@ -88,7 +88,49 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, 
     if be16(frame, lay.udp_off + 2) != Some(int_port) {
         return Err(WireError::Unsupported);
     }
-    let il = int::locate_int_in(frame, &lay)?;
+    // The encoding's fixed header, compared at once: when it is there, the general checks below
+    // all pass and find what this finds (the proptest `fixed_locate_matches_the_general_one`),
+    // for about half the instructions; anything else takes them, and their precise error.
+    if let Some(il) = fixed_int(frame, lay.udp_off) {
+        return view_of(frame, &lay, &il);
+    }
+    locate_general(frame, &lay)
+}
+
+/// The Reflex INT after the UDP header at `udp_off` when its 16 header bytes are the
+/// encoding's (the bits the general checks ignore left free: the shim's reserved bits, the
+/// MD header's flags and RemainingHopCount, the DS Flags) and the datagram holds all 28 bytes:
+/// the layout `int::locate_int_in` gives for it.
+#[inline(always)]
+fn fixed_int(frame: &[u8], udp_off: usize) -> Option<int::IntLayout> {
+    let ulen = be16(frame, udp_off + 4)? as usize;
+    let shim_off = udp_off + udp::HEADER_LEN;
+    let h = frame
+        .get(shim_off..udp_off + ulen)?
+        .first_chunk::<INT_LEN>()?;
+    let ok = h[0] & 0xfc == (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2)
+        && h[1] == (INT_LEN / 4) as u8
+        && h[2..4] == roce::ROCE_V2_PORT.to_be_bytes()
+        && h[4] >> 4 == VERSION
+        && h[6] & 0x1f == (HOP_LEN / 4) as u8
+        && h[8..10] == int::INS_EGRESS_TS.to_be_bytes()
+        && h[10..12] == DS_ID.to_be_bytes()
+        && h[12..14] == DS_INS_REQUESTER_QPN.to_be_bytes();
+    ok.then_some(int::IntLayout {
+        udp_off,
+        shim_off,
+        stack_off: shim_off + SHIM_LEN + MD_HEADER_LEN,
+        stack_len: HOP_LEN,
+        int_len: INT_LEN,
+        instructions: int::INS_EGRESS_TS,
+        hop_len: HOP_LEN,
+    })
+}
+
+/// [`locate`] after the port check, through the general INT checks.
+#[inline(never)]
+fn locate_general(frame: &[u8], lay: &int::UdpLayout) -> Result<ReflexView, WireError> {
+    let il = int::locate_int_in(frame, lay)?;
     let shim = il.shim_off;
     let md = shim + SHIM_LEN;
     if be16(frame, shim + 2) != Some(roce::ROCE_V2_PORT)
@@ -100,6 +142,18 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, 
     {
         return Err(WireError::Unsupported);
     }
+    view_of(frame, lay, &il)
+}
+
+/// The view of a Reflex INT located as `il` (its header checked).
+#[inline(always)]
+fn view_of(
+    frame: &[u8],
+    lay: &int::UdpLayout,
+    il: &int::IntLayout,
+) -> Result<ReflexView, WireError> {
+    let shim = il.shim_off;
+    let md = shim + SHIM_LEN;
     let flags = be16(frame, md + 10).ok_or(WireError::Truncated)?;
     let ts_off = il.stack_off;
     let hi = be32(frame, ts_off).ok_or(WireError::Truncated)? as u64;
@@ -497,7 +551,7 @@ mod tests {
                 psn,
                 ..BthRepr::default()
             };
-            let mut buf = vec![0u8; 512];
+            let mut buf = vec![0u8; 2048];
             let n = if v6 {
                 let a = RoceAddrs {
                     src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
@@ -533,6 +587,67 @@ mod tests {
             let n1 = build_pseudo_ack(b.data(), 14, &v, dscp, [2; 6], [3; 6], &mut got).unwrap();
             let n2 = pseudo_ack_ref(b.data(), &v, dscp, &mut want);
             proptest::prop_assert_eq!(&got[..n1], &want[..n2]);
+        }
+    }
+
+    /// [`locate`] through the general INT checks only (what it was before the fixed header).
+    fn locate_ref(frame: &[u8], l3_off: usize, port: u16) -> Result<ReflexView, WireError> {
+        let lay = locate_udp(frame, l3_off)?;
+        if be16(frame, lay.udp_off + 2) != Some(port) {
+            return Err(WireError::Unsupported);
+        }
+        locate_general(frame, &lay)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        /// The fixed-header shortcut finds what the general checks find, and refuses what they
+        /// refuse with the same error: Reflex frames (IPv4, IPv6) with up to three bytes of the
+        /// UDP header, the INT or the BTH changed (biased to the bits that matter), cut anywhere.
+        #[test]
+        fn fixed_locate_matches_the_general_one(
+            v6 in proptest::prelude::any::<bool>(),
+            flags in proptest::prelude::any::<u16>(),
+            edits in proptest::collection::vec((0usize..52, proptest::prelude::any::<u8>(), 0u8..4), 0..4),
+            cut in 0usize..120,
+        ) {
+            let mut buf = vec![0u8; 2048];
+            let n = if v6 {
+                let a = RoceAddrs {
+                    src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                    dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                    src_ip: "2001:db8::5".parse::<Ipv6Addr>().unwrap(),
+                    dst_ip: "2001:db8:1::7".parse::<Ipv6Addr>().unwrap(),
+                    udp_sport: 1,
+                    dscp: 26,
+                    ecn: 2,
+                };
+                let bth = BthRepr { opcode: opcode::RC_RDMA_WRITE_MIDDLE, ..BthRepr::default() };
+                build_roce_v6(&mut buf, &a, &bth, &[1; 16]).unwrap()
+            } else {
+                let d = data_v4();
+                buf[..d.len()].copy_from_slice(&d);
+                d.len()
+            };
+            let mut b = HeapBuf::from_bytes(&buf[..n]);
+            insert(&mut b, 14, 5000, HOP, flags).unwrap();
+            let mut f = b.data().to_vec();
+            let udp_off = if v6 { 54 } else { 34 };
+            for (i, v, mode) in edits {
+                let at = udp_off + i;
+                if let Some(x) = f.get_mut(at) {
+                    *x = match mode {
+                        0 => v,
+                        1 => *x ^ (1 << (v % 8)),
+                        2 => x.wrapping_add(1),
+                        _ => x.wrapping_sub(1),
+                    };
+                }
+            }
+            // Cut inside the headers now and then (most cuts keep the frame whole).
+            let keep = if cut < 90 { (udp_off + cut).min(f.len()) } else { f.len() };
+            let f = &f[..keep];
+            proptest::prop_assert_eq!(locate(f, 14, 5000), locate_ref(f, 14, 5000));
         }
     }
 
