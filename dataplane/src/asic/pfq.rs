@@ -159,7 +159,8 @@ pub struct PerFlowQueues<B: PacketBuf, K: Hash + Eq + Copy = u64> {
     /// every non-empty queue, earliest first. An entry whose generation is not the slot's is
     /// stale (the queue emptied, changed rate or changed flow since) and is skipped.
     calendar: BinaryHeap<Reverse<CalEntry>>,
-    /// The calendar's sorted run: entries pushed in key order (each at least the last one's
+    /// The calendar's sorted run (MLCC's PFQ dequeue, paper 001 section 3.2.2: which packet
+    /// goes when does not change): entries pushed in key order (each at least the last one's
     /// key) wait here in a FIFO instead of the heap; the calendar is the union of the two, its
     /// earliest entry the smaller of the heap's top and the run's front. A queue whose head
     /// conforms at once is scheduled at `now`, and `now` only grows, so in steady state nearly

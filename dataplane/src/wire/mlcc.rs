@@ -223,7 +223,8 @@ pub fn push_at<B: PacketBuf + ?Sized>(
 }
 
 /// Make the RoCEv2 packet (IP header at `l3_off`) an MLCC INT packet whose first hop is `hop`:
-/// the INT source and its own hop in one pass, `c_d` in the DS Flags. The record is written at
+/// the INT source and its own hop in one pass, `c_d` in the DS Flags (the receiver-side DCI's
+/// credit in the data, paper 001 section 3.2.2). The record is written at
 /// fixed offsets ([`MlccHop::record`], [`int::insert_int_md_with_record`]): the bytes
 /// [`int::insert_int_md_with_hop`] writes from [`MlccHop::split`], for about half the
 /// instructions (perf/README.md, sixth session).
