@@ -40,9 +40,9 @@
 //! then `copy_within` the headers to the new front (no allocation).
 
 use super::checksum;
-use super::ipv4::{Ipv4Packet, PROTO_UDP};
+use super::ipv4::{self, Ipv4Packet, PROTO_UDP};
 use super::ipv6::{self, Ipv6Packet};
-use super::udp::{self, UdpPacket};
+use super::udp;
 use super::{be16, be32, put16, WireError};
 use crate::packet::PacketBuf;
 
@@ -75,6 +75,7 @@ pub const INS_SUPPORTED: u16 =
 
 /// Per-hop metadata length in 4-byte words for `instructions`, or [`WireError::Unsupported`]
 /// when it has bits other than [`INS_SUPPORTED`].
+#[inline]
 pub const fn hop_words(instructions: u16) -> Result<u8, WireError> {
     if instructions & !INS_SUPPORTED != 0 {
         return Err(WireError::Unsupported);
@@ -320,8 +321,76 @@ pub(crate) struct UdpLayout {
     pub(crate) udp_off: usize,
 }
 
+/// The UDP header of the IPv4/IPv6 packet whose IP header is at `l3_off`, with the lengths
+/// checked (IP header and total/payload length within the frame, UDP length within the IP
+/// payload and at least 8). Reads the fixed IPv4 header as an array (`ipv4::fixed_header`)
+/// instead of through the checked view's accessors, each of which bounds-checks again: the
+/// same checks, in the same order and with the same errors as [`Ipv4Packet::new_checked`],
+/// [`Ipv4Packet::check_len`] and [`udp::UdpPacket::check_len`] (the proptest
+/// `locate_udp_matches_the_views` holds it to them); every INT stage and locate runs it.
 #[inline]
 pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
+    let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
+    let (v4, udp_off, ip_end) = match l3.first().map(|b| b >> 4) {
+        Some(4) => {
+            let h = ipv4::fixed_header(l3).ok_or(WireError::Truncated)?;
+            let ihl = (h[0] & 0xf) as usize;
+            if ihl < 5 {
+                return Err(WireError::BadIpHeader);
+            }
+            let hl = ihl * 4;
+            if l3.len() < hl {
+                return Err(WireError::Truncated);
+            }
+            let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+            if total < hl || total > l3.len() {
+                return Err(WireError::BadLength);
+            }
+            if h[9] != PROTO_UDP {
+                return Err(WireError::Unsupported);
+            }
+            if ipv4::is_fragment_fixed(h) {
+                return Err(WireError::Ipv4Fragment);
+            }
+            (true, l3_off + hl, l3_off + total)
+        }
+        Some(6) => {
+            let ip = Ipv6Packet::new_checked(l3)?;
+            ip.check_len()?;
+            if ip.next_header() != PROTO_UDP {
+                return Err(WireError::Unsupported);
+            }
+            (
+                false,
+                l3_off + ipv6::HEADER_LEN,
+                l3_off + ipv6::HEADER_LEN + ip.payload_len() as usize,
+            )
+        }
+        Some(_) => return Err(WireError::BadIpHeader),
+        None => return Err(WireError::Truncated),
+    };
+    // `ip_end` is within the frame (checked above); the UDP header must fit before it.
+    let dgram_len = ip_end.checked_sub(udp_off).ok_or(WireError::BadLength)?;
+    if dgram_len < udp::HEADER_LEN {
+        return Err(WireError::Truncated);
+    }
+    let u = frame
+        .get(udp_off..udp_off + udp::HEADER_LEN)
+        .ok_or(WireError::BadLength)?;
+    let ulen = u16::from_be_bytes([u[4], u[5]]) as usize;
+    if ulen < udp::HEADER_LEN || ulen > dgram_len {
+        return Err(WireError::BadLength);
+    }
+    Ok(UdpLayout {
+        v4,
+        l3_off,
+        udp_off,
+    })
+}
+
+/// The general form of [`locate_udp`], through the checked views: its reference in tests.
+#[cfg(test)]
+pub(crate) fn locate_udp_ref(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
     let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
     let (v4, udp_off, ip_end) = match l3.first().map(|b| b >> 4) {
         Some(4) => {
@@ -354,7 +423,7 @@ pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireE
         Some(_) => return Err(WireError::BadIpHeader),
         None => return Err(WireError::Truncated),
     };
-    let u = UdpPacket::new_checked(frame.get(udp_off..ip_end).ok_or(WireError::BadLength)?)?;
+    let u = udp::UdpPacket::new_checked(frame.get(udp_off..ip_end).ok_or(WireError::BadLength)?)?;
     u.check_len()?;
     Ok(UdpLayout {
         v4,
@@ -364,7 +433,10 @@ pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireE
 }
 
 /// Add `delta` bytes to IP and UDP lengths (IPv4 checksum updated incrementally; a non-zero UDP
-/// checksum recomputed). Checks for overflow before changing anything.
+/// checksum recomputed). Checks for overflow before changing anything. Inlined: its callers'
+/// constant `delta` and known IP version fold into it (a call of 78 instructions per INT insertion
+/// otherwise, perf/README.md, sixth session).
+#[inline]
 pub(crate) fn adjust_lengths(
     frame: &mut [u8],
     lay: &UdpLayout,
@@ -387,10 +459,18 @@ pub(crate) fn adjust_lengths(
     Ok(())
 }
 
+/// Recompute a non-zero UDP checksum (RoCEv2 sends 0, which stays): the test inlined, the
+/// recomputation not.
+#[inline]
 pub(crate) fn refresh_udp_checksum(frame: &mut [u8], lay: &UdpLayout) {
     if be16(frame, lay.udp_off + 6).unwrap_or(0) == 0 {
         return;
     }
+    refresh_udp_checksum_nonzero(frame, lay);
+}
+
+#[inline(never)]
+fn refresh_udp_checksum_nonzero(frame: &mut [u8], lay: &UdpLayout) {
     let ulen = be16(frame, lay.udp_off + 4).unwrap_or(0) as usize;
     if frame.len() < lay.udp_off || lay.udp_off < lay.l3_off {
         return;
@@ -436,6 +516,22 @@ pub(crate) fn open_gap<B: PacketBuf + ?Sized>(
     Ok(())
 }
 
+/// As [`open_gap`] without zeroing the new bytes: for a caller that writes all of them (the INT
+/// source writes the shim, the header and its whole first hop record).
+#[inline]
+fn open_gap_unfilled<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    at: usize,
+    n: usize,
+) -> Result<(), WireError> {
+    if at > buf.len() {
+        return Err(WireError::Truncated);
+    }
+    buf.prepend(n).ok_or(WireError::NoRoom)?;
+    buf.data_mut().copy_within(n..n + at, 0);
+    Ok(())
+}
+
 /// Remove `n` bytes at offset `at` (moving bytes `0..at` backward and trimming the front).
 fn close_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<(), WireError> {
     if at + n > buf.len() {
@@ -453,6 +549,8 @@ fn close_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<
 /// RemainingHopCount `rhc`, `cfg`'s instructions, domain, DS Instruction and Flags); the UDP
 /// port becomes `cfg.int_port`. Lengths and checksums are left to the caller. Returns the UDP
 /// layout and the shim's offset. Errors (length overflow, no headroom) leave the frame unchanged.
+/// The `extra` bytes after the header are not zeroed: the caller writes them.
+#[inline]
 fn open_int<B: PacketBuf + ?Sized>(
     buf: &mut B,
     l3_off: usize,
@@ -475,7 +573,7 @@ fn open_int<B: PacketBuf + ?Sized>(
         return Err(WireError::NoRoom);
     }
     let at = lay.udp_off + udp::HEADER_LEN;
-    open_gap(buf, at, n)?;
+    open_gap_unfilled(buf, at, n)?;
     let d = buf.data_mut();
     let orig_port = be16(d, lay.udp_off + 2).unwrap_or(0);
     put16(d, lay.udp_off + 2, cfg.int_port);
@@ -544,13 +642,42 @@ pub fn insert_int_md_with_hop<B: PacketBuf + ?Sized>(
         return Err(WireError::Unsupported);
     }
     let hop_len = hop_ml as usize * 4;
+    // The record: the standard metadata, then `ds`; bytes `ds` does not cover stay 0.
+    let mut rec = [0u8; MAX_HOP_LEN];
+    let std_len = hop.write(cfg.instructions, &mut rec)?;
+    rec[std_len..std_len + ds.len()].copy_from_slice(ds);
+    insert_int_md_with_record(buf, l3_off, cfg, &rec[..hop_len])
+}
+
+/// The longest hop record (HopML is 5 bits: 31 words).
+pub const MAX_HOP_LEN: usize = 31 * 4;
+
+/// [`insert_int_md_with_hop`] with the first hop given as its complete record `rec` (HopML x 4
+/// bytes: `cfg.instructions`' standard metadata in instruction-bit order, then the domain's
+/// `cfg.ds_words` words), for a domain that writes its record at fixed offsets
+/// (`wire::mlcc::MlccHop::record`) instead of through the instruction-bitmap writer. The same
+/// checks and output; [`WireError::Unsupported`] when `rec`'s length is not
+/// `(hop_words(cfg.instructions) + cfg.ds_words) x 4` or `cfg.max_hops` is 0. Errors leave the
+/// frame unchanged.
+#[inline]
+pub fn insert_int_md_with_record<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    l3_off: usize,
+    cfg: &IntConfig,
+    rec: &[u8],
+) -> Result<(), WireError> {
+    let hop_ml = hop_words(cfg.instructions)?
+        .checked_add(cfg.ds_words)
+        .filter(|w| *w <= 31)
+        .ok_or(WireError::Unsupported)?;
+    let hop_len = hop_ml as usize * 4;
+    if cfg.max_hops == 0 || rec.len() != hop_len {
+        return Err(WireError::Unsupported);
+    }
     let n = SHIM_LEN + MD_HEADER_LEN + hop_len;
     let (lay, at) = open_int(buf, l3_off, cfg, hop_ml, hop_len, cfg.max_hops - 1)?;
     let d = buf.data_mut();
-    let s = &mut d[at..at + n];
-    let h = &mut s[SHIM_LEN + MD_HEADER_LEN..];
-    let std_len = hop.write(cfg.instructions, h)?;
-    h[std_len..std_len + ds.len()].copy_from_slice(ds);
+    d[at + SHIM_LEN + MD_HEADER_LEN..at + n].copy_from_slice(rec);
     adjust_lengths(d, &lay, n as isize)?;
     refresh_udp_checksum(d, &lay);
     Ok(())
@@ -893,7 +1020,7 @@ mod tests {
         insert_int_md(&mut b, 14, &cfg).unwrap();
         push_hop_metadata(&mut b, 14, &hop(9)).unwrap();
         let d = b.data();
-        let u = UdpPacket::new_checked(&d[34..]).unwrap();
+        let u = udp::UdpPacket::new_checked(&d[34..]).unwrap();
         assert!(u.verify_checksum_v4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()));
         let h: Vec<_> = HopStack::new(d, 14).unwrap().collect();
         assert_eq!(
@@ -992,5 +1119,85 @@ mod tests {
             Err(WireError::Unsupported)
         );
         assert_eq!(c.data(), &hex(SEND_V4)[..]);
+    }
+
+    fn layout_tuple(r: Result<UdpLayout, WireError>) -> Result<(bool, usize, usize), WireError> {
+        r.map(|l| (l.v4, l.l3_off, l.udp_off))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        /// The fixed-header `locate_udp` against the checked views it replaced: the same layout
+        /// or the same error for packets with any header byte changed (version, IHL, lengths,
+        /// protocol, fragment bits, UDP length), cut at any length, at any L3 offset.
+        #[test]
+        fn locate_udp_matches_the_views(
+            v6 in proptest::prelude::any::<bool>(),
+            edits in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..200,
+            l3 in 10usize..18,
+        ) {
+            let frame = if v6 { hex(WRITE_V6) } else { hex(SEND_V4) };
+            let mut f = frame.clone();
+            for (i, b) in &edits {
+                if let Some(x) = f.get_mut(14 + i) {
+                    *x = *b;
+                }
+            }
+            let n = f.len().saturating_sub(cut % (f.len() + 1));
+            let f = &f[..n];
+            proptest::prop_assert_eq!(
+                layout_tuple(locate_udp(f, l3)),
+                layout_tuple(locate_udp_ref(f, l3))
+            );
+            proptest::prop_assert_eq!(
+                layout_tuple(locate_udp(f, 14)),
+                layout_tuple(locate_udp_ref(f, 14))
+            );
+        }
+    }
+
+    #[test]
+    fn locate_udp_edges_match_the_views() {
+        for orig in [hex(SEND_V4), hex(WRITE_V6)] {
+            for cut in 0..=orig.len() {
+                for l3 in [0, 13, 14, 15, 60] {
+                    let f = &orig[..cut];
+                    assert_eq!(
+                        layout_tuple(locate_udp(f, l3)),
+                        layout_tuple(locate_udp_ref(f, l3))
+                    );
+                }
+            }
+        }
+        // Every value of the IPv4 bytes that matter: version/IHL, total length, protocol, flags,
+        // and the UDP length.
+        let orig = hex(SEND_V4);
+        for (i, j) in [
+            (14, 15),
+            (16, 17),
+            (17, 18),
+            (23, 24),
+            (20, 21),
+            (38, 39),
+            (39, 40),
+        ] {
+            for v in 0..=255u8 {
+                let mut f = orig.clone();
+                f[i] = v;
+                assert_eq!(
+                    layout_tuple(locate_udp(&f, 14)),
+                    layout_tuple(locate_udp_ref(&f, 14)),
+                    "byte {i} = {v}"
+                );
+                let mut f = orig.clone();
+                f[j] = v;
+                assert_eq!(
+                    layout_tuple(locate_udp(&f, 14)),
+                    layout_tuple(locate_udp_ref(&f, 14)),
+                    "byte {j} = {v}"
+                );
+            }
+        }
     }
 }

@@ -103,6 +103,21 @@ impl MlccHop {
         (std, ds)
     }
 
+    /// The 28-byte record at fixed offsets: the bytes [`MlccHop::split`] and
+    /// `HopMetadata::write` of [`INSTRUCTIONS`] give, followed by the domain part (the proptest
+    /// `record_matches_the_bitmap_writer` holds it to them). The DCI writes one per packet.
+    #[inline]
+    pub fn record(&self) -> [u8; HOP_LEN] {
+        let mut r = [0u8; HOP_LEN];
+        let q = ((self.queue_id as u32) << 24) | (self.qlen.min(MAX_QLEN) & MAX_QLEN);
+        r[0..4].copy_from_slice(&self.node_id.to_be_bytes());
+        r[4..8].copy_from_slice(&q.to_be_bytes());
+        r[8..16].copy_from_slice(&self.ts.to_be_bytes());
+        r[16..24].copy_from_slice(&self.tx_bytes.to_be_bytes());
+        r[24..28].copy_from_slice(&self.rate_mbps.to_be_bytes());
+        r
+    }
+
     /// Decode a 28-byte record.
     pub fn read(b: &[u8]) -> Result<MlccHop, WireError> {
         let b = b.get(..HOP_LEN).ok_or(WireError::Truncated)?;
@@ -208,8 +223,12 @@ pub fn push_at<B: PacketBuf + ?Sized>(
 }
 
 /// Make the RoCEv2 packet (IP header at `l3_off`) an MLCC INT packet whose first hop is `hop`:
-/// the INT source and its own hop in one pass ([`int::insert_int_md_with_hop`]), `c_d` in the
-/// DS Flags.
+/// the INT source and its own hop in one pass, `c_d` in the DS Flags (the receiver-side DCI's
+/// credit in the data, paper 001 section 3.2.2). The record is written at
+/// fixed offsets ([`MlccHop::record`], [`int::insert_int_md_with_record`]): the bytes
+/// [`int::insert_int_md_with_hop`] writes from [`MlccHop::split`], for about half the
+/// instructions (perf/README.md, sixth session).
+#[inline]
 pub fn source<B: PacketBuf + ?Sized>(
     buf: &mut B,
     l3_off: usize,
@@ -218,8 +237,12 @@ pub fn source<B: PacketBuf + ?Sized>(
     c_d: Option<u16>,
     hop: &MlccHop,
 ) -> Result<(), WireError> {
-    let (std, ds) = hop.split();
-    int::insert_int_md_with_hop(buf, l3_off, &int_config(int_port, max_hops, c_d), &std, &ds)
+    int::insert_int_md_with_record(
+        buf,
+        l3_off,
+        &int_config(int_port, max_hops, c_d),
+        &hop.record(),
+    )
 }
 
 /// The `i`-th hop record (0 = newest) of a located INT.
@@ -522,6 +545,8 @@ mod tests {
     use crate::wire::testutil::hex;
 
     // RC SEND ONLY over IPv4 with valid ICRC (the same scapy frame as int.rs's tests).
+    // RDMA WRITE ONLY over IPv6 (scapy, as in int.rs).
+    const WRITE_V6: &str = "02000000000202000000000186dd662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020c82212b7005400000a00ffff00000abc8000a0b000000000deadbeef000012340000002c000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b33269bec";
     const SEND_V4: &str = "02000000000202000000000108004502004c123440004011a517c0a80101c0a80102c35012b7003800000410ffff0000001180000100000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e00441dd8dc";
 
     fn mk(i: u32) -> MlccHop {
@@ -660,5 +685,59 @@ mod tests {
             let _ = locate_mceth(&full[..cut], 14);
             let _ = parse_switch_int(&full[..cut], 14, 42);
         }
+    }
+
+    proptest::proptest! {
+        /// The fixed-offset record is what the instruction-bitmap writer and the domain bytes
+        /// give, and `source` (the record path) writes the frame `insert_int_md_with_hop`
+        /// (the general path) and `insert_int_md` + `push` (two steps) write.
+        #[test]
+        fn record_matches_the_bitmap_writer(
+            node_id in proptest::prelude::any::<u32>(),
+            queue_id in proptest::prelude::any::<u8>(),
+            qlen in proptest::prelude::any::<u32>(),
+            ts in proptest::prelude::any::<u64>(),
+            tx_bytes in proptest::prelude::any::<u64>(),
+            rate_mbps in proptest::prelude::any::<u32>(),
+            c_d in proptest::option::of(proptest::prelude::any::<u16>()),
+            max_hops in 1u8..9,
+            v6 in proptest::prelude::any::<bool>(),
+        ) {
+            let h = MlccHop { node_id, queue_id, qlen, ts, tx_bytes, rate_mbps };
+            let (std, ds) = h.split();
+            let mut want = [0u8; HOP_LEN];
+            let n = std.write(INSTRUCTIONS, &mut want).unwrap();
+            want[n..].copy_from_slice(&ds);
+            proptest::prop_assert_eq!(h.record(), want);
+
+            let orig = if v6 { hex(WRITE_V6) } else { hex(SEND_V4) };
+            let cfg = int_config(5000, max_hops, c_d);
+            let mut a = HeapBuf::from_bytes(&orig);
+            source(&mut a, 14, 5000, max_hops, c_d, &h).unwrap();
+            let mut b = HeapBuf::from_bytes(&orig);
+            int::insert_int_md_with_hop(&mut b, 14, &cfg, &std, &ds).unwrap();
+            proptest::prop_assert_eq!(a.data(), b.data());
+            let mut c = HeapBuf::from_bytes(&orig);
+            int::insert_int_md(&mut c, 14, &cfg).unwrap();
+            proptest::prop_assert!(push(&mut c, 14, &h).unwrap());
+            proptest::prop_assert_eq!(a.data(), c.data());
+            int::strip_int(&mut a, 14).unwrap();
+            proptest::prop_assert_eq!(a.data(), &orig[..]);
+        }
+    }
+
+    #[test]
+    fn source_errors_leave_the_frame() {
+        let orig = hex(SEND_V4);
+        let mut b = HeapBuf::from_bytes(&orig);
+        assert_eq!(
+            source(&mut b, 14, 5000, 0, None, &mk(1)),
+            Err(WireError::Unsupported)
+        );
+        assert_eq!(b.data(), &orig[..]);
+        assert!(source(&mut b, 13, 5000, 3, None, &mk(1)).is_err());
+        assert_eq!(b.data(), &orig[..]);
+        assert!(source(&mut b, 14, 5000, 3, None, &mk(1)).is_ok());
+        assert_eq!(b.len(), orig.len() + 16 + HOP_LEN);
     }
 }

@@ -88,7 +88,49 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, 
     if be16(frame, lay.udp_off + 2) != Some(int_port) {
         return Err(WireError::Unsupported);
     }
-    let il = int::locate_int_in(frame, &lay)?;
+    // The encoding's fixed header, compared at once: when it is there, the general checks below
+    // all pass and find what this finds (the proptest `fixed_locate_matches_the_general_one`),
+    // for about half the instructions; anything else takes them, and their precise error.
+    if let Some(il) = fixed_int(frame, lay.udp_off) {
+        return view_of(frame, &lay, &il);
+    }
+    locate_general(frame, &lay)
+}
+
+/// The Reflex INT after the UDP header at `udp_off` when its 16 header bytes are the
+/// encoding's (the bits the general checks ignore left free: the shim's reserved bits, the
+/// MD header's flags and RemainingHopCount, the DS Flags) and the datagram holds all 28 bytes:
+/// the layout `int::locate_int_in` gives for it.
+#[inline(always)]
+fn fixed_int(frame: &[u8], udp_off: usize) -> Option<int::IntLayout> {
+    let ulen = be16(frame, udp_off + 4)? as usize;
+    let shim_off = udp_off + udp::HEADER_LEN;
+    let h = frame
+        .get(shim_off..udp_off + ulen)?
+        .first_chunk::<INT_LEN>()?;
+    let ok = h[0] & 0xfc == (TYPE_INT_MD << 4) | (NPT_UDP_PORT << 2)
+        && h[1] == (INT_LEN / 4) as u8
+        && h[2..4] == roce::ROCE_V2_PORT.to_be_bytes()
+        && h[4] >> 4 == VERSION
+        && h[6] & 0x1f == (HOP_LEN / 4) as u8
+        && h[8..10] == int::INS_EGRESS_TS.to_be_bytes()
+        && h[10..12] == DS_ID.to_be_bytes()
+        && h[12..14] == DS_INS_REQUESTER_QPN.to_be_bytes();
+    ok.then_some(int::IntLayout {
+        udp_off,
+        shim_off,
+        stack_off: shim_off + SHIM_LEN + MD_HEADER_LEN,
+        stack_len: HOP_LEN,
+        int_len: INT_LEN,
+        instructions: int::INS_EGRESS_TS,
+        hop_len: HOP_LEN,
+    })
+}
+
+/// [`locate`] after the port check, through the general INT checks.
+#[inline(never)]
+fn locate_general(frame: &[u8], lay: &int::UdpLayout) -> Result<ReflexView, WireError> {
+    let il = int::locate_int_in(frame, lay)?;
     let shim = il.shim_off;
     let md = shim + SHIM_LEN;
     if be16(frame, shim + 2) != Some(roce::ROCE_V2_PORT)
@@ -100,6 +142,18 @@ pub fn locate(frame: &[u8], l3_off: usize, int_port: u16) -> Result<ReflexView, 
     {
         return Err(WireError::Unsupported);
     }
+    view_of(frame, lay, &il)
+}
+
+/// The view of a Reflex INT located as `il` (its header checked).
+#[inline(always)]
+fn view_of(
+    frame: &[u8],
+    lay: &int::UdpLayout,
+    il: &int::IntLayout,
+) -> Result<ReflexView, WireError> {
+    let shim = il.shim_off;
+    let md = shim + SHIM_LEN;
     let flags = be16(frame, md + 10).ok_or(WireError::Truncated)?;
     let ts_off = il.stack_off;
     let hi = be32(frame, ts_off).ok_or(WireError::Truncated)? as u64;
@@ -265,7 +319,7 @@ pub fn build_pseudo_ack(
     };
     let mut ack = [0u8; 128];
     let l3 = data.get(l3_off..).ok_or(WireError::Truncated)?;
-    let n = match l3.first().map(|b| b >> 4) {
+    let (n, v4) = match l3.first().map(|b| b >> 4) {
         Some(4) => {
             let ip = super::ipv4::Ipv4Packet::new_checked(l3)?;
             let a = RoceAddrs::<Ipv4Addr> {
@@ -277,7 +331,7 @@ pub fn build_pseudo_ack(
                 dscp,
                 ecn: 0,
             };
-            roce::build_ack_v4(&mut ack, &a, &spec)?
+            (roce::build_ack_v4(&mut ack, &a, &spec)?, true)
         }
         Some(6) => {
             let ip = super::ipv6::Ipv6Packet::new_checked(l3)?;
@@ -290,19 +344,37 @@ pub fn build_pseudo_ack(
                 dscp,
                 ecn: 0,
             };
-            roce::build_ack_v6(&mut ack, &a, &spec)?
+            (roce::build_ack_v6(&mut ack, &a, &spec)?, false)
         }
         _ => return Err(WireError::BadIpHeader),
     };
-    // The ACK's IP header is at 14 (build_ack_* writes an untagged frame).
-    insert_copy(
-        &ack[..n],
-        super::ethernet::HEADER_LEN,
-        be16(data, v.udp_off + 2).ok_or(WireError::Truncated)?,
-        v.hop,
-        FLAG_NSF | FLAG_ECHO,
-        out,
-    )
+    // The ACK's IP header is at 14 (build_ack_* writes an untagged frame, no IPv4 options):
+    // the INT goes in at the offsets just written, what `insert_copy` would do after locating
+    // them again (the proptest `pseudo_ack_matches_the_general_insert` holds it to that).
+    let int_port = be16(data, v.udp_off + 2).ok_or(WireError::Truncated)?;
+    let l3_off = super::ethernet::HEADER_LEN;
+    let lay = int::UdpLayout {
+        v4,
+        l3_off,
+        udp_off: l3_off
+            + if v4 {
+                super::ipv4::HEADER_LEN
+            } else {
+                super::ipv6::HEADER_LEN
+            },
+    };
+    let ack = ack.get(..n).ok_or(WireError::NoRoom)?;
+    let at = lay.udp_off + udp::HEADER_LEN;
+    let total = n + INT_LEN;
+    if at > n {
+        return Err(WireError::Truncated);
+    }
+    let out = out.get_mut(..total).ok_or(WireError::NoRoom)?;
+    out[..at].copy_from_slice(&ack[..at]);
+    out[at..at + INT_LEN].copy_from_slice(&int_bytes(v.hop, FLAG_NSF | FLAG_ECHO));
+    out[at + INT_LEN..].copy_from_slice(&ack[at..]);
+    finish_insert(out, &lay, int_port)?;
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -415,6 +487,168 @@ mod tests {
         assert_eq!(locate(s.data(), 14, 5000).unwrap().hop, HOP);
         int::strip_int(&mut s, 14).unwrap();
         assert_eq!(icrc::verify(s.data(), 14), Ok(true));
+    }
+
+    /// The general form of [`build_pseudo_ack`]'s INT insertion: the ACK built, then
+    /// [`insert_copy`] (which locates its headers again).
+    fn pseudo_ack_ref(data: &[u8], v: &ReflexView, dscp: u8, out: &mut [u8]) -> usize {
+        let bth = roce::Bth::new_checked(&data[v.bth_off..]).unwrap();
+        let spec = AckSpec {
+            dest_qp: v.hop.qpn,
+            psn: bth.psn(),
+            syndrome: SYNDROME_ACK,
+            msn: 0,
+            pkey: bth.pkey(),
+        };
+        let sport = be16(data, v.udp_off).unwrap();
+        let mut ack = [0u8; 128];
+        let n = if data[14] >> 4 == 4 {
+            let ip = crate::wire::ipv4::Ipv4Packet::new_checked(&data[14..]).unwrap();
+            let a = RoceAddrs::<Ipv4Addr> {
+                src_mac: MacAddr([2; 6]),
+                dst_mac: MacAddr([3; 6]),
+                src_ip: ip.dst_addr(),
+                dst_ip: ip.src_addr(),
+                udp_sport: sport,
+                dscp,
+                ecn: 0,
+            };
+            roce::build_ack_v4(&mut ack, &a, &spec).unwrap()
+        } else {
+            let ip = crate::wire::ipv6::Ipv6Packet::new_checked(&data[14..]).unwrap();
+            let a = RoceAddrs::<Ipv6Addr> {
+                src_mac: MacAddr([2; 6]),
+                dst_mac: MacAddr([3; 6]),
+                src_ip: ip.dst_addr(),
+                dst_ip: ip.src_addr(),
+                udp_sport: sport,
+                dscp,
+                ecn: 0,
+            };
+            roce::build_ack_v6(&mut ack, &a, &spec).unwrap()
+        };
+        let port = be16(data, v.udp_off + 2).unwrap();
+        insert_copy(&ack[..n], 14, port, v.hop, FLAG_NSF | FLAG_ECHO, out).unwrap()
+    }
+
+    proptest::proptest! {
+        /// The pseudo-ACK with its INT placed at the offsets the ACK builder wrote is the one
+        /// the general insertion gives, over IPv4 and IPv6, any hop, PSN, QPN, port and DSCP.
+        #[test]
+        fn pseudo_ack_matches_the_general_insert(
+            ts in proptest::prelude::any::<u64>(),
+            qpn in proptest::prelude::any::<u32>(),
+            psn in 0u32..0x100_0000,
+            sport in proptest::prelude::any::<u16>(),
+            port in 1u16..,
+            dscp in 0u8..64,
+            v6 in proptest::prelude::any::<bool>(),
+        ) {
+            let bth = BthRepr {
+                opcode: opcode::RC_RDMA_WRITE_MIDDLE,
+                pkey: PKEY_DEFAULT,
+                dest_qp: 9,
+                psn,
+                ..BthRepr::default()
+            };
+            let mut buf = vec![0u8; 2048];
+            let n = if v6 {
+                let a = RoceAddrs {
+                    src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                    dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                    src_ip: "2001:db8::5".parse::<Ipv6Addr>().unwrap(),
+                    dst_ip: "2001:db8:1::7".parse::<Ipv6Addr>().unwrap(),
+                    udp_sport: sport,
+                    dscp: 26,
+                    ecn: 2,
+                };
+                build_roce_v6(&mut buf, &a, &bth, &[1; 64]).unwrap()
+            } else {
+                let a = RoceAddrs {
+                    src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                    dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                    src_ip: Ipv4Addr::new(10, 0, 0, 5),
+                    dst_ip: Ipv4Addr::new(10, 1, 0, 7),
+                    udp_sport: sport,
+                    dscp: 26,
+                    ecn: 2,
+                };
+                build_roce_v4(&mut buf, &a, &bth, &[1; 64]).unwrap()
+            };
+            let mut b = HeapBuf::from_bytes(&buf[..n]);
+            insert(&mut b, 14, port.max(1), ReflexHop { ts, qpn: qpn & roce::QPN_MASK }, 0).unwrap();
+            let port = port.max(1);
+            if port == roce::ROCE_V2_PORT {
+                return Ok(());
+            }
+            let v = locate(b.data(), 14, port).unwrap();
+            let mut got = [0u8; 256];
+            let mut want = [0u8; 256];
+            let n1 = build_pseudo_ack(b.data(), 14, &v, dscp, [2; 6], [3; 6], &mut got).unwrap();
+            let n2 = pseudo_ack_ref(b.data(), &v, dscp, &mut want);
+            proptest::prop_assert_eq!(&got[..n1], &want[..n2]);
+        }
+    }
+
+    /// [`locate`] through the general INT checks only (what it was before the fixed header).
+    fn locate_ref(frame: &[u8], l3_off: usize, port: u16) -> Result<ReflexView, WireError> {
+        let lay = locate_udp(frame, l3_off)?;
+        if be16(frame, lay.udp_off + 2) != Some(port) {
+            return Err(WireError::Unsupported);
+        }
+        locate_general(frame, &lay)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        /// The fixed-header shortcut finds what the general checks find, and refuses what they
+        /// refuse with the same error: Reflex frames (IPv4, IPv6) with up to three bytes of the
+        /// UDP header, the INT or the BTH changed (biased to the bits that matter), cut anywhere.
+        #[test]
+        fn fixed_locate_matches_the_general_one(
+            v6 in proptest::prelude::any::<bool>(),
+            flags in proptest::prelude::any::<u16>(),
+            edits in proptest::collection::vec((0usize..52, proptest::prelude::any::<u8>(), 0u8..4), 0..4),
+            cut in 0usize..120,
+        ) {
+            let mut buf = vec![0u8; 2048];
+            let n = if v6 {
+                let a = RoceAddrs {
+                    src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                    dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                    src_ip: "2001:db8::5".parse::<Ipv6Addr>().unwrap(),
+                    dst_ip: "2001:db8:1::7".parse::<Ipv6Addr>().unwrap(),
+                    udp_sport: 1,
+                    dscp: 26,
+                    ecn: 2,
+                };
+                let bth = BthRepr { opcode: opcode::RC_RDMA_WRITE_MIDDLE, ..BthRepr::default() };
+                build_roce_v6(&mut buf, &a, &bth, &[1; 16]).unwrap()
+            } else {
+                let d = data_v4();
+                buf[..d.len()].copy_from_slice(&d);
+                d.len()
+            };
+            let mut b = HeapBuf::from_bytes(&buf[..n]);
+            insert(&mut b, 14, 5000, HOP, flags).unwrap();
+            let mut f = b.data().to_vec();
+            let udp_off = if v6 { 54 } else { 34 };
+            for (i, v, mode) in edits {
+                let at = udp_off + i;
+                if let Some(x) = f.get_mut(at) {
+                    *x = match mode {
+                        0 => v,
+                        1 => *x ^ (1 << (v % 8)),
+                        2 => x.wrapping_add(1),
+                        _ => x.wrapping_sub(1),
+                    };
+                }
+            }
+            // Cut inside the headers now and then (most cuts keep the frame whole).
+            let keep = if cut < 90 { (udp_off + cut).min(f.len()) } else { f.len() };
+            let f = &f[..keep];
+            proptest::prop_assert_eq!(locate(f, 14, 5000), locate_ref(f, 14, 5000));
+        }
     }
 
     /// Every prefix of a Reflex frame, and frames with a changed INT byte, are refused or

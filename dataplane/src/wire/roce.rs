@@ -611,7 +611,16 @@ pub fn build_roce_v4_in_place(
     off += write_bth(&mut buf[off..], bth)?;
     debug_assert_eq!(off, ROCE_V4_AFTER_BTH);
     if zero_tail == 0 {
-        icrc::fill(&mut buf[..total], l3)?;
+        // The layout just written (what `IcrcLayout::locate` would find: the test
+        // `built_frames_fill_the_located_layout` checks it).
+        let lay = icrc::IcrcLayout {
+            l3_off: l3,
+            version: 4,
+            udp_off: l3 + ipv4::HEADER_LEN,
+            bth_off: l3 + ipv4::HEADER_LEN + udp::HEADER_LEN,
+            icrc_off: total - icrc::ICRC_LEN,
+        };
+        icrc::fill_with(&mut buf[..total], &lay)?;
     } else {
         icrc::fill_zero_tail(&mut buf[..total], l3, zero_tail)?;
     }
@@ -666,7 +675,15 @@ pub fn build_roce_v6(
     )?;
     off += write_bth(&mut buf[off..], bth)?;
     buf[off..off + after_bth.len()].copy_from_slice(after_bth);
-    icrc::fill(&mut buf[..total], l3)?;
+    // The layout just written, as in `build_roce_v4_in_place`.
+    let lay = icrc::IcrcLayout {
+        l3_off: l3,
+        version: 6,
+        udp_off: l3 + ipv6::HEADER_LEN,
+        bth_off: l3 + ipv6::HEADER_LEN + udp::HEADER_LEN,
+        icrc_off: total - icrc::ICRC_LEN,
+    };
+    icrc::fill_with(&mut buf[..total], &lay)?;
     Ok(total)
 }
 
@@ -1094,5 +1111,49 @@ mod tests {
             Ok(n)
         );
         assert_eq!(got, big);
+    }
+
+    proptest::proptest! {
+        /// The layouts the builders fill the ICRC at are the ones `IcrcLayout::locate` finds in
+        /// their frames, and the ICRC verifies, for every length after the BTH.
+        #[test]
+        fn built_frames_fill_the_located_layout(
+            n in 0usize..300,
+            sport in proptest::prelude::any::<u16>(),
+            dscp in 0u8..64,
+            psn in 0u32..0x100_0000,
+        ) {
+            let a4 = RoceAddrs {
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                src_ip: Ipv4Addr::new(10, 0, 0, 5),
+                dst_ip: Ipv4Addr::new(10, 1, 0, 7),
+                udp_sport: sport,
+                dscp,
+                ecn: 0,
+            };
+            let a6 = RoceAddrs {
+                src_mac: a4.src_mac,
+                dst_mac: a4.dst_mac,
+                src_ip: "fd00::1".parse::<Ipv6Addr>().unwrap(),
+                dst_ip: "fd00::2".parse::<Ipv6Addr>().unwrap(),
+                udp_sport: sport,
+                dscp,
+                ecn: 0,
+            };
+            let bth = BthRepr { opcode: opcode::RC_SEND_ONLY, psn, ..BthRepr::default() };
+            let payload = vec![0x5au8; n];
+            let mut buf = vec![0u8; 512];
+            let len = build_roce_v4(&mut buf, &a4, &bth, &payload).unwrap();
+            let lay = icrc::IcrcLayout::locate(&buf[..len], 14).unwrap();
+            proptest::prop_assert_eq!(lay.udp_off, 34);
+            proptest::prop_assert_eq!(lay.icrc_off, len - icrc::ICRC_LEN);
+            proptest::prop_assert_eq!(icrc::verify(&buf[..len], 14), Ok(true));
+            let len = build_roce_v6(&mut buf, &a6, &bth, &payload).unwrap();
+            let lay = icrc::IcrcLayout::locate(&buf[..len], 14).unwrap();
+            proptest::prop_assert_eq!(lay.udp_off, 54);
+            proptest::prop_assert_eq!(lay.icrc_off, len - icrc::ICRC_LEN);
+            proptest::prop_assert_eq!(icrc::verify(&buf[..len], 14), Ok(true));
+        }
     }
 }
