@@ -6,7 +6,7 @@
 
 use longhaul_dataplane::engine::{Pipeline, PortInfo, SwitchSnapshot};
 use longhaul_dataplane::packet::HeapPool;
-use longhaul_dataplane::replay::{Emitted, Harness};
+use longhaul_dataplane::replay::{Emitted, FramePool, Harness};
 use longhaul_dataplane::time::Nanos;
 
 /// One switch of an emulation.
@@ -16,8 +16,10 @@ pub trait EmulatedSwitch {
     /// Frame `frame` arrives on port index `port_idx` at `ts` (not before the current time).
     fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>);
     /// Run everything due at or before `t`; returns [`EmulatedSwitch::next_event`] after that
-    /// (known then without asking the switch again).
-    fn advance_to(&mut self, t: Nanos) -> Option<Nanos>;
+    /// (known then without asking the switch again). The frames put come back in their own
+    /// allocations when the switch emits them; a frame the switch makes is copied into one
+    /// from `frames`, and the allocation of a frame it did not take goes there.
+    fn advance_to(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos>;
     /// The next time something is due, `None` when idle.
     fn next_event(&self) -> Option<Nanos>;
     /// Every frame emitted since the last call (port index, start of transmission, bytes),
@@ -34,8 +36,8 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>) {
         Harness::put_owned(self, port_idx, ts, frame)
     }
-    fn advance_to(&mut self, t: Nanos) -> Option<Nanos> {
-        Harness::advance_and_next(self, t)
+    fn advance_to(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos> {
+        Harness::advance_and_next_with(self, t, frames)
     }
     fn next_event(&self) -> Option<Nanos> {
         Harness::next_event(self)
