@@ -28,74 +28,7 @@ enum Ev {
 /// sequence is unique, so the order is the (time, tie-break, sequence) order alone; the heap
 /// sifts these 32-byte keys, not the events. Where: `LANE | lane` for the first frame of a
 /// [`Lane`] (the frame waits there), otherwise a slot of `Emulation::events`.
-///
-/// Time and tie-break are one `u128` (time in the high half), so that a compare is one 128-bit
-/// compare and, only when both are equal (never seen: the tie-break is a random 64-bit word),
-/// one of the sequence: the order of `(time, tie, sequence)` compared field by field.
-#[derive(Clone, Copy, Debug)]
-struct Key {
-    at: u128,
-    seq: u64,
-    slot: u32,
-}
-
-impl Key {
-    #[inline(always)]
-    fn new(t: Nanos, tie: u64, seq: u64, slot: u32) -> Self {
-        Key {
-            at: (t as u128) << 64 | tie as u128,
-            seq,
-            slot,
-        }
-    }
-
-    /// The event's time.
-    #[inline(always)]
-    fn time(&self) -> Nanos {
-        (self.at >> 64) as Nanos
-    }
-}
-
-// The order (and equality) of (time, tie-break, sequence); `slot` follows from the sequence.
-impl PartialEq for Key {
-    #[inline(always)]
-    fn eq(&self, o: &Self) -> bool {
-        self.at == o.at && self.seq == o.seq
-    }
-}
-
-impl Eq for Key {}
-
-impl Ord for Key {
-    #[inline(always)]
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.at.cmp(&o.at).then(self.seq.cmp(&o.seq))
-    }
-}
-
-impl PartialOrd for Key {
-    #[inline(always)]
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-    // The heap's sifts ask these: without a three-way result in between.
-    #[inline(always)]
-    fn lt(&self, o: &Self) -> bool {
-        self.at < o.at || (self.at == o.at && self.seq < o.seq)
-    }
-    #[inline(always)]
-    fn le(&self, o: &Self) -> bool {
-        self.at < o.at || (self.at == o.at && self.seq <= o.seq)
-    }
-    #[inline(always)]
-    fn gt(&self, o: &Self) -> bool {
-        o.lt(self)
-    }
-    #[inline(always)]
-    fn ge(&self, o: &Self) -> bool {
-        o.le(self)
-    }
-}
+type Key = (Nanos, u64, u64, u32);
 
 /// The bit of a key's last field that says "the first frame of lane `field & !LANE`".
 const LANE: u32 = 1 << 31;
@@ -433,7 +366,7 @@ impl Emulation {
                 (self.events.len() - 1) as u32
             }
         };
-        self.heap.push(Reverse(Key::new(t, tie, seq, slot)));
+        self.heap.push(Reverse((t, tie, seq, slot)));
         self.events[slot as usize] = Some(ev);
     }
 
@@ -441,7 +374,7 @@ impl Emulation {
     /// (the first) in the heap.
     fn push_frame(&mut self, t: Nanos, lane: usize, frame: Vec<u8>) {
         let (tie, seq) = self.next_order();
-        let key = Key::new(t, tie, seq, LANE | lane as u32);
+        let key = (t, tie, seq, LANE | lane as u32);
         let Some(l) = self.lanes.get_mut(lane) else {
             return; // not a lane of this network (never: `send` computes it from a link)
         };
@@ -509,7 +442,7 @@ impl Emulation {
             if self.stats.0 & 0xffff == 0 {
                 progress(now, self.duration_ns);
             }
-            let t_heap = self.heap.peek().map(|Reverse(k)| k.time());
+            let t_heap = self.heap.peek().map(|Reverse(k)| k.0);
             let t_sw = self.sw_next.iter().flatten().copied().min();
             let t = match (t_heap, t_sw) {
                 (Some(a), Some(b)) => a.min(b),
@@ -530,8 +463,7 @@ impl Emulation {
                 let Some(mut top) = self.heap.peek_mut() else {
                     break;
                 };
-                let Reverse(k) = *top;
-                let (te, seq, slot) = (k.time(), k.seq, k.slot);
+                let Reverse((te, _, seq, slot)) = *top;
                 if te > t {
                     break;
                 }
@@ -555,7 +487,7 @@ impl Emulation {
                     let Some((key, frame)) = first else {
                         continue;
                     };
-                    debug_assert_eq!(key.seq, seq);
+                    debug_assert_eq!(key.2, seq);
                     Ev::Deliver { to: l.to, frame }
                 } else {
                     PeekMut::pop(top);
