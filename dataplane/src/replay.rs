@@ -680,8 +680,12 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// `frames`, and the frames it did not adopt given to `frames` (the emulator's pool: the
     /// emulator's frames cross the switch in their own allocations, so the harness has no
     /// spare ones of its own).
+    ///
+    /// The packet conservation ledger is checked after each run in debug builds only: call
+    /// [`Harness::check_ledger`] from time to time (its counters are cumulative, so a packet
+    /// lost without a counter still shows at the end).
     pub fn advance_and_next_with(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos> {
-        self.drive_with(Some(t), frames);
+        self.drive_with(Some(t), frames, cfg!(debug_assertions));
         self.driver.now = self.driver.now.max(t);
         self.driver.known_next = Some(self.driver.sw_next);
         let next = match (self.script.q.front().map(|e| e.0), self.driver.sw_next) {
@@ -699,11 +703,11 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
 
     fn drive(&mut self, until: Option<Nanos>) {
         let mut spare = std::mem::take(&mut self.spare);
-        self.drive_with(until, &mut spare);
+        self.drive_with(until, &mut spare, true);
         self.spare = spare;
     }
 
-    fn drive_with(&mut self, until: Option<Nanos>, spare: &mut FramePool) {
+    fn drive_with(&mut self, until: Option<Nanos>, spare: &mut FramePool, check: bool) {
         let mut sink = Collect {
             emitted: &mut self.emitted,
             spare,
@@ -724,6 +728,14 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             "the switch stalled (a next_event bug)"
         );
         // Every test that drives a switch through the harness checks packet conservation.
+        if check {
+            self.check_ledger();
+        }
+    }
+
+    /// Panics when the switch's packet conservation ledger does not balance (a packet lost or
+    /// made without a counter).
+    pub fn check_ledger(&self) {
         if let Err(e) = self.sw.ledger().check() {
             panic!("{e}");
         }
@@ -751,9 +763,14 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         std::mem::take(&mut self.emitted)
     }
 
-    /// As [`Harness::take`], appending to `out` and keeping this harness's buffer.
+    /// As [`Harness::take`], appending to `out` (an empty `out` swaps buffers with this harness:
+    /// no frame is moved).
     pub fn take_into(&mut self, out: &mut Vec<Emitted>) {
-        out.append(&mut self.emitted);
+        if out.is_empty() {
+            std::mem::swap(out, &mut self.emitted);
+        } else {
+            out.append(&mut self.emitted);
+        }
     }
 
     /// What the driver did so far.

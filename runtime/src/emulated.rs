@@ -25,7 +25,8 @@ pub trait EmulatedSwitch {
     /// Every frame emitted since the last call (port index, start of transmission, bytes),
     /// appended to `out` (the caller reuses it: no allocation per call).
     fn take_into(&mut self, out: &mut Vec<Emitted>);
-    /// The switch's counters now.
+    /// The switch's counters now; panics when its packet conservation ledger does not
+    /// balance (checked here, at every sample and at the end, not at every step).
     fn snapshot(&self) -> SwitchSnapshot;
 }
 
@@ -46,6 +47,7 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
         Harness::take_into(self, out)
     }
     fn snapshot(&self) -> SwitchSnapshot {
+        self.check_ledger();
         let mut s = SwitchSnapshot::default();
         self.sw.snapshot_into(self.now(), &mut s);
         s
