@@ -290,6 +290,22 @@ impl HeapBuf {
         v
     }
 
+    /// [`HeapPool::free`]'s rare case, out of line: an adopted frame the switch dropped (the
+    /// buffer gets its storage back, the frame's allocation is released).
+    #[cold]
+    #[inline(never)]
+    fn release_adopted(&mut self) {
+        drop(self.give_back());
+    }
+
+    /// [`PacketBuf::append`] past the end of an adopted frame's allocation (only that ends
+    /// before the buffer's room): it grows to `end`, out of line.
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, end: usize) {
+        self.0.buf.resize(end, 0);
+    }
+
     /// [`PacketBuf::prepend`] past the start of the allocation of an adopted frame: the
     /// allocation grows in front by the headroom it lacks (a `None` as before when the
     /// buffer's headroom is too small).
@@ -352,8 +368,7 @@ impl PacketBuf for HeapBuf {
         }
         let start = self.0.off + self.0.len;
         if start + n > self.0.buf.len() {
-            // Only an adopted frame's allocation ends before the buffer's room: it grows.
-            self.0.buf.resize(start + n, 0);
+            self.grow_to(start + n);
         }
         self.0.len += n;
         Some(&mut self.0.buf[start..start + n])
@@ -464,13 +479,23 @@ impl BufPool for HeapPool {
     #[inline]
     fn free(&mut self, mut buf: HeapBuf) {
         if buf.is_adopted() {
-            // An adopted frame the switch dropped: the buffer gets its storage back, the
-            // frame's allocation is released.
-            drop(buf.give_back());
+            buf.release_adopted();
         }
         // Never grows past the preallocated capacity: a foreign buffer beyond it is dropped.
         if self.free.len() < self.capacity {
             self.free.push(buf);
+        }
+    }
+    /// The trait's own, inlined here: the replay's input step had it inline before the
+    /// adoption code made `HeapBuf`'s methods larger, and left it out of line after.
+    #[inline]
+    fn alloc_from(&mut self, bytes: &[u8]) -> Option<HeapBuf> {
+        let mut b = self.alloc()?;
+        if b.set_data(bytes) {
+            Some(b)
+        } else {
+            self.free(b);
+            None
         }
     }
     /// Adopts `frame` (no copy) in a buffer taken from the pool as `alloc_from` takes it.
