@@ -169,6 +169,23 @@ pub trait BufPool {
         }
     }
 
+    /// As [`BufPool::alloc_from`] with the bytes of `frame`, for a caller that owns the frame
+    /// and takes it back when the buffer leaves ([`BufPool::free_to_vec`]): a pool that can
+    /// adopt the frame's allocation instead of copying it does so and leaves `frame` empty
+    /// (without capacity); otherwise (the default, the DPDK pool) a copy, `frame` untouched.
+    /// The same refusals as `alloc_from` (pool exhausted, frame too long), `frame` untouched.
+    fn alloc_from_vec(&mut self, frame: &mut Vec<u8>) -> Option<Self::Buf> {
+        self.alloc_from(frame)
+    }
+
+    /// Give back `buf` when its frame was adopted by [`BufPool::alloc_from_vec`]: the frame
+    /// (as the buffer holds it now: prepended, trimmed, rewritten) comes back as that
+    /// allocation, and the buffer returns to the pool. Otherwise `Err(buf)`, untouched: the
+    /// caller copies what it needs and frees it (the default: nothing is ever adopted).
+    fn free_to_vec(&mut self, buf: Self::Buf) -> Result<Vec<u8>, Self::Buf> {
+        Err(buf)
+    }
+
     /// Clone `src` (data truncated to `max_len` bytes, metadata copied, `FLAG_CLONE` set), as a
     /// switch's mirror/clone engine does. `None` when the pool is exhausted.
     fn clone_pkt(&mut self, src: &Self::Buf, max_len: usize) -> Option<Self::Buf> {
@@ -190,25 +207,45 @@ pub const DEFAULT_DATA_ROOM: usize = 4480;
 /// A heap packet buffer from a [`HeapPool`]: one pointer, as an `rte_mbuf *` is, so that rings,
 /// bursts and `Option`s move 8 bytes per packet, not the 80 of its offsets and metadata (moving
 /// those through the stack cost store-forwarding stalls on the replay's transmit path).
+///
+/// A buffer may hold an adopted frame ([`BufPool::alloc_from_vec`]: the emulator's frames cross
+/// a switch without being copied in and out). Its own storage is then parked beside it, and
+/// the frame's allocation, which starts with the frame, stands in: the buffer still has the
+/// headroom and tailroom of its own storage, but the part of them outside the frame's
+/// allocation exists only in the offsets (`shift`: headroom in front of that allocation's first
+/// byte) until a `prepend` or an `append` reaches into it and the allocation grows to hold it.
 #[derive(Debug)]
 pub struct HeapBuf(Box<HeapBufInner>);
 
 #[derive(Debug)]
 struct HeapBufInner {
-    buf: Box<[u8]>,
+    /// The bytes: the buffer's own storage (`room` long), or an adopted frame's allocation.
+    buf: Vec<u8>,
+    /// Where the frame starts in `buf`.
     off: usize,
     len: usize,
     meta: Meta,
+    /// Headroom in front of `buf[0]` not in `buf` (0 unless a frame is adopted and nothing was
+    /// prepended into that headroom yet).
+    shift: usize,
+    /// The buffer's room: headroom, frame and tailroom together (its own storage's length).
+    room: usize,
+    /// The buffer's own storage while it holds an adopted frame; empty (no capacity) otherwise.
+    parked: Vec<u8>,
 }
 
 impl HeapBuf {
     /// A standalone buffer (tests); normal code takes buffers from a [`HeapPool`].
     pub fn with_capacity(data_room: usize) -> Self {
+        let room = DEFAULT_HEADROOM + data_room;
         HeapBuf(Box::new(HeapBufInner {
-            buf: vec![0u8; DEFAULT_HEADROOM + data_room].into_boxed_slice(),
+            buf: vec![0u8; room],
             off: DEFAULT_HEADROOM,
             len: 0,
             meta: Meta::default(),
+            shift: 0,
+            room,
+            parked: Vec::new(),
         }))
     }
 
@@ -217,6 +254,74 @@ impl HeapBuf {
         let mut b = Self::with_capacity(bytes.len().max(64) + 64);
         b.set_data(bytes);
         b
+    }
+
+    /// Whether it holds an adopted frame ([`BufPool::alloc_from_vec`]).
+    #[inline]
+    pub fn is_adopted(&self) -> bool {
+        self.0.parked.capacity() != 0
+    }
+
+    /// Take `frame`'s allocation as the frame (headroom and tailroom as they are, in the
+    /// offsets), parking the buffer's own storage. The buffer is fresh from its pool (reset) and
+    /// the frame fits its tailroom.
+    fn adopt(&mut self, frame: &mut Vec<u8>) {
+        let b = &mut *self.0;
+        b.parked = std::mem::replace(&mut b.buf, std::mem::take(frame));
+        b.shift += b.off;
+        b.off = 0;
+        b.len = b.buf.len();
+    }
+
+    /// Undo [`HeapBuf::adopt`]: the frame, moved to the start of its allocation if a stage
+    /// moved its start, comes back as that allocation; the buffer has its own storage again
+    /// (and is empty).
+    #[cold]
+    fn give_back(&mut self) -> Vec<u8> {
+        let b = &mut *self.0;
+        let mut v = std::mem::replace(&mut b.buf, std::mem::take(&mut b.parked));
+        if b.off != 0 {
+            v.copy_within(b.off..b.off + b.len, 0);
+        }
+        v.truncate(b.len);
+        b.shift = 0;
+        b.off = DEFAULT_HEADROOM.min(b.room);
+        b.len = 0;
+        v
+    }
+
+    /// [`HeapPool::free`]'s rare case, out of line: an adopted frame the switch dropped (the
+    /// buffer gets its storage back, the frame's allocation is released).
+    #[cold]
+    #[inline(never)]
+    fn release_adopted(&mut self) {
+        drop(self.give_back());
+    }
+
+    /// [`PacketBuf::append`] past the end of an adopted frame's allocation (only that ends
+    /// before the buffer's room): it grows to `end`, out of line.
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, end: usize) {
+        self.0.buf.resize(end, 0);
+    }
+
+    /// [`PacketBuf::prepend`] past the start of the allocation of an adopted frame: the
+    /// allocation grows in front by the headroom it lacks (a `None` as before when the
+    /// buffer's headroom is too small).
+    #[cold]
+    #[inline(never)]
+    fn prepend_shifted(&mut self, n: usize) -> Option<&mut [u8]> {
+        let b = &mut *self.0;
+        if n > b.off + b.shift {
+            return None;
+        }
+        let (s, end) = (b.shift, b.buf.len());
+        b.buf.resize(end + s, 0);
+        b.buf.copy_within(0..end, s);
+        b.off += s;
+        b.shift = 0;
+        self.prepend(n)
     }
 }
 
@@ -235,15 +340,15 @@ impl PacketBuf for HeapBuf {
     }
     #[inline]
     fn headroom(&self) -> usize {
-        self.0.off
+        self.0.off + self.0.shift
     }
     #[inline]
     fn tailroom(&self) -> usize {
-        self.0.buf.len() - self.0.off - self.0.len
+        self.0.room - self.0.shift - self.0.off - self.0.len
     }
     fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
         if n > self.0.off {
-            return None;
+            return self.prepend_shifted(n);
         }
         self.0.off -= n;
         self.0.len += n;
@@ -262,6 +367,9 @@ impl PacketBuf for HeapBuf {
             return None;
         }
         let start = self.0.off + self.0.len;
+        if start + n > self.0.buf.len() {
+            self.grow_to(start + n);
+        }
         self.0.len += n;
         Some(&mut self.0.buf[start..start + n])
     }
@@ -281,7 +389,15 @@ impl PacketBuf for HeapBuf {
         &mut self.0.meta
     }
     fn reset(&mut self) {
-        self.0.off = DEFAULT_HEADROOM.min(self.0.buf.len());
+        // The default headroom, counted from the start of the room (an adopted frame's
+        // allocation starts `shift` into it).
+        let head = DEFAULT_HEADROOM.min(self.0.room);
+        if head < self.0.shift {
+            self.0.off = 0;
+            self.0.shift = head;
+        } else {
+            self.0.off = head - self.0.shift;
+        }
         self.0.len = 0;
         self.0.meta = Meta::default();
     }
@@ -361,11 +477,44 @@ impl BufPool for HeapPool {
         }
     }
     #[inline]
-    fn free(&mut self, buf: HeapBuf) {
+    fn free(&mut self, mut buf: HeapBuf) {
+        if buf.is_adopted() {
+            buf.release_adopted();
+        }
         // Never grows past the preallocated capacity: a foreign buffer beyond it is dropped.
         if self.free.len() < self.capacity {
             self.free.push(buf);
         }
+    }
+    /// The trait's own, inlined here: the replay's input step had it inline before the
+    /// adoption code made `HeapBuf`'s methods larger, and left it out of line after.
+    #[inline]
+    fn alloc_from(&mut self, bytes: &[u8]) -> Option<HeapBuf> {
+        let mut b = self.alloc()?;
+        if b.set_data(bytes) {
+            Some(b)
+        } else {
+            self.free(b);
+            None
+        }
+    }
+    /// Adopts `frame` (no copy) in a buffer taken from the pool as `alloc_from` takes it.
+    fn alloc_from_vec(&mut self, frame: &mut Vec<u8>) -> Option<HeapBuf> {
+        let mut b = self.alloc()?;
+        if frame.len() > b.tailroom() {
+            self.free(b);
+            return None;
+        }
+        b.adopt(frame);
+        Some(b)
+    }
+    fn free_to_vec(&mut self, mut buf: HeapBuf) -> Result<Vec<u8>, HeapBuf> {
+        if !buf.is_adopted() {
+            return Err(buf);
+        }
+        let v = buf.give_back();
+        self.free(buf);
+        Ok(v)
     }
     #[inline]
     fn available(&self) -> usize {
@@ -423,5 +572,102 @@ mod tests {
         p.free(b);
         assert_eq!(p.available(), 2);
         assert!(p.alloc_from(&[0u8; 1000]).is_none(), "data room as asked");
+    }
+
+    #[test]
+    fn an_adopted_frame_comes_back_with_its_bytes_and_allocation() {
+        let mut p = HeapPool::new(2, 256);
+        let mut f = Vec::with_capacity(300);
+        f.extend_from_slice(&[7u8; 100]);
+        let (ptr, cap) = (f.as_ptr(), f.capacity());
+        let b = p.alloc_from_vec(&mut f).unwrap();
+        assert_eq!((f.len(), f.capacity()), (0, 0), "taken, not copied");
+        assert!(b.is_adopted());
+        assert_eq!(b.data(), &[7u8; 100]);
+        assert_eq!(*b.meta(), Meta::default());
+        // The room of the pool's own buffers, as alloc_from gives.
+        let c = p.alloc_from(&[7u8; 100]).unwrap();
+        assert_eq!((b.headroom(), b.tailroom()), (c.headroom(), c.tailroom()));
+        assert_eq!(p.available(), 0);
+        let v = p.free_to_vec(b).unwrap();
+        assert_eq!((v.as_ptr(), v.capacity()), (ptr, cap));
+        assert_eq!(v, vec![7u8; 100]);
+        assert_eq!(p.available(), 1);
+        // A buffer the pool filled is not given back as a Vec.
+        let c = p.free_to_vec(c).unwrap_err();
+        p.free(c);
+        assert_eq!(p.available(), 2);
+        // The pool's buffers are its own again.
+        let both = [p.alloc().unwrap(), p.alloc().unwrap()];
+        for r in &both {
+            assert!(!r.is_adopted());
+            assert_eq!((r.headroom(), r.tailroom()), (DEFAULT_HEADROOM, 256));
+        }
+    }
+
+    #[test]
+    fn an_adopted_frame_grows_into_the_buffers_head_and_tailroom() {
+        let mut p = HeapPool::new(1, 256);
+        let mut f = vec![1u8, 2, 3, 4];
+        let mut b = p.alloc_from_vec(&mut f).unwrap();
+        assert!(b.prepend(DEFAULT_HEADROOM + 1).is_none());
+        b.prepend(2).unwrap().copy_from_slice(&[9, 9]);
+        assert_eq!(b.data(), &[9, 9, 1, 2, 3, 4]);
+        assert_eq!(
+            (b.headroom(), b.tailroom()),
+            (DEFAULT_HEADROOM - 2, 256 - 4)
+        );
+        b.append(3).unwrap().copy_from_slice(&[5, 6, 7]);
+        assert_eq!(b.tailroom(), 256 - 7);
+        assert!(b.append(256 - 7 + 1).is_none());
+        assert!(b.adj(1));
+        assert!(b.trim(1));
+        assert_eq!(b.data(), &[9, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            (b.headroom(), b.tailroom()),
+            (DEFAULT_HEADROOM - 1, 256 - 6)
+        );
+        let v = p.free_to_vec(b).unwrap();
+        assert_eq!(v, vec![9, 1, 2, 3, 4, 5, 6]);
+        // Tailroom reached without a prepend.
+        let mut f = vec![1u8; 10];
+        let mut b = p.alloc_from_vec(&mut f).unwrap();
+        b.append(246).unwrap().fill(2);
+        assert_eq!(b.tailroom(), 0);
+        assert!(b.append(1).is_none());
+        assert_eq!(b.headroom(), DEFAULT_HEADROOM);
+        b.reset();
+        assert_eq!(
+            (b.len(), b.headroom(), b.tailroom()),
+            (0, DEFAULT_HEADROOM, 256)
+        );
+        p.free(b);
+        assert_eq!(p.available(), 1);
+    }
+
+    #[test]
+    fn a_refused_frame_is_left_to_its_owner() {
+        let mut p = HeapPool::new(1, 64);
+        let mut long = vec![0u8; 65];
+        assert!(p.alloc_from_vec(&mut long).is_none());
+        assert_eq!(long.len(), 65);
+        assert_eq!(p.available(), 1);
+        let _a = p.alloc().unwrap();
+        let mut f = vec![0u8; 10];
+        assert!(p.alloc_from_vec(&mut f).is_none(), "pool exhausted");
+        assert_eq!(f.len(), 10);
+    }
+
+    #[test]
+    fn a_dropped_adopted_frame_gives_the_pool_its_buffer_back() {
+        let mut p = HeapPool::lazy(1, 128);
+        let mut f = vec![3u8; 60];
+        let b = p.alloc_from_vec(&mut f).unwrap();
+        assert_eq!((p.made(), p.available()), (1, 0));
+        p.free(b);
+        assert_eq!(p.available(), 1);
+        let r = p.alloc_from(&[4u8; 128]).unwrap();
+        assert!(!r.is_adopted());
+        assert_eq!(r.data(), &[4u8; 128]);
     }
 }

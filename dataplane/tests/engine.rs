@@ -675,3 +675,47 @@ fn burst_ingress_sends_what_one_packet_at_a_time_sends() {
     assert_eq!(one.len(), 200 + 67);
     assert!(one == burst, "burst ingress changed the output");
 }
+
+#[test]
+fn frames_put_come_back_in_their_own_allocations() {
+    let mut h = switch(
+        vec![port(0, 10 * GBPS, 0), port(1, 10 * GBPS, 0)],
+        None,
+        None,
+    );
+    let mut ptrs = Vec::new();
+    for k in 0..3u8 {
+        let mut f = frame(1, 0, 0, 200 + k as usize);
+        f[20] = k;
+        ptrs.push((f.as_ptr() as usize, f.capacity()));
+        h.put_owned(0, 1_000, f);
+    }
+    // One with a generated copy: the copy is a pool buffer, copied out.
+    let mut g = frame(1, 0, 0, 100);
+    g[3] = 2;
+    h.put_owned(0, 2_000, g);
+    h.run_to_idle();
+    let out = h.take();
+    let mine: Vec<&Emitted> = on(&out, 1)
+        .into_iter()
+        .filter(|e| e.data.len() > 100)
+        .collect();
+    assert_eq!(mine.len(), 3);
+    for (k, e) in mine.iter().enumerate() {
+        assert_eq!(e.data, {
+            let mut f = frame(1, 0, 0, 200 + k);
+            f[20] = k as u8;
+            f
+        });
+        assert_eq!((e.data.as_ptr() as usize, e.data.capacity()), ptrs[k]);
+    }
+    assert_eq!(
+        on(&out, 1).iter().filter(|e| e.data.len() == 100).count(),
+        1
+    );
+    assert_eq!(
+        on(&out, 1).iter().filter(|e| e.data == [0xee; 64]).count(),
+        1
+    );
+    assert_eq!(h.sw.pool().available(), 8192);
+}

@@ -522,7 +522,7 @@ impl Emulation {
             }
             for i in 0..self.switches.len() {
                 if self.sw_next[i].is_some_and(|e| e <= t) {
-                    let next = self.switches[i].advance_to(t);
+                    let next = self.switches[i].advance_to(t, &mut self.frames);
                     self.switches[i].take_into(&mut emitted);
                     for e in emitted.drain(..) {
                         self.send(End::Switch(i, e.port_idx), e.ts, e.data);

@@ -235,7 +235,7 @@ pub fn smoke_config(cfg: &Config) {
     for i in 0..n {
         sw.put(i, 1_000 + i as u64, t[i % t.len()].clone());
     }
-    sw.advance_to(1_000_000);
+    sw.advance_to(1_000_000, &mut Default::default());
     let mut out = Vec::new();
     sw.take_into(&mut out);
     let _ = (out, sw.snapshot(), sw.next_event());

@@ -6,7 +6,7 @@
 
 use longhaul_dataplane::engine::{Pipeline, PortInfo, SwitchSnapshot};
 use longhaul_dataplane::packet::HeapPool;
-use longhaul_dataplane::replay::{Emitted, Harness};
+use longhaul_dataplane::replay::{Emitted, FramePool, Harness};
 use longhaul_dataplane::time::Nanos;
 
 /// One switch of an emulation.
@@ -16,14 +16,17 @@ pub trait EmulatedSwitch {
     /// Frame `frame` arrives on port index `port_idx` at `ts` (not before the current time).
     fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>);
     /// Run everything due at or before `t`; returns [`EmulatedSwitch::next_event`] after that
-    /// (known then without asking the switch again).
-    fn advance_to(&mut self, t: Nanos) -> Option<Nanos>;
+    /// (known then without asking the switch again). The frames put come back in their own
+    /// allocations when the switch emits them; a frame the switch makes is copied into one
+    /// from `frames`, and the allocation of a frame it did not take goes there.
+    fn advance_to(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos>;
     /// The next time something is due, `None` when idle.
     fn next_event(&self) -> Option<Nanos>;
     /// Every frame emitted since the last call (port index, start of transmission, bytes),
     /// appended to `out` (the caller reuses it: no allocation per call).
     fn take_into(&mut self, out: &mut Vec<Emitted>);
-    /// The switch's counters now.
+    /// The switch's counters now; panics when its packet conservation ledger does not
+    /// balance (checked here, at every sample and at the end, not at every step).
     fn snapshot(&self) -> SwitchSnapshot;
 }
 
@@ -34,8 +37,8 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     fn put(&mut self, port_idx: usize, ts: Nanos, frame: Vec<u8>) {
         Harness::put_owned(self, port_idx, ts, frame)
     }
-    fn advance_to(&mut self, t: Nanos) -> Option<Nanos> {
-        Harness::advance_and_next(self, t)
+    fn advance_to(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos> {
+        Harness::advance_and_next_with(self, t, frames)
     }
     fn next_event(&self) -> Option<Nanos> {
         Harness::next_event(self)
@@ -44,6 +47,7 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
         Harness::take_into(self, out)
     }
     fn snapshot(&self) -> SwitchSnapshot {
+        self.check_ledger();
         let mut s = SwitchSnapshot::default();
         self.sw.snapshot_into(self.now(), &mut s);
         s
