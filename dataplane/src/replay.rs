@@ -204,25 +204,25 @@ pub fn advance<P, L, I, S>(
         // 1. Every input frame that has arrived by `now`, in bursts per port.
         let mut burst_port = usize::MAX;
         while inputs.peek_ts().is_some_and(|ts| ts <= now) {
-            let buf = if inputs.owns_frames() {
-                let Some((port, frame)) = inputs.next_frame_vec() else {
-                    break;
-                };
+            // A frame of another port, or a full burst, sends the burst so far first.
+            let mut next_port = |port: usize, sw: &mut Switch<P, L>, d: &mut Driver<P::Buf>| {
                 d.summary.offered += 1;
                 if (port != burst_port || d.burst.len() == BURST) && !d.burst.is_empty() {
                     sw.receive_burst(burst_port, now, &mut d.burst);
                 }
                 burst_port = port;
+            };
+            let buf = if inputs.owns_frames() {
+                let Some((port, frame)) = inputs.next_frame_vec() else {
+                    break;
+                };
+                next_port(port, sw, d);
                 sw.pool().alloc_from_vec(frame)
             } else {
                 let Some((port, bytes)) = inputs.next_frame() else {
                     break;
                 };
-                d.summary.offered += 1;
-                if (port != burst_port || d.burst.len() == BURST) && !d.burst.is_empty() {
-                    sw.receive_burst(burst_port, now, &mut d.burst);
-                }
-                burst_port = port;
+                next_port(port, sw, d);
                 sw.pool().alloc_from(bytes)
             };
             match buf {
