@@ -1244,6 +1244,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         } else {
             pkt
         };
+        // The frame is queued: a run still open (its port's bypassed frames fill the ring) ends.
+        self.close_run(run);
         let port = &mut self.ports[e];
         match port.tm.enqueue(pkt, now) {
             Ok(_) => {
