@@ -158,7 +158,8 @@ pub trait BufPool {
     fn available(&self) -> usize;
 
     /// A buffer holding a copy of `bytes` with default metadata; `None` when the pool is empty or
-    /// `bytes` does not fit a buffer.
+    /// `bytes` does not fit a buffer. Inline: the replay's input step calls it per frame.
+    #[inline]
     fn alloc_from(&mut self, bytes: &[u8]) -> Option<Self::Buf> {
         let mut b = self.alloc()?;
         if b.set_data(bytes) {
@@ -484,18 +485,6 @@ impl BufPool for HeapPool {
         // Never grows past the preallocated capacity: a foreign buffer beyond it is dropped.
         if self.free.len() < self.capacity {
             self.free.push(buf);
-        }
-    }
-    /// The trait's own, inlined here: the replay's input step had it inline before the
-    /// adoption code made `HeapBuf`'s methods larger, and left it out of line after.
-    #[inline]
-    fn alloc_from(&mut self, bytes: &[u8]) -> Option<HeapBuf> {
-        let mut b = self.alloc()?;
-        if b.set_data(bytes) {
-            Some(b)
-        } else {
-            self.free(b);
-            None
         }
     }
     /// Adopts `frame` (no copy) in a buffer taken from the pool as `alloc_from` takes it.

@@ -42,6 +42,26 @@ pub struct IcrcLayout {
 }
 
 impl IcrcLayout {
+    /// The layout of a RoCEv2 frame `total` bytes long that a builder has just written with its
+    /// IP header at `l3_off` (IPv4 without options, or IPv6 without extension headers): what
+    /// [`IcrcLayout::locate`] would find, without parsing the frame back.
+    #[inline]
+    pub fn built(l3_off: usize, v4: bool, total: usize) -> Self {
+        let ip_len = if v4 {
+            super::ipv4::HEADER_LEN
+        } else {
+            super::ipv6::HEADER_LEN
+        };
+        let udp_off = l3_off + ip_len;
+        IcrcLayout {
+            l3_off,
+            version: if v4 { 4 } else { 6 },
+            udp_off,
+            bth_off: udp_off + super::udp::HEADER_LEN,
+            icrc_off: total - ICRC_LEN,
+        }
+    }
+
     /// Locate IP, UDP, BTH and ICRC for the RoCEv2 packet whose IP header is at `l3_off`.
     /// Errors: [`WireError::Truncated`] / [`WireError::BadIpHeader`] from the IP header,
     /// [`WireError::BadLength`] when the IP/UDP lengths do not fit the buffer or the UDP datagram

@@ -613,13 +613,7 @@ pub fn build_roce_v4_in_place(
     if zero_tail == 0 {
         // The layout just written (what `IcrcLayout::locate` would find: the test
         // `built_frames_fill_the_located_layout` checks it).
-        let lay = icrc::IcrcLayout {
-            l3_off: l3,
-            version: 4,
-            udp_off: l3 + ipv4::HEADER_LEN,
-            bth_off: l3 + ipv4::HEADER_LEN + udp::HEADER_LEN,
-            icrc_off: total - icrc::ICRC_LEN,
-        };
+        let lay = icrc::IcrcLayout::built(l3, true, total);
         icrc::fill_with(&mut buf[..total], &lay)?;
     } else {
         icrc::fill_zero_tail(&mut buf[..total], l3, zero_tail)?;
@@ -676,13 +670,7 @@ pub fn build_roce_v6(
     off += write_bth(&mut buf[off..], bth)?;
     buf[off..off + after_bth.len()].copy_from_slice(after_bth);
     // The layout just written, as in `build_roce_v4_in_place`.
-    let lay = icrc::IcrcLayout {
-        l3_off: l3,
-        version: 6,
-        udp_off: l3 + ipv6::HEADER_LEN,
-        bth_off: l3 + ipv6::HEADER_LEN + udp::HEADER_LEN,
-        icrc_off: total - icrc::ICRC_LEN,
-    };
+    let lay = icrc::IcrcLayout::built(l3, false, total);
     icrc::fill_with(&mut buf[..total], &lay)?;
     Ok(total)
 }
