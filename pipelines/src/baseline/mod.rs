@@ -175,6 +175,16 @@ pub struct Hop {
 impl From<NextHop> for Hop {
     #[inline(always)]
     fn from(nh: NextHop) -> Self {
+        Hop::from(&nh)
+    }
+}
+
+/// A static next hop's [`Hop`] read in place from the route table: copying the whole
+/// [`NextHop`] out (48 bytes with its [`Via`]) and reading it back piecewise cost the baseline
+/// ingress a load chain through the stack on every routed frame (perf/README.md).
+impl From<&NextHop> for Hop {
+    #[inline(always)]
+    fn from(nh: &NextHop) -> Self {
         Hop {
             port: nh.port,
             mac: nh.mac,
@@ -406,14 +416,15 @@ impl Forwarding {
         let port = pkt.meta().ingress_port;
         if self.wire_peer(port).is_some() {
             // ARP is not an anomaly to a wire (the parser calls every non-IP EtherType unknown).
-            let arp = p.l3 == L3Kind::Other(longhaul_dataplane::wire::ethernet::ETHERTYPE_ARP);
+            let arp = p.l3 == L3Kind::Other
+                && p.ethertype == longhaul_dataplane::wire::ethernet::ETHERTYPE_ARP;
             if let Some(a) = p.anomaly.filter(|_| !arp) {
                 self.stats.anomalies.inc(a);
                 self.stats.anomalies_forwarded += 1;
             }
             return Ok(false);
         }
-        if self.neigh.active() && matches!(p.l3, L3Kind::Other(_) | L3Kind::V6) {
+        if self.neigh.active() && matches!(p.l3, L3Kind::Other | L3Kind::V6) {
             if let Some(a) = self.neigh.ingress(ctx, pkt, p, port) {
                 return Err(a);
             }
@@ -505,6 +516,9 @@ impl Forwarding {
                 let ip = ipv4::fixed_header(rest).ok_or(DropReason::Truncated)?;
                 let d = ipv4::dst_of(ip);
                 let nh = match self.v4.lookup_ref(d) {
+                    Some(RouteEntry::One(nh)) if matches!(nh.via, Via::Mac) => {
+                        return Ok(Egress::Route(nh.into()))
+                    }
                     Some(&RouteEntry::One(nh)) => Some(nh),
                     Some(&RouteEntry::Group(g)) => {
                         let src = map_v4(ipv4::src_of(ip));
@@ -518,6 +532,9 @@ impl Forwarding {
                 let ip = Ipv6Packet::new_checked(rest).map_err(|e| e.drop_reason())?;
                 let d = ip.dst_u128();
                 let nh = match self.v6.lookup_ref(d) {
+                    Some(RouteEntry::One(nh)) if matches!(nh.via, Via::Mac) => {
+                        return Ok(Egress::Route(nh.into()))
+                    }
                     Some(&RouteEntry::One(nh)) => Some(nh),
                     Some(&RouteEntry::Group(g)) => self.ecmp_member(g, ip.src_u128(), d, p, false),
                     None => None,

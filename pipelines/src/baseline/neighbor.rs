@@ -193,7 +193,7 @@ impl Neighbors {
         port: u16,
     ) -> Option<Action> {
         match p.l3 {
-            L3Kind::Other(ETHERTYPE_ARP) => Some(self.arp(ctx, pkt, p, port)),
+            L3Kind::Other if p.ethertype == ETHERTYPE_ARP => Some(self.arp(ctx, pkt, p, port)),
             L3Kind::V6 if p.proto == ndp::NEXT_HEADER_ICMPV6 => self.nd(ctx, pkt, p, port),
             _ => None,
         }
@@ -515,7 +515,7 @@ pub fn learnable(p: &Punt) -> Option<(u128, [u8; 6])> {
     let parsed = longhaul_dataplane::wire::parse::parse(f, &Default::default());
     let off = parsed.l3_off as usize;
     match parsed.l3 {
-        L3Kind::Other(ETHERTYPE_ARP) => {
+        L3Kind::Other if parsed.ethertype == ETHERTYPE_ARP => {
             let a = Arp::parse(f.get(off..)?).ok()?;
             (a.spa != 0).then_some((map_v4(a.spa), a.sha))
         }
