@@ -7,6 +7,7 @@
 #                                         anywhere, it cds to the repo root)
 #   perf/testpmd.sh 10 perf/dpdk-themis.toml     # the THEMIS ESW pipeline
 #   perf/testpmd.sh 10 perf/dpdk-spray.toml      # the Themis spraying ToR (four net_null paths)
+#   perf/testpmd.sh 10 perf/dpdk-bifrost.toml    # THEMIS ESW + Bifrost governing dc0 (class 3)
 #
 # CONFIG must give one port `io = { kind = "dpdk", device = "net_null0" }` (the egress counted),
 # `[control] api_listen`, and `[dpdk] eal_args` whose --vdev arguments testpmd then uses too.
