@@ -162,10 +162,19 @@ fn hash_to(frame: &[u8], lay: &IcrcLayout, end: usize) -> Hasher {
     }
     bth[4] = 0xff;
     at += BTH_LEN;
-    let mut h = Hasher::new();
+    let mut h = hasher();
     h.update(&hdr[..at]);
     h.update(frame.get(lay.bth_off + BTH_LEN..end).unwrap_or(&[]));
     h
+}
+
+/// A fresh CRC-32 hasher. `Hasher::new` detects the CPU's features on every call (about 37
+/// instructions, a tenth of a small frame's ICRC); the hasher it returns is kept once and
+/// cloned (the same implementation, the same initial state).
+#[inline(always)]
+fn hasher() -> Hasher {
+    static TEMPLATE: std::sync::OnceLock<Hasher> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(Hasher::new).clone()
 }
 
 /// The ICRC stored in the packet (read least significant byte first).
