@@ -1090,11 +1090,17 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     #[inline(never)]
     fn flush_emitted_slow(&mut self, now: Nanos) {
         // In the order emitted (a pipeline's held packets of one flow must not be reordered).
-        // The list is moved out and back: no allocation, and `enqueue` never emits.
+        // The list is moved out and back: no allocation, and `enqueue` never emits. Consecutive
+        // frames to one idle port share a bypass run, as a received burst's do (the packets a
+        // pipeline releases from its own queues, `Ctx::inject`, come here a poll's worth at a
+        // time): the port's checks made once, its counters added once; admission stays per
+        // frame.
         let mut list = core::mem::take(&mut self.emitted);
+        let mut run = None;
         for p in list.drain(..) {
-            self.enqueue(now, p, false);
+            self.enqueue_in(now, p, false, &mut run);
         }
+        self.close_run(&mut run);
         self.emitted = list;
         self.emit_owner.clear();
     }
@@ -1105,9 +1111,11 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     fn flush_emitted_upto_slow(&mut self, now: Nanos, i: u16) {
         let k = self.emit_owner.iter().take_while(|&&o| o <= i).count();
         let mut list = core::mem::take(&mut self.emitted);
+        let mut run = None;
         for p in list.drain(..k) {
-            self.enqueue(now, p, false);
+            self.enqueue_in(now, p, false, &mut run);
         }
+        self.close_run(&mut run);
         self.emitted = list;
         self.emit_owner.drain(..k);
     }

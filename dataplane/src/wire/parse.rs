@@ -250,6 +250,68 @@ pub fn parse_general(frame: &[u8], opts: &ParseOptions) -> Parsed {
     p
 }
 
+/// What [`parse`] gives for a UDP frame a builder has just written (a packet the switch
+/// generates: a pseudo-ACK), read at the builder's fixed offsets instead of walked and checked:
+/// untagged Ethernet, then an IPv4 header without options, with a valid checksum and not a
+/// fragment (`v4`), or an IPv6 header without extension headers, then UDP. The parts of the
+/// parse that depend on the bytes (TTL, DSCP, ECN, protocol, lengths, ports, the BTH for UDP port
+/// 4791) are the parser's own code; a frame whose fixed bytes are not what such a builder writes
+/// (EtherType, version and IHL, fragment bits, lengths past the frame) takes [`parse`]. Debug
+/// builds check the result against [`parse`].
+#[inline(always)]
+pub fn parse_built_udp(frame: &[u8], v4: bool, opts: &ParseOptions) -> Parsed {
+    let p = built_udp_fields(frame, v4, opts).unwrap_or_else(|| parse(frame, opts));
+    debug_assert_eq!(p, parse(frame, opts));
+    p
+}
+
+#[inline(always)]
+fn built_udp_fields(frame: &[u8], v4: bool, opts: &ParseOptions) -> Option<Parsed> {
+    let l3 = ethernet::HEADER_LEN;
+    let et = be16(frame, 12)?;
+    let mut p = Parsed {
+        ethertype: et,
+        l3_off: l3 as u16,
+        ..Parsed::default()
+    };
+    let (l4, end) = if v4 {
+        let h = frame.get(l3..)?.first_chunk::<{ ipv4::HEADER_LEN }>()?;
+        // Version 4, IHL 5; no MF flag, fragment offset 0 (DF allowed).
+        if et != ETHERTYPE_IPV4 || h[0] != 0x45 || h[6] & 0x3f != 0 || h[7] != 0 {
+            return None;
+        }
+        p.l3 = L3Kind::V4;
+        p.proto = h[9];
+        p.dscp = h[1] >> 2;
+        p.ecn = h[1] & 3;
+        p.ttl = h[8];
+        let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+        if total < ipv4::HEADER_LEN {
+            return None;
+        }
+        (l3 + ipv4::HEADER_LEN, l3 + total)
+    } else {
+        let h = frame.get(l3..)?.first_chunk::<{ ipv6::HEADER_LEN }>()?;
+        if et != ETHERTYPE_IPV6 || h[0] >> 4 != 6 {
+            return None;
+        }
+        p.l3 = L3Kind::V6;
+        let tc = (h[0] << 4) | (h[1] >> 4);
+        p.proto = h[6];
+        p.dscp = tc >> 2;
+        p.ecn = tc & 3;
+        p.ttl = h[7];
+        let payload = u16::from_be_bytes([h[4], h[5]]) as usize;
+        (l3 + ipv6::HEADER_LEN, l3 + ipv6::HEADER_LEN + payload)
+    };
+    if end > frame.len() || p.proto != PROTO_UDP {
+        return None;
+    }
+    p.l3_end = end as u32;
+    parse_l4(frame, l4, end, opts, &mut p);
+    Some(p)
+}
+
 /// Returns (L4 offset, end of datagram) when L4 should be parsed.
 #[inline(always)]
 fn parse_v4(
@@ -956,6 +1018,79 @@ mod tests {
             let r = swap_v4(&f);
             let o = ParseOptions { verify_ipv4_checksum: false, ..opts() };
             prop_assert_eq!(flow_hash_symmetric(&f, &parse(&f, &o)), flow_hash_symmetric(&r, &parse(&r, &o)));
+        }
+    }
+
+    /// Every single bit of a built frame's Ethernet, IP and UDP headers flipped (IPv4's checksum
+    /// recomputed), asked as IPv4 and as IPv6: the fixed-offset read of [`parse_built_udp`]
+    /// answers what the parser does, or leaves the frame to it.
+    #[test]
+    fn built_udp_fields_every_header_bit() {
+        for v6 in [false, true] {
+            let base = if v6 { cnp_v6() } else { cnp_v4() };
+            for i in 12..base.len().min(62) {
+                for bit in 0..8 {
+                    let mut f = base.clone();
+                    f[i] ^= 1 << bit;
+                    if !v6 {
+                        let ihl = ((f[14] & 0x0f) as usize * 4).clamp(20, f.len() - 14);
+                        f[24] = 0;
+                        f[25] = 0;
+                        let c = crate::wire::checksum::checksum(&f[14..14 + ihl]);
+                        f[24..26].copy_from_slice(&c.to_be_bytes());
+                    }
+                    for claim_v4 in [false, true] {
+                        let want = parse(&f, &opts());
+                        if let Some(p) = built_udp_fields(&f, claim_v4, &opts()) {
+                            assert_eq!(p, want, "byte {i} bit {bit}, v6 {v6}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// [`parse_built_udp`]'s fixed-offset read against the parser, on built UDP frames
+        /// (IPv4 and IPv6 CNPs) with header bits flipped, bytes replaced and frames cut: when
+        /// the fixed read answers, it answers what the parser does (the IPv4 checksum is
+        /// recomputed after the changes: a builder's frame has a valid one, the read's one
+        /// assumption), and it is asked for IPv4 on IPv6 frames and the reverse too.
+        #[test]
+        fn built_udp_fields_match_the_parser(
+            v6 in any::<bool>(),
+            claim_v4 in any::<bool>(),
+            flips in proptest::collection::vec((0usize..62, 0u8..8), 0..3),
+            edits in proptest::collection::vec((0usize..70, any::<u8>()), 0..2),
+            cut in 0usize..8,
+            port in prop_oneof![Just(4791u16), any::<u16>()],
+            verify in any::<bool>(),
+        ) {
+            let mut f = if v6 { cnp_v6() } else { cnp_v4() };
+            for (i, bit) in flips {
+                f[i] ^= 1 << bit;
+            }
+            for (i, x) in edits {
+                if i < f.len() {
+                    f[i] = x;
+                }
+            }
+            let n = f.len() - cut.min(f.len());
+            f.truncate(n);
+            if !v6 && f.len() >= 34 {
+                let ihl = ((f[14] & 0x0f) as usize * 4).clamp(20, f.len() - 14);
+                f[24] = 0;
+                f[25] = 0;
+                let c = crate::wire::checksum::checksum(&f[14..14 + ihl]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+            }
+            let o = ParseOptions { max_vlan_tags: 2, verify_ipv4_checksum: verify, roce_port: port };
+            let want = parse(&f, &o);
+            if let Some(p) = built_udp_fields(&f, claim_v4, &o) {
+                prop_assert_eq!(p, want);
+            }
+            prop_assert_eq!(parse_built_udp(&f, claim_v4, &o), want);
         }
     }
 }

@@ -294,11 +294,29 @@ pub fn insert_copy(
     Ok(n)
 }
 
+/// The length of a pseudo-ACK over IPv4 (`v4`) or IPv6: Ethernet, IP, UDP, the Reflex INT, BTH,
+/// AETH, ICRC.
+pub const fn pseudo_ack_len(v4: bool) -> usize {
+    let ip = if v4 {
+        super::ipv4::HEADER_LEN
+    } else {
+        super::ipv6::HEADER_LEN
+    };
+    super::ethernet::HEADER_LEN
+        + ip
+        + udp::HEADER_LEN
+        + INT_LEN
+        + BTH_LEN
+        + roce::AETH_LEN
+        + super::icrc::ICRC_LEN
+}
+
 /// The pseudo-ACK NSF answers the Reflex data packet `data` (IP header at `l3_off`, located as
 /// `v`) with (section III-C, docs/wire-formats.md): an RC ACK to the requester's QP (the hop's
 /// QPN), the data packet's PSN, P_Key and UDP source port, IP addresses swapped, DSCP `dscp`,
 /// Not-ECT, the hop reflected with DS Flags NSF | ECHO, a valid ICRC. Ethernet addresses are the
-/// caller's (`src_mac`, `dst_mac`: it routes the packet). Returns the length written to `out`.
+/// caller's (`src_mac`, `dst_mac`: it routes the packet). Returns the length written to `out`
+/// (untagged Ethernet, IP header at 14: [`pseudo_ack_len`]).
 pub fn build_pseudo_ack(
     data: &[u8],
     l3_off: usize,
@@ -308,8 +326,61 @@ pub fn build_pseudo_ack(
     dst_mac: [u8; 6],
     out: &mut [u8],
 ) -> Result<usize, WireError> {
+    let v4 = ip_version_is_4(data, l3_off)?;
+    let total = pseudo_ack_len(v4);
+    let out = out.get_mut(..total).ok_or(WireError::NoRoom)?;
+    write_pseudo_ack(data, l3_off, v, dscp, src_mac, dst_mac, v4, out)?;
+    Ok(total)
+}
+
+/// [`build_pseudo_ack`] straight into `buf`, an empty packet buffer (the frame is appended to
+/// it): no scratch copy. Returns whether it is IPv4 (else IPv6). On an error the buffer may hold
+/// part of a frame: the caller frees it.
+#[inline]
+pub fn build_pseudo_ack_in<B: PacketBuf + ?Sized>(
+    data: &[u8],
+    l3_off: usize,
+    v: &ReflexView,
+    dscp: u8,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    buf: &mut B,
+) -> Result<bool, WireError> {
+    let v4 = ip_version_is_4(data, l3_off)?;
+    let out = buf.append(pseudo_ack_len(v4)).ok_or(WireError::NoRoom)?;
+    write_pseudo_ack(data, l3_off, v, dscp, src_mac, dst_mac, v4, out)?;
+    Ok(v4)
+}
+
+/// Whether the IP header at `l3_off` is IPv4 (`Ok(false)`: IPv6).
+#[inline(always)]
+fn ip_version_is_4(data: &[u8], l3_off: usize) -> Result<bool, WireError> {
+    match data.get(l3_off).map(|b| b >> 4) {
+        Some(4) => Ok(true),
+        Some(6) => Ok(false),
+        Some(_) => Err(WireError::BadIpHeader),
+        None => Err(WireError::Truncated),
+    }
+}
+
+/// The pseudo-ACK into `out`, exactly [`pseudo_ack_len`]`(v4)` bytes: the ACK written at the
+/// front, its BTH, AETH and ICRC moved behind the INT's place, the INT written there (the ICRC
+/// is the one of the ACK without INT, as for any packet carrying the Reflex INT).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_pseudo_ack(
+    data: &[u8],
+    l3_off: usize,
+    v: &ReflexView,
+    dscp: u8,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    v4: bool,
+    out: &mut [u8],
+) -> Result<(), WireError> {
     let bth = roce::Bth::new_checked(data.get(v.bth_off..).ok_or(WireError::Truncated)?)?;
     let sport = be16(data, v.udp_off).ok_or(WireError::Truncated)?;
+    let int_port = be16(data, v.udp_off + 2).ok_or(WireError::Truncated)?;
     let spec = AckSpec {
         dest_qp: v.hop.qpn,
         psn: bth.psn(),
@@ -317,41 +388,35 @@ pub fn build_pseudo_ack(
         msn: 0,
         pkey: bth.pkey(),
     };
-    let mut ack = [0u8; 128];
     let l3 = data.get(l3_off..).ok_or(WireError::Truncated)?;
-    let (n, v4) = match l3.first().map(|b| b >> 4) {
-        Some(4) => {
-            let ip = super::ipv4::Ipv4Packet::new_checked(l3)?;
-            let a = RoceAddrs::<Ipv4Addr> {
-                src_mac: MacAddr(src_mac),
-                dst_mac: MacAddr(dst_mac),
-                src_ip: ip.dst_addr(),
-                dst_ip: ip.src_addr(),
-                udp_sport: sport,
-                dscp,
-                ecn: 0,
-            };
-            (roce::build_ack_v4(&mut ack, &a, &spec)?, true)
-        }
-        Some(6) => {
-            let ip = super::ipv6::Ipv6Packet::new_checked(l3)?;
-            let a = RoceAddrs::<Ipv6Addr> {
-                src_mac: MacAddr(src_mac),
-                dst_mac: MacAddr(dst_mac),
-                src_ip: ip.dst_addr(),
-                dst_ip: ip.src_addr(),
-                udp_sport: sport,
-                dscp,
-                ecn: 0,
-            };
-            (roce::build_ack_v6(&mut ack, &a, &spec)?, false)
-        }
-        _ => return Err(WireError::BadIpHeader),
+    let n = if v4 {
+        let ip = super::ipv4::Ipv4Packet::new_checked(l3)?;
+        let a = RoceAddrs::<Ipv4Addr> {
+            src_mac: MacAddr(src_mac),
+            dst_mac: MacAddr(dst_mac),
+            src_ip: ip.dst_addr(),
+            dst_ip: ip.src_addr(),
+            udp_sport: sport,
+            dscp,
+            ecn: 0,
+        };
+        roce::build_ack_v4(out, &a, &spec)?
+    } else {
+        let ip = super::ipv6::Ipv6Packet::new_checked(l3)?;
+        let a = RoceAddrs::<Ipv6Addr> {
+            src_mac: MacAddr(src_mac),
+            dst_mac: MacAddr(dst_mac),
+            src_ip: ip.dst_addr(),
+            dst_ip: ip.src_addr(),
+            udp_sport: sport,
+            dscp,
+            ecn: 0,
+        };
+        roce::build_ack_v6(out, &a, &spec)?
     };
     // The ACK's IP header is at 14 (build_ack_* writes an untagged frame, no IPv4 options):
     // the INT goes in at the offsets just written, what `insert_copy` would do after locating
     // them again (the proptest `pseudo_ack_matches_the_general_insert` holds it to that).
-    let int_port = be16(data, v.udp_off + 2).ok_or(WireError::Truncated)?;
     let l3_off = super::ethernet::HEADER_LEN;
     let lay = int::UdpLayout {
         v4,
@@ -363,18 +428,13 @@ pub fn build_pseudo_ack(
                 super::ipv6::HEADER_LEN
             },
     };
-    let ack = ack.get(..n).ok_or(WireError::NoRoom)?;
     let at = lay.udp_off + udp::HEADER_LEN;
-    let total = n + INT_LEN;
-    if at > n {
+    if at > n || n + INT_LEN != out.len() {
         return Err(WireError::Truncated);
     }
-    let out = out.get_mut(..total).ok_or(WireError::NoRoom)?;
-    out[..at].copy_from_slice(&ack[..at]);
+    out.copy_within(at..n, at + INT_LEN);
     out[at..at + INT_LEN].copy_from_slice(&int_bytes(v.hop, FLAG_NSF | FLAG_ECHO));
-    out[at + INT_LEN..].copy_from_slice(&ack[at..]);
-    finish_insert(out, &lay, int_port)?;
-    Ok(total)
+    finish_insert(out, &lay, int_port)
 }
 
 #[cfg(test)]
@@ -587,6 +647,17 @@ mod tests {
             let n1 = build_pseudo_ack(b.data(), 14, &v, dscp, [2; 6], [3; 6], &mut got).unwrap();
             let n2 = pseudo_ack_ref(b.data(), &v, dscp, &mut want);
             proptest::prop_assert_eq!(&got[..n1], &want[..n2]);
+            // Straight into a packet buffer: the same bytes, and the parse result read at the
+            // builder's offsets is the parser's.
+            let mut pb = HeapBuf::with_capacity(512);
+            let v4 = build_pseudo_ack_in(b.data(), 14, &v, dscp, [2; 6], [3; 6], &mut pb).unwrap();
+            proptest::prop_assert_eq!(v4, !v6);
+            proptest::prop_assert_eq!(pb.data(), &want[..n2]);
+            let o = crate::wire::parse::ParseOptions::default();
+            proptest::prop_assert_eq!(
+                crate::wire::parse::parse_built_udp(pb.data(), v4, &o),
+                crate::wire::parse::parse(pb.data(), &o)
+            );
         }
     }
 

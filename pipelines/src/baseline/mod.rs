@@ -54,7 +54,7 @@ use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::wire::ipv4;
 use longhaul_dataplane::wire::ipv6::Ipv6Packet;
-use longhaul_dataplane::wire::parse::{parse, L3Kind, ParseOptions, Parsed};
+use longhaul_dataplane::wire::parse::{parse, parse_built_udp, L3Kind, ParseOptions, Parsed};
 use neighbor::Neighbors;
 
 /// Spare capacity in the forwarding tables beyond the configured entries, for entries the control
@@ -681,20 +681,46 @@ impl Forwarding {
     /// port, back out of that port unchanged; on a routed port, routed like any received packet
     /// (parse, look up, rewrite). `false` (nothing to send) when it has no route.
     pub fn route_generated<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, g: &mut P::Buf) -> bool {
+        let p = parse(g.data(), &self.parse_opts);
+        self.route_parsed(ctx, g, &p)
+    }
+
+    /// [`Forwarding::route_generated`] for a UDP frame a builder has just written (untagged,
+    /// IPv4 without options (`v4`) or IPv6, see [`parse_built_udp`]): its parse result is read at
+    /// the builder's offsets instead of walking and checking the headers again. The lookup and
+    /// the rewrite are the same.
+    #[inline]
+    pub fn route_built_udp<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        g: &mut P::Buf,
+        v4: bool,
+    ) -> bool {
+        let p = parse_built_udp(g.data(), v4, &self.parse_opts);
+        self.route_parsed(ctx, g, &p)
+    }
+
+    /// [`Forwarding::route_generated`] with the frame's parse result `p`.
+    #[inline(always)]
+    fn route_parsed<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        g: &mut P::Buf,
+        p: &Parsed,
+    ) -> bool {
+        p.apply_to_meta(g.meta_mut());
         let in_port = g.meta().ingress_port;
         if self.wire_peer(in_port).is_some() {
-            self.parse_meta(g);
             g.meta_mut().egress_port = in_port;
             return true;
         }
-        let p = self.parse_meta(g);
-        let Ok(routable) = self.policy(&p) else {
+        let Ok(routable) = self.policy(p) else {
             return false;
         };
-        let Ok(e) = self.lookup_stage(ctx, g, &p, routable) else {
+        let Ok(e) = self.lookup_stage(ctx, g, p, routable) else {
             return false;
         };
-        self.apply_stage(g, &p, e).is_ok()
+        self.apply_stage(g, p, e).is_ok()
     }
 
     /// The whole baseline ingress for one packet.

@@ -55,7 +55,6 @@ pub struct ReflexEsw {
     data_class: u8,
     ack_dscp: u8,
     ack_class: u8,
-    scratch: [u8; 256],
     pub stats: ReflexStats,
 }
 
@@ -104,7 +103,6 @@ impl ReflexEsw {
             ack_class: fwd.class_of_dscp(ack_dscp),
             ack_dscp,
             fwd,
-            scratch: [0; 256],
             stats: ReflexStats::default(),
         }
     }
@@ -325,29 +323,28 @@ impl ReflexEsw {
             return;
         }
         // Built as if it arrived on the data's ingress port, then sent to the sender
-        // (`Forwarding::route_generated`: routed, or back out of a wire port).
+        // (`Forwarding::route_built_udp`: routed, or back out of a wire port).
         let Some((src, dst)) = self.fwd.reply_macs(m.ingress_port, frame) else {
             return;
         };
-        let Ok(n) =
-            reflex::build_pseudo_ack(frame, l3, &v, self.ack_dscp, src, dst, &mut self.scratch)
-        else {
-            return;
-        };
-        self.emit_routed(ctx, n, m.ingress_port);
-    }
-
-    /// Route the generated frame in `scratch[..n]` as if received on `in_port`, and emit it.
-    fn emit_routed<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, n: usize, in_port: u16) {
-        let Some(nsf) = self.nsf.as_mut() else {
-            return;
-        };
-        let Some(mut g) = ctx.pool.alloc_from(&self.scratch[..n]) else {
+        let Some(mut g) = ctx.pool.alloc() else {
             nsf.stats.emit_nobuf += 1;
             return;
         };
-        g.meta_mut().ingress_port = in_port;
-        if !self.fwd.route_generated(ctx, &mut g) {
+        // Written straight into the packet buffer (no scratch frame copied in).
+        let v4 = match reflex::build_pseudo_ack_in(frame, l3, &v, self.ack_dscp, src, dst, &mut g) {
+            Ok(v4) => v4,
+            Err(e) => {
+                // A buffer too small for it is a buffer lost, as when the pool is empty.
+                nsf.stats.emit_nobuf += (e == WireError::NoRoom) as u64;
+                ctx.pool.free(g);
+                return;
+            }
+        };
+        g.meta_mut().ingress_port = m.ingress_port;
+        // Routed by the frame just built, read at the builder's offsets (not parsed back): the
+        // route lookup itself stays (the way back may differ from the way the data came).
+        if !self.fwd.route_built_udp(ctx, &mut g, v4) {
             nsf.stats.pseudo_ack_no_route += 1;
             ctx.pool.free(g);
             return;
