@@ -251,63 +251,50 @@ pub fn parse_general(frame: &[u8], opts: &ParseOptions) -> Parsed {
 }
 
 /// What [`parse`] gives for a UDP frame a builder has just written (a packet the switch
-/// generates: a pseudo-ACK), read at the builder's fixed offsets instead of walked and checked:
-/// untagged Ethernet, then an IPv4 header without options, with a valid checksum and not a
-/// fragment (`v4`), or an IPv6 header without extension headers, then UDP. The parts of the
-/// parse that depend on the bytes (TTL, DSCP, ECN, protocol, lengths, ports, the BTH for UDP port
-/// 4791) are the parser's own code; a frame whose fixed bytes are not what such a builder writes
-/// (EtherType, version and IHL, fragment bits, lengths past the frame) takes [`parse`]. Debug
-/// builds check the result against [`parse`].
+/// generates: a pseudo-ACK): untagged Ethernet, then an IPv4 header without options, with a
+/// valid checksum and not a fragment (`v4`), or an IPv6 header without extension headers, then
+/// UDP. IPv4 takes [`parse`], whose fixed-offset path ([`parse_v4_udp`]) reads such a frame;
+/// IPv6 is read at the builder's offsets here instead of walked (the parts that depend on the
+/// bytes, L4 and the BTH, are the parser's own code), and a frame whose fixed bytes are not what
+/// such a builder writes (EtherType, version, next header, lengths past the frame) takes
+/// [`parse`]. Debug builds check the result against [`parse`].
 #[inline(always)]
 pub fn parse_built_udp(frame: &[u8], v4: bool, opts: &ParseOptions) -> Parsed {
-    let p = built_udp_fields(frame, v4, opts).unwrap_or_else(|| parse(frame, opts));
+    let built = if v4 {
+        None
+    } else {
+        built_udp_v6_fields(frame, opts)
+    };
+    let p = built.unwrap_or_else(|| parse(frame, opts));
     debug_assert_eq!(p, parse(frame, opts));
     p
 }
 
 #[inline(always)]
-fn built_udp_fields(frame: &[u8], v4: bool, opts: &ParseOptions) -> Option<Parsed> {
+fn built_udp_v6_fields(frame: &[u8], opts: &ParseOptions) -> Option<Parsed> {
     let l3 = ethernet::HEADER_LEN;
     let et = be16(frame, 12)?;
-    let mut p = Parsed {
-        ethertype: et,
-        l3_off: l3 as u16,
-        ..Parsed::default()
-    };
-    let (l4, end) = if v4 {
-        let h = frame.get(l3..)?.first_chunk::<{ ipv4::HEADER_LEN }>()?;
-        // Version 4, IHL 5; no MF flag, fragment offset 0 (DF allowed).
-        if et != ETHERTYPE_IPV4 || h[0] != 0x45 || h[6] & 0x3f != 0 || h[7] != 0 {
-            return None;
-        }
-        p.l3 = L3Kind::V4;
-        p.proto = h[9];
-        p.dscp = h[1] >> 2;
-        p.ecn = h[1] & 3;
-        p.ttl = h[8];
-        let total = u16::from_be_bytes([h[2], h[3]]) as usize;
-        if total < ipv4::HEADER_LEN {
-            return None;
-        }
-        (l3 + ipv4::HEADER_LEN, l3 + total)
-    } else {
-        let h = frame.get(l3..)?.first_chunk::<{ ipv6::HEADER_LEN }>()?;
-        if et != ETHERTYPE_IPV6 || h[0] >> 4 != 6 {
-            return None;
-        }
-        p.l3 = L3Kind::V6;
-        let tc = (h[0] << 4) | (h[1] >> 4);
-        p.proto = h[6];
-        p.dscp = tc >> 2;
-        p.ecn = tc & 3;
-        p.ttl = h[7];
-        let payload = u16::from_be_bytes([h[4], h[5]]) as usize;
-        (l3 + ipv6::HEADER_LEN, l3 + ipv6::HEADER_LEN + payload)
-    };
-    if end > frame.len() || p.proto != PROTO_UDP {
+    let h = frame.get(l3..)?.first_chunk::<{ ipv6::HEADER_LEN }>()?;
+    if et != ETHERTYPE_IPV6 || h[0] >> 4 != 6 || h[6] != PROTO_UDP {
         return None;
     }
-    p.l3_end = end as u32;
+    let tc = (h[0] << 4) | (h[1] >> 4);
+    let payload = u16::from_be_bytes([h[4], h[5]]) as usize;
+    let (l4, end) = (l3 + ipv6::HEADER_LEN, l3 + ipv6::HEADER_LEN + payload);
+    if end > frame.len() {
+        return None;
+    }
+    let mut p = Parsed {
+        ethertype: et,
+        l3: L3Kind::V6,
+        l3_off: l3 as u16,
+        l3_end: end as u32,
+        proto: PROTO_UDP,
+        dscp: tc >> 2,
+        ecn: tc & 3,
+        ttl: h[7],
+        ..Parsed::default()
+    };
     parse_l4(frame, l4, end, opts, &mut p);
     Some(p)
 }
@@ -1022,8 +1009,9 @@ mod tests {
     }
 
     /// Every single bit of a built frame's Ethernet, IP and UDP headers flipped (IPv4's checksum
-    /// recomputed), asked as IPv4 and as IPv6: the fixed-offset read of [`parse_built_udp`]
-    /// answers what the parser does, or leaves the frame to it.
+    /// recomputed), IPv4 and IPv6 frames: the fixed-offset IPv6 read answers what the parser
+    /// does, or leaves the frame to it, and [`parse_built_udp`] asked as IPv4 or IPv6 answers
+    /// what the parser does.
     #[test]
     fn built_udp_fields_every_header_bit() {
         for v6 in [false, true] {
@@ -1039,11 +1027,12 @@ mod tests {
                         let c = crate::wire::checksum::checksum(&f[14..14 + ihl]);
                         f[24..26].copy_from_slice(&c.to_be_bytes());
                     }
+                    let want = parse(&f, &opts());
+                    if let Some(p) = built_udp_v6_fields(&f, &opts()) {
+                        assert_eq!(p, want, "byte {i} bit {bit}, v6 {v6}");
+                    }
                     for claim_v4 in [false, true] {
-                        let want = parse(&f, &opts());
-                        if let Some(p) = built_udp_fields(&f, claim_v4, &opts()) {
-                            assert_eq!(p, want, "byte {i} bit {bit}, v6 {v6}");
-                        }
+                        assert_eq!(parse_built_udp(&f, claim_v4, &opts()), want);
                     }
                 }
             }
@@ -1052,11 +1041,11 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
-        /// [`parse_built_udp`]'s fixed-offset read against the parser, on built UDP frames
+        /// [`parse_built_udp`]'s fixed-offset IPv6 read against the parser, on built UDP frames
         /// (IPv4 and IPv6 CNPs) with header bits flipped, bytes replaced and frames cut: when
-        /// the fixed read answers, it answers what the parser does (the IPv4 checksum is
-        /// recomputed after the changes: a builder's frame has a valid one, the read's one
-        /// assumption), and it is asked for IPv4 on IPv6 frames and the reverse too.
+        /// the fixed read answers, it answers what the parser does, and `parse_built_udp` is
+        /// asked for IPv4 on IPv6 frames and the reverse too (the IPv4 checksum is recomputed
+        /// after the changes: a builder's frame has a valid one).
         #[test]
         fn built_udp_fields_match_the_parser(
             v6 in any::<bool>(),
@@ -1087,7 +1076,7 @@ mod tests {
             }
             let o = ParseOptions { max_vlan_tags: 2, verify_ipv4_checksum: verify, roce_port: port };
             let want = parse(&f, &o);
-            if let Some(p) = built_udp_fields(&f, claim_v4, &o) {
+            if let Some(p) = built_udp_v6_fields(&f, &o) {
                 prop_assert_eq!(p, want);
             }
             prop_assert_eq!(parse_built_udp(&f, claim_v4, &o), want);
