@@ -231,8 +231,10 @@ struct HeapBufInner {
     shift: usize,
     /// The buffer's room: headroom, frame and tailroom together (its own storage's length).
     room: usize,
-    /// The buffer's own storage while it holds an adopted frame; empty (no capacity) otherwise.
-    parked: Vec<u8>,
+    /// The buffer's own storage while it holds an adopted frame (`None` otherwise). It may
+    /// have no capacity: a buffer made to adopt a frame gets its storage only when it is first
+    /// used for a frame of its own ([`HeapBuf::hollow`]).
+    parked: Option<Vec<u8>>,
 }
 
 impl HeapBuf {
@@ -246,8 +248,38 @@ impl HeapBuf {
             meta: Meta::default(),
             shift: 0,
             room,
-            parked: Vec::new(),
+            parked: None,
         }))
+    }
+
+    /// A pool buffer of `data_room` whose own storage is not made yet (`buf` without capacity):
+    /// [`HeapPool::alloc_from_vec`] makes these when its pool grows, since an adopted frame
+    /// brings its own allocation; [`HeapPool::alloc`] gives it its storage, zeroed as
+    /// [`HeapBuf::with_capacity`]'s, before handing it out. Never handed out hollow.
+    fn hollow(data_room: usize) -> Self {
+        HeapBuf(Box::new(HeapBufInner {
+            buf: Vec::new(),
+            off: DEFAULT_HEADROOM,
+            len: 0,
+            meta: Meta::default(),
+            shift: 0,
+            room: DEFAULT_HEADROOM + data_room,
+            parked: None,
+        }))
+    }
+
+    /// Whether it has no storage of its own yet ([`HeapBuf::hollow`]; not adopted).
+    #[inline]
+    fn is_hollow(&self) -> bool {
+        self.0.buf.capacity() == 0 && self.0.parked.is_none()
+    }
+
+    /// [`HeapPool::alloc`]'s rare case, out of line: a hollow buffer gets its storage, the
+    /// zeroed room a buffer made by [`HeapBuf::with_capacity`] has.
+    #[cold]
+    #[inline(never)]
+    fn make_storage(&mut self) {
+        self.0.buf = vec![0u8; self.0.room];
     }
 
     /// A standalone buffer holding `bytes` (tests).
@@ -260,7 +292,7 @@ impl HeapBuf {
     /// Whether it holds an adopted frame ([`BufPool::alloc_from_vec`]).
     #[inline]
     pub fn is_adopted(&self) -> bool {
-        self.0.parked.capacity() != 0
+        self.0.parked.is_some()
     }
 
     /// Take `frame`'s allocation as the frame (headroom and tailroom as they are, in the
@@ -268,7 +300,7 @@ impl HeapBuf {
     /// the frame fits its tailroom.
     fn adopt(&mut self, frame: &mut Vec<u8>) {
         let b = &mut *self.0;
-        b.parked = std::mem::replace(&mut b.buf, std::mem::take(frame));
+        b.parked = Some(std::mem::replace(&mut b.buf, std::mem::take(frame)));
         b.shift += b.off;
         b.off = 0;
         b.len = b.buf.len();
@@ -280,7 +312,8 @@ impl HeapBuf {
     #[cold]
     fn give_back(&mut self) -> Vec<u8> {
         let b = &mut *self.0;
-        let mut v = std::mem::replace(&mut b.buf, std::mem::take(&mut b.parked));
+        let own = b.parked.take().unwrap_or_default();
+        let mut v = std::mem::replace(&mut b.buf, own);
         if b.off != 0 {
             v.copy_within(b.off..b.off + b.len, 0);
         }
@@ -467,6 +500,9 @@ impl BufPool for HeapPool {
     fn alloc(&mut self) -> Option<HeapBuf> {
         match self.free.pop() {
             Some(mut b) => {
+                if b.is_hollow() {
+                    b.make_storage();
+                }
                 b.reset();
                 Some(b)
             }
@@ -487,9 +523,23 @@ impl BufPool for HeapPool {
             self.free.push(buf);
         }
     }
-    /// Adopts `frame` (no copy) in a buffer taken from the pool as `alloc_from` takes it.
+    /// Adopts `frame` (no copy) in a buffer taken from the pool as `alloc_from` takes it (the
+    /// same buffer, the same accounting), except that a buffer made for it has no storage of
+    /// its own yet ([`HeapBuf::hollow`]): the frame brings its allocation, and the 4.5 KB a
+    /// new buffer's storage costs to allocate and zero is paid only if [`BufPool::alloc`]
+    /// ever hands the buffer out for a frame of its own.
     fn alloc_from_vec(&mut self, frame: &mut Vec<u8>) -> Option<HeapBuf> {
-        let mut b = self.alloc()?;
+        let mut b = match self.free.pop() {
+            Some(mut b) => {
+                b.reset();
+                b
+            }
+            None if self.made < self.capacity => {
+                self.made += 1;
+                HeapBuf::hollow(self.data_room)
+            }
+            None => return None,
+        };
         if frame.len() > b.tailroom() {
             self.free(b);
             return None;
@@ -645,6 +695,40 @@ mod tests {
         let mut f = vec![0u8; 10];
         assert!(p.alloc_from_vec(&mut f).is_none(), "pool exhausted");
         assert_eq!(f.len(), 10);
+    }
+
+    #[test]
+    fn a_buffer_made_to_adopt_is_given_its_storage_before_it_is_handed_out() {
+        let mut p = HeapPool::lazy(2, 256);
+        let mut f = vec![5u8; 40];
+        let b = p.alloc_from_vec(&mut f).unwrap();
+        assert_eq!(p.made(), 1);
+        let v = p.free_to_vec(b).unwrap();
+        assert_eq!(v, vec![5u8; 40]);
+        // The same buffer, now for a frame of its own: the room and the zeros of a buffer
+        // made by `alloc`.
+        let mut r = p.alloc().unwrap();
+        assert_eq!(p.made(), 1);
+        let fresh = p.alloc().unwrap();
+        assert_eq!(p.made(), 2);
+        for b in [&r, &fresh] {
+            assert!(!b.is_adopted());
+            assert_eq!(
+                (b.len(), b.headroom(), b.tailroom()),
+                (0, DEFAULT_HEADROOM, 256)
+            );
+        }
+        assert_eq!(r.append(256).unwrap(), &[0u8; 256][..]);
+        r.prepend(DEFAULT_HEADROOM).unwrap().fill(1);
+        assert_eq!(r.len(), DEFAULT_HEADROOM + 256);
+        // A frame refused by a buffer made for it leaves it in the pool, storage to come.
+        let mut p = HeapPool::lazy(1, 64);
+        let mut long = vec![0u8; 65];
+        assert!(p.alloc_from_vec(&mut long).is_none());
+        assert_eq!((p.made(), p.available(), long.len()), (1, 1, 65));
+        let mut r = p.alloc().unwrap();
+        assert_eq!(r.append(64).unwrap(), &[0u8; 64][..]);
+        assert!(r.prepend(DEFAULT_HEADROOM).is_some());
     }
 
     #[test]
