@@ -231,8 +231,12 @@ struct HeapBufInner {
     shift: usize,
     /// The buffer's room: headroom, frame and tailroom together (its own storage's length).
     room: usize,
-    /// The buffer's own storage while it holds an adopted frame; empty (no capacity) otherwise.
+    /// The buffer's own storage while it holds an adopted frame; empty (no capacity)
+    /// otherwise, and also while a buffer made to adopt frames has no storage yet
+    /// ([`HeapBuf::hollow`]).
     parked: Vec<u8>,
+    /// Whether it holds an adopted frame.
+    adopted: bool,
 }
 
 impl HeapBuf {
@@ -247,7 +251,32 @@ impl HeapBuf {
             shift: 0,
             room,
             parked: Vec::new(),
+            adopted: false,
         }))
+    }
+
+    /// A pool buffer of `data_room` whose own storage is not made yet (`buf` without capacity):
+    /// [`HeapPool::alloc_from_vec`] makes these when its pool grows, since an adopted frame
+    /// brings its own allocation. They wait in the pool's own list; [`HeapPool::alloc`] takes
+    /// one only when no other buffer is left, and gives it its storage (zeroed, as
+    /// [`HeapBuf::with_capacity`]'s) first. Never handed out hollow.
+    fn hollow(data_room: usize) -> Self {
+        HeapBuf(Box::new(HeapBufInner {
+            buf: Vec::new(),
+            off: DEFAULT_HEADROOM,
+            len: 0,
+            meta: Meta::default(),
+            shift: 0,
+            room: DEFAULT_HEADROOM + data_room,
+            parked: Vec::new(),
+            adopted: false,
+        }))
+    }
+
+    /// Whether it has no storage of its own yet ([`HeapBuf::hollow`]; not adopted).
+    #[inline]
+    fn is_hollow(&self) -> bool {
+        self.0.buf.capacity() == 0 && !self.0.adopted
     }
 
     /// A standalone buffer holding `bytes` (tests).
@@ -260,7 +289,7 @@ impl HeapBuf {
     /// Whether it holds an adopted frame ([`BufPool::alloc_from_vec`]).
     #[inline]
     pub fn is_adopted(&self) -> bool {
-        self.0.parked.capacity() != 0
+        self.0.adopted
     }
 
     /// Take `frame`'s allocation as the frame (headroom and tailroom as they are, in the
@@ -269,6 +298,7 @@ impl HeapBuf {
     fn adopt(&mut self, frame: &mut Vec<u8>) {
         let b = &mut *self.0;
         b.parked = std::mem::replace(&mut b.buf, std::mem::take(frame));
+        b.adopted = true;
         b.shift += b.off;
         b.off = 0;
         b.len = b.buf.len();
@@ -281,6 +311,7 @@ impl HeapBuf {
     fn give_back(&mut self) -> Vec<u8> {
         let b = &mut *self.0;
         let mut v = std::mem::replace(&mut b.buf, std::mem::take(&mut b.parked));
+        b.adopted = false;
         if b.off != 0 {
             v.copy_within(b.off..b.off + b.len, 0);
         }
@@ -408,6 +439,10 @@ impl PacketBuf for HeapBuf {
 #[derive(Debug)]
 pub struct HeapPool {
     free: Vec<HeapBuf>,
+    /// Buffers without storage of their own yet ([`HeapBuf::hollow`]), for adopted frames.
+    /// Which free buffer a caller gets is not visible (every user writes the bytes it
+    /// appends), so these wait apart and [`BufPool::alloc`]'s path is the same as without.
+    hollow: Vec<HeapBuf>,
     capacity: usize,
     /// Buffers made so far (all of them for [`HeapPool::new`]; on demand for
     /// [`HeapPool::lazy`]).
@@ -427,6 +462,7 @@ impl HeapPool {
     pub fn lazy(count: usize, data_room: usize) -> Self {
         HeapPool {
             free: Vec::new(),
+            hollow: Vec::new(),
             capacity: count,
             made: 0,
             data_room,
@@ -444,9 +480,42 @@ impl HeapPool {
         }
         HeapPool {
             free,
+            hollow: Vec::new(),
             capacity: count,
             made,
             data_room,
+        }
+    }
+
+    /// [`BufPool::alloc`] when every other buffer is in use: a hollow one, given its storage.
+    #[cold]
+    #[inline(never)]
+    fn alloc_hollow(&mut self) -> Option<HeapBuf> {
+        let mut b = self.hollow.pop()?;
+        b.0.buf = vec![0u8; b.0.room];
+        b.reset();
+        Some(b)
+    }
+
+    /// [`BufPool::free`] of a buffer holding an adopted frame: the frame's allocation is
+    /// released and the buffer goes back to its list.
+    #[cold]
+    #[inline(never)]
+    fn free_adopted(&mut self, mut buf: HeapBuf) {
+        buf.release_adopted();
+        self.put_back(buf);
+    }
+
+    /// A buffer back to the free list, or to the hollow one.
+    fn put_back(&mut self, buf: HeapBuf) {
+        // Never grows past the preallocated capacity: a foreign buffer beyond it is dropped.
+        let list = if buf.is_hollow() {
+            &mut self.hollow
+        } else {
+            &mut self.free
+        };
+        if list.len() < self.capacity {
+            list.push(buf);
         }
     }
 
@@ -474,24 +543,38 @@ impl BufPool for HeapPool {
                 self.made += 1;
                 Some(HeapBuf::with_capacity(self.data_room))
             }
-            None => None,
+            None => self.alloc_hollow(),
         }
     }
     #[inline]
-    fn free(&mut self, mut buf: HeapBuf) {
+    fn free(&mut self, buf: HeapBuf) {
         if buf.is_adopted() {
-            buf.release_adopted();
+            return self.free_adopted(buf);
         }
         // Never grows past the preallocated capacity: a foreign buffer beyond it is dropped.
         if self.free.len() < self.capacity {
             self.free.push(buf);
         }
     }
-    /// Adopts `frame` (no copy) in a buffer taken from the pool as `alloc_from` takes it.
+    /// Adopts `frame` (no copy) in a buffer taken from the pool (the same accounting and
+    /// refusals as `alloc_from`): a hollow one if any, since the frame brings its allocation;
+    /// and a buffer made for it is made hollow ([`HeapBuf::hollow`]), so the 4.5 KB a new
+    /// buffer's storage costs to allocate and zero is paid only if [`BufPool::alloc`] ever
+    /// needs it for a frame of its own.
     fn alloc_from_vec(&mut self, frame: &mut Vec<u8>) -> Option<HeapBuf> {
-        let mut b = self.alloc()?;
+        let mut b = match self.hollow.pop().or_else(|| self.free.pop()) {
+            Some(mut b) => {
+                b.reset();
+                b
+            }
+            None if self.made < self.capacity => {
+                self.made += 1;
+                HeapBuf::hollow(self.data_room)
+            }
+            None => return None,
+        };
         if frame.len() > b.tailroom() {
-            self.free(b);
+            self.put_back(b);
             return None;
         }
         b.adopt(frame);
@@ -502,12 +585,12 @@ impl BufPool for HeapPool {
             return Err(buf);
         }
         let v = buf.give_back();
-        self.free(buf);
+        self.put_back(buf);
         Ok(v)
     }
     #[inline]
     fn available(&self) -> usize {
-        self.free.len() + (self.capacity - self.made)
+        self.free.len() + self.hollow.len() + (self.capacity - self.made)
     }
 }
 
@@ -645,6 +728,46 @@ mod tests {
         let mut f = vec![0u8; 10];
         assert!(p.alloc_from_vec(&mut f).is_none(), "pool exhausted");
         assert_eq!(f.len(), 10);
+    }
+
+    #[test]
+    fn a_buffer_made_to_adopt_is_given_its_storage_before_it_is_handed_out() {
+        let mut p = HeapPool::lazy(1, 256);
+        let mut f = vec![5u8; 40];
+        let b = p.alloc_from_vec(&mut f).unwrap();
+        assert_eq!((p.made(), p.available()), (1, 0));
+        let v = p.free_to_vec(b).unwrap();
+        assert_eq!(v, vec![5u8; 40]);
+        assert_eq!(p.available(), 1);
+        // The same buffer, now for a frame of its own: the room and the zeros of a buffer
+        // made by `alloc`.
+        let mut r = p.alloc().unwrap();
+        assert_eq!((p.made(), p.available()), (1, 0));
+        assert!(!r.is_adopted());
+        assert_eq!(
+            (r.len(), r.headroom(), r.tailroom()),
+            (0, DEFAULT_HEADROOM, 256)
+        );
+        // Its whole room is there: the headroom first (an `append` past a short allocation
+        // would grow it), then the zeroed data room.
+        r.prepend(DEFAULT_HEADROOM).unwrap().fill(1);
+        assert_eq!(r.append(256).unwrap(), &[0u8; 256][..]);
+        assert_eq!(r.len(), DEFAULT_HEADROOM + 256);
+        p.free(r);
+        // Adopting again takes it (with its storage, parked) and gives it back as it was.
+        let mut f = vec![6u8; 30];
+        let b = p.alloc_from_vec(&mut f).unwrap();
+        p.free(b);
+        assert_eq!(p.alloc_from(&[7u8; 256]).unwrap().data(), &[7u8; 256][..]);
+        // A frame refused by a buffer made for it leaves it in the pool, storage to come.
+        let mut p = HeapPool::lazy(1, 64);
+        let mut long = vec![0u8; 65];
+        assert!(p.alloc_from_vec(&mut long).is_none());
+        assert_eq!((p.made(), p.available(), long.len()), (1, 1, 65));
+        let mut r = p.alloc().unwrap();
+        assert!(r.prepend(DEFAULT_HEADROOM).is_some());
+        assert_eq!(r.append(64).unwrap(), &[0u8; 64][..]);
+        assert!(p.alloc().is_none());
     }
 
     #[test]

@@ -699,6 +699,27 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         next
     }
 
+    /// After [`Harness::advance_and_next_with`] (which returned `next`), when nothing else
+    /// can happen before `limit` (the emulator: no frame arrives, no other switch or host
+    /// acts, no sample is taken): `advance_and_next_with` again at each next event before
+    /// `limit`, exactly the calls the emulator's loop would make, until one emits a frame
+    /// (which the caller must send on before anything later happens). Returns the switch's
+    /// next event and the time of the last call ([`Harness::now`]).
+    ///
+    /// A recirculation pass is such a call: THEMIS's throttled packets go round the loop
+    /// several times, and each pass was an iteration of the emulator's loop of its own.
+    pub fn advance_quiet_with(
+        &mut self,
+        mut next: Option<Nanos>,
+        limit: Nanos,
+        frames: &mut FramePool,
+    ) -> (Option<Nanos>, Nanos) {
+        while let Some(t) = next.filter(|&t| t < limit && self.emitted.is_empty()) {
+            next = self.advance_and_next_with(t, frames);
+        }
+        (next, self.driver.now)
+    }
+
     /// Run until the inputs are used up and the switch is idle.
     pub fn run_to_idle(&mut self) {
         self.drive(None);

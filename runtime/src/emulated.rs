@@ -20,6 +20,16 @@ pub trait EmulatedSwitch {
     /// allocations when the switch emits them; a frame the switch makes is copied into one
     /// from `frames`, and the allocation of a frame it did not take goes there.
     fn advance_to(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos>;
+    /// After [`EmulatedSwitch::advance_to`] (which returned `next`) emitted nothing, when
+    /// nothing else happens before `limit`: `advance_to` at each next event before `limit`
+    /// until one emits a frame ([`Harness::advance_quiet_with`]). Returns its next event and
+    /// the time of the last call.
+    fn advance_quiet(
+        &mut self,
+        next: Option<Nanos>,
+        limit: Nanos,
+        frames: &mut FramePool,
+    ) -> (Option<Nanos>, Nanos);
     /// The next time something is due, `None` when idle.
     fn next_event(&self) -> Option<Nanos>;
     /// Every frame emitted since the last call (port index, start of transmission, bytes),
@@ -39,6 +49,14 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     }
     fn advance_to(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos> {
         Harness::advance_and_next_with(self, t, frames)
+    }
+    fn advance_quiet(
+        &mut self,
+        next: Option<Nanos>,
+        limit: Nanos,
+        frames: &mut FramePool,
+    ) -> (Option<Nanos>, Nanos) {
+        Harness::advance_quiet_with(self, next, limit, frames)
     }
     fn next_event(&self) -> Option<Nanos> {
         Harness::next_event(self)

@@ -1,0 +1,37 @@
+//! A switch's quiet steps taken in one call (`Emulation::set_quiet_steps`, the default) give
+//! the same run as one step per iteration of the emulator's loop.
+
+use longhaul_emulator::scenario::Scenario;
+use longhaul_emulator::sim::Emulation;
+use std::path::Path;
+
+/// Everything a run reports, main run and runs alone, with quiet steps `on` or off.
+fn runs(name: &str, duration_ns: u64, on: bool) -> (String, String) {
+    let reg = longhaul_pipelines::registry();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(name);
+    let mut s = Scenario::load(&path, reg.as_ref()).unwrap_or_else(|e| panic!("{e:?}"));
+    s.params.duration_ns = duration_ns;
+    let mut e = Emulation::new(&s, &reg).unwrap();
+    e.set_quiet_steps(on);
+    let main = format!("{:?}", e.run());
+    let mut e = Emulation::one_at_a_time(&s, &reg, s.all_flows()).unwrap();
+    e.set_quiet_steps(on);
+    let alone = format!("{:?}", e.run());
+    (main, alone)
+}
+
+/// THEMIS (recirculation passes: most quiet steps), spraying and a PFC scenario.
+#[test]
+fn quiet_steps_in_one_call_change_nothing() {
+    for (name, ns) in [
+        ("themis.toml", 6_000_000),
+        ("spray-themis.toml", 400_000),
+        ("dcqcn-fairness.toml", 300_000),
+    ] {
+        let (a, b) = (runs(name, ns, true), runs(name, ns, false));
+        assert!(a.0 == b.0, "{name}: main run differs");
+        assert!(a.1 == b.1, "{name}: runs alone differ");
+    }
+}
