@@ -21,6 +21,7 @@ pub enum EcnMark {
 }
 
 /// Read the ECN codepoint of the IP header at `l3_off` (IPv4 or IPv6, by version nibble).
+#[inline]
 pub fn get(frame: &[u8], l3_off: usize) -> Option<u8> {
     let b0 = *frame.get(l3_off)?;
     match b0 >> 4 {

@@ -265,12 +265,13 @@ impl ThemisEsw {
         let in_port = pkt.meta().ingress_port;
         let from_dc = self.dc.contains(in_port);
 
-        // THEMIS daemon messages from the DC side go to the control thread.
-        if from_dc
-            && self.pnp.is_some()
-            && p.l3 == L3Kind::V4
+        // THEMIS daemon messages from the DC side go to the control thread (the port first: it
+        // alone rules out RoCE and almost everything else).
+        if p.dst_port == DAEMON_PORT
             && p.proto == PROTO_UDP
-            && p.dst_port == DAEMON_PORT
+            && p.l3 == L3Kind::V4
+            && from_dc
+            && self.pnp.is_some()
         {
             ctx.punt_packet(PUNT_DAEMON, pkt);
             self.stats.daemon_punts += 1;
@@ -316,14 +317,22 @@ impl ThemisEsw {
                     }
                 }
             }
-            if p.is_roce() {
-                let op = Self::bth(pkt.data(), p.bth_off as usize).map(|b| b.0);
-                if op == Some(opcode::CNP) {
-                    self.on_cnp(ctx, pkt, &p, now);
+            // The BTH is read once: for the CNP test, and its DestQP for PNP (a parsed BTH is
+            // in an IP datagram, which `Pnp::on_roce_data` needs; no stage above wrote the
+            // frame, so the parsed ECN is the frame's).
+            if let Some((op, dest_qp, _)) = p
+                .is_roce()
+                .then(|| Self::bth(pkt.data(), p.bth_off as usize))
+                .flatten()
+            {
+                if op == opcode::CNP {
+                    self.on_cnp(ctx, pkt, &p, dest_qp, now);
                 } else if let Some(pnp) = self.pnp.as_mut() {
-                    let v = pnp.on_data(
+                    let v = pnp.on_roce_data(
                         pkt.data_mut(),
                         &p,
+                        dest_qp,
+                        p.ecn,
                         now,
                         &mut self.qp_field,
                         &mut self.scratch,
@@ -353,17 +362,21 @@ impl ThemisEsw {
 
     /// A CNP from a local receiver toward the WAN (section V-A): TRP's key is (the receiver's IP,
     /// its QPN), which QP_field gives for (client = receiver, server = remote sender, sQPN = the
-    /// CNP's DestQP).
-    fn on_cnp<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, p: &Parsed, now: Nanos) {
+    /// CNP's DestQP, here `qpn`).
+    #[inline(never)]
+    fn on_cnp<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &P::Buf,
+        p: &Parsed,
+        qpn: u32,
+        now: Nanos,
+    ) {
         self.stats.cnps_seen += 1;
         let Some(trp) = self.trp.as_mut() else {
             return;
         };
-        let frame = pkt.data();
-        let (Some((src, dst)), Some((_, qpn, _))) = (
-            Self::ip_pair(frame, p.l3_off as usize),
-            Self::bth(frame, p.bth_off as usize),
-        ) else {
+        let Some((src, dst)) = Self::ip_pair(pkt.data(), p.l3_off as usize) else {
             return;
         };
         let qk = QpKey {

@@ -258,6 +258,7 @@ impl Pnp {
     /// Process one packet going toward the WAN (see the module documentation). `frame` is the
     /// forwarded packet (its CE may be cleared); a CNP, when due, is written to `out_buf` (a CNP
     /// is 74 bytes over IPv4, 94 over IPv6, plus 4 per VLAN tag).
+    #[inline]
     pub fn on_data(
         &mut self,
         frame: &mut [u8],
@@ -269,7 +270,6 @@ impl Pnp {
         if parsed.bth_off == 0 || !parsed.is_ip() {
             return PnpVerdict::NotRoce;
         }
-        let l3 = parsed.l3_off as usize;
         let bth_off = parsed.bth_off as usize;
         let Some(bth) = frame.get(bth_off..).and_then(|b| Bth::new_checked(b).ok()) else {
             return PnpVerdict::NotRoce;
@@ -278,10 +278,47 @@ impl Pnp {
             return PnpVerdict::NotRoce;
         }
         let dest_qp = bth.dest_qp();
+        // No IP version nibble reads as not ECN-capable: NoCe, as a packet without CE.
+        let ecn = ecn::get(frame, parsed.l3_off as usize).unwrap_or(ecn::NOT_ECT);
+        self.on_roce_data(frame, parsed, dest_qp, ecn, now, qp_field, out_buf)
+    }
+
+    /// [`Pnp::on_data`] for a caller that has read the packet already: `parsed` is an IP RoCE
+    /// packet whose opcode is not CNP, `dest_qp` is its BTH's DestQP and `ecn` the ECN codepoint
+    /// in `frame` now. The ESW's ingress reads the BTH once for its own CNP test, and takes the
+    /// ECN from its parse (nothing writes the frame before PNP), and comes here: the common case
+    /// (no CE) is a counter and a compare, inline; everything after CE is out of line.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn on_roce_data(
+        &mut self,
+        frame: &mut [u8],
+        parsed: &Parsed,
+        dest_qp: u32,
+        ecn: u8,
+        now: Nanos,
+        qp_field: &mut QpField,
+        out_buf: &mut [u8],
+    ) -> PnpVerdict {
         self.stats.roce_data += 1;
-        if ecn::get(frame, l3) != Some(ecn::CE) {
+        if ecn != ecn::CE {
             return PnpVerdict::NoCe;
         }
+        self.on_ce(frame, parsed, dest_qp, now, qp_field, out_buf)
+    }
+
+    /// A CE-marked RoCE data packet: QP_field, the CNP timestamp register, the CNP (Fig. 3).
+    #[inline(never)]
+    fn on_ce(
+        &mut self,
+        frame: &mut [u8],
+        parsed: &Parsed,
+        dest_qp: u32,
+        now: Nanos,
+        qp_field: &mut QpField,
+        out_buf: &mut [u8],
+    ) -> PnpVerdict {
+        let l3 = parsed.l3_off as usize;
         self.stats.ce += 1;
         let Some(addrs) = read_addrs(frame, parsed) else {
             return PnpVerdict::NotRoce;
