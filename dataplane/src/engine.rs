@@ -1388,6 +1388,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         self.bifrost.is_some()
     }
 
+    /// When the slot timer ([`Switch::has_slot_timer`]) is next due; `None` while it is
+    /// disarmed (every governed pair at rest) or there is none.
+    #[inline]
+    pub fn slot_deadline(&self) -> Option<Nanos> {
+        self.bifrost.as_ref().and_then(|b| b.next_deadline())
+    }
+
     /// Bifrost's slot update if one is due at `now` (its PFC frames queued for sending); the
     /// rest of [`Switch::poll`] is left for the next call of that. `now` must not go backwards.
     #[inline]

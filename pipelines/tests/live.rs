@@ -390,8 +390,9 @@ fn structural_reload_under_load_loses_nothing() {
     assert_wan0_like_replay(&d, &cfg);
 }
 
-/// With Bifrost's slot timer the worker takes its bursts in chunks (runtime/src/live.rs,
-/// `SLOT_CHUNK`), checking the timer between them: the trace still leaves as replay sends it,
+/// With Bifrost's slot timer the worker takes its bursts in chunks paced by the timer's deadline
+/// (runtime/src/live.rs, `SlotPacer`), checking the timer between them: the trace still leaves
+/// as replay sends it,
 /// nothing lost or reordered, and the slot timer ran during the run.
 #[test]
 fn slot_timer_chunks_forward_like_replay() {

@@ -60,9 +60,53 @@ pub struct WorkerSummary {
 /// (`dropped_on_swap`).
 pub const DRAIN_DEADLINE_NS: Nanos = 1_000_000_000;
 
-/// Frames per chunk between two checks of a slot timer ([`Switch::has_slot_timer`]): at about
-/// 150 ns a frame through the pipeline, a check every 1-2 us, for Bifrost's T of 10 us.
+/// Frames per chunk between two checks of a slot timer ([`Switch::has_slot_timer`]) when its
+/// deadline is near: at about 150 ns a frame through the pipeline, a check every 1-2 us, for
+/// Bifrost's T of 10 us. That bounds the timer's lateness (a chunk's time).
 pub const SLOT_CHUNK: usize = 8;
+
+/// What [`SlotPacer`] assumes a frame may take at most in one phase of the worker (its rx and
+/// pipeline, or its transmit): about 100 ns on the perf/ configs, with margin.
+pub const SLOT_FRAME_NS: Nanos = 250;
+
+/// When a live worker looks at a slot timer between chunks of its bursts, and when that needs the
+/// clock. Reading the clock is not free: `Instant::now` cost about 120 ns on the project's VM,
+/// more than a frame, and a read after every chunk of [`SLOT_CHUNK`] took 30 ns per frame
+/// (perf/README.md). So a chunk is as long as the time left before the deadline allows at
+/// [`SLOT_FRAME_NS`] a frame (between [`SLOT_CHUNK`] and a burst), and the clock is read after a
+/// chunk only when, counting [`SLOT_FRAME_NS`] for every frame since the last read, the deadline
+/// may have come. A chunk that can cross the deadline is then at most [`SLOT_CHUNK`] frames, and
+/// the timer is looked at right after it: the lateness bound is the old one (a chunk of
+/// [`SLOT_CHUNK`] frames) as long as a frame takes less than [`SLOT_FRAME_NS`]; far from the
+/// deadline, whole bursts go through with no read. A timer disarmed (at rest) is looked at after
+/// the whole burst: an arrival that arms it in the burst's middle has its first slot checked at
+/// the burst's end.
+#[derive(Default)]
+struct SlotPacer {
+    /// Nanoseconds the frames since the last clock read may have taken, at [`SLOT_FRAME_NS`].
+    spent: Nanos,
+}
+
+impl SlotPacer {
+    /// The clock was read.
+    fn read(&mut self) {
+        self.spent = 0;
+    }
+
+    /// Frames to take (at most `left`) before the next look at a timer due at `deadline`, the
+    /// clock last read at `now`.
+    fn chunk(&self, deadline: Option<Nanos>, now: Nanos, left: usize) -> usize {
+        let Some(d) = deadline else { return left };
+        let fit = d.saturating_sub(now + self.spent) / SLOT_FRAME_NS;
+        (fit.min(BURST as Nanos) as usize).max(SLOT_CHUNK).min(left)
+    }
+
+    /// `k` frames went through; whether the clock must be read now (the deadline may have come).
+    fn took(&mut self, k: usize, deadline: Option<Nanos>, now: Nanos) -> bool {
+        self.spent += k as Nanos * SLOT_FRAME_NS;
+        deadline.is_some_and(|d| now + self.spent >= d)
+    }
+}
 
 /// A switch replaced by a reload, sending what it still holds (README, "Running live": Reload).
 struct Draining<P: BufPool, L: Pipeline<P>> {
@@ -98,7 +142,8 @@ where
 {
     let mut burst: Vec<P::Buf> = Vec::with_capacity(BURST);
     let mut txv: Vec<P::Buf> = Vec::with_capacity(BURST);
-    let mut chunk: Vec<P::Buf> = Vec::with_capacity(SLOT_CHUNK);
+    let mut chunk: Vec<P::Buf> = Vec::with_capacity(BURST);
+    let mut pacer = SlotPacer::default();
     let mut sum = WorkerSummary::default();
     let interval = opts.stats_interval.as_nanos() as Nanos;
     let mut next_stats: Nanos = 0;
@@ -151,6 +196,7 @@ where
             }
         }
         let mut now = mono_ns();
+        pacer.read();
         sum.iterations += 1;
         let mut work = sw.apply_commands(now, now) > 0;
         // With a slot timer, bursts go through in chunks with the clock read and the timer
@@ -169,11 +215,14 @@ where
                 }
                 if slotted {
                     while !burst.is_empty() {
-                        let k = burst.len().min(SLOT_CHUNK);
+                        let k = pacer.chunk(sw.slot_deadline(), now, burst.len());
                         chunk.extend(burst.drain(..k));
                         sw.receive_burst(idx, now, &mut chunk);
-                        now = mono_ns().max(now);
-                        sw.poll_slot_timer(now);
+                        if pacer.took(k, sw.slot_deadline(), now) {
+                            now = mono_ns().max(now);
+                            pacer.read();
+                            sw.poll_slot_timer(now);
+                        }
                     }
                 } else {
                     sw.receive_burst(idx, now, &mut burst);
@@ -198,8 +247,12 @@ where
             if draining.as_ref().is_some_and(|d| d.sw.port_has_frames(idx)) {
                 continue;
             }
-            let max = if slotted { SLOT_CHUNK } else { BURST };
             loop {
+                let max = if slotted {
+                    pacer.chunk(sw.slot_deadline(), now, BURST)
+                } else {
+                    BURST
+                };
                 let n = sw.transmit(idx, now, max, &mut |p| txv.push(p));
                 if n == 0 {
                     break;
@@ -207,8 +260,9 @@ where
                 work = true;
                 sum.tx += n as u64;
                 port.tx_burst(now, &mut txv, sw.pool());
-                if slotted {
+                if slotted && pacer.took(n, sw.slot_deadline(), now) {
                     now = mono_ns().max(now);
+                    pacer.read();
                     sw.poll_slot_timer(now);
                 }
                 if n < max {
@@ -296,5 +350,67 @@ fn publish<P: BufPool, L: Pipeline<P>>(
     sw.snapshot_into(now, scratch);
     if let Ok(mut s) = shared.try_lock() {
         s.clone_from(scratch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_pacer_takes_whole_bursts_far_from_the_deadline_and_small_chunks_near_it() {
+        let mut p = SlotPacer::default();
+        // Disarmed: the whole burst, and no clock read for it.
+        assert_eq!(p.chunk(None, 0, BURST), BURST);
+        assert!(!p.took(BURST, None, 0));
+        p.read();
+        // 20 us away: a whole burst fits (80 frames at SLOT_FRAME_NS), and after it 12 us are
+        // left by the estimate: no read.
+        assert_eq!(p.chunk(Some(20_000), 0, BURST), BURST);
+        assert!(!p.took(BURST, Some(20_000), 0));
+        // Now 8 us are spent by the estimate: 48 frames fit, a burst is at most BURST.
+        assert_eq!(p.chunk(Some(20_000), 0, BURST), BURST);
+        // After it 16 us are spent by the estimate: 4 us left, no read yet.
+        assert!(!p.took(BURST, Some(20_000), 0));
+        // 4 us left by the estimate: 16 frames, then the deadline may have come: read.
+        assert_eq!(p.chunk(Some(20_000), 0, BURST), 16);
+        assert!(p.took(16, Some(20_000), 0));
+        p.read();
+        // Near or past the deadline: SLOT_CHUNK frames between reads, never fewer.
+        assert_eq!(p.chunk(Some(20_000), 19_900, BURST), SLOT_CHUNK);
+        assert_eq!(p.chunk(Some(20_000), 25_000, BURST), SLOT_CHUNK);
+        assert!(p.took(SLOT_CHUNK, Some(20_000), 25_000));
+        // Never more than what is left.
+        p.read();
+        assert_eq!(p.chunk(Some(20_000), 19_900, 3), 3);
+        assert_eq!(p.chunk(Some(1_000_000), 0, 5), 5);
+    }
+
+    #[test]
+    fn slot_pacer_bounds_the_frames_between_reads_near_the_deadline() {
+        // Frames of SLOT_FRAME_NS each, from the read at `now` toward a deadline `d`: the last
+        // read before the deadline is at most SLOT_CHUNK frames before it, so a timer is never
+        // looked at later than SLOT_CHUNK frames after it is due.
+        for d in (0..30_000).step_by(130) {
+            let mut p = SlotPacer::default();
+            let (mut now, mut frames) = (0u64, 0u64);
+            while now <= d {
+                assert!(
+                    frames < 1_000,
+                    "deadline {d}: no clock read after {frames} frames"
+                );
+                let k = p.chunk(Some(d), now, BURST) as u64;
+                frames += k;
+                if p.took(k as usize, Some(d), now) {
+                    now = frames * SLOT_FRAME_NS;
+                    p.read();
+                }
+            }
+            let late = now - d;
+            assert!(
+                late <= SLOT_CHUNK as u64 * SLOT_FRAME_NS,
+                "deadline {d}: late {late}"
+            );
+        }
     }
 }
