@@ -306,6 +306,42 @@ fn pfq_paced_by_initial_rate_then_r_credit() {
     assert_eq!(counter(&h, "mlcc.pfq.dequeued"), 30);
 }
 
+/// A packet that finds its flow's PFQ empty, with room in the PFQ's rate, goes on at once
+/// (`Receiver::pass_through`): it keeps its place in arrival order before a packet that came
+/// after it in the same instant and is not held (here plain UDP), where the PFQ used to hold it
+/// until the end of the burst; it is still counted through its PFQ and carries the DCI's INT.
+#[test]
+fn idle_pfq_lets_a_packet_through_in_arrival_order() {
+    let mut h = dci(|t| t);
+    // The flow's PFQ is made by its first packet, which is then sent; the PFQ stays (idle).
+    h.put(WAN0, 10_000, &roce(PEER, WAN0_MAC, REMOTE, LOCAL, 0, 1000));
+    h.advance_to(50_000);
+    assert_eq!(data_out(&h.take()).len(), 1);
+    // Same instant, same burst: the flow's next packet, then plain UDP to the same host.
+    let a = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 1, 1000);
+    let mut b = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 2, 1000);
+    b[36..38].copy_from_slice(&4792u16.to_be_bytes()); // UDP destination: not RoCE
+    h.put(WAN0, 60_000, &a);
+    h.put(WAN0, 60_000, &b);
+    h.advance_to(100_000);
+    let out = h.take();
+    let d = on(&out, DC0);
+    assert_eq!(d.len(), 2);
+    let first = mlcc::locate(&d[0].data, 14, INT_PORT).expect("the PFQ's packet first, with INT");
+    assert_eq!(
+        Bth::new_checked(&d[0].data[first.bth_off..]).unwrap().psn(),
+        1
+    );
+    assert_eq!(
+        &d[1].data[36..38],
+        &4792u16.to_be_bytes(),
+        "then the UDP packet"
+    );
+    assert_eq!(counter(&h, "mlcc.pfq.enqueued"), 2);
+    assert_eq!(counter(&h, "mlcc.pfq.dequeued"), 2);
+    assert_eq!(h.sw.pipeline().receiver().unwrap().pfq().held_pkts(), 0);
+}
+
 /// With one PFQ, a second flow takes the shared queue (counted) and is not paced; a full PFQ
 /// drops and counts; every packet is accounted for.
 #[test]

@@ -289,6 +289,37 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         }
     }
 
+    /// A packet of `len` bytes for slot `i` (its flow's queue, as [`admits`](Self::admits) found
+    /// it) that leaves at `now` without being queued, when it would be the very next packet out
+    /// at `now`: its queue is empty, its shaper conforms now, no other queue's head is ready at
+    /// `now` (the calendar serves those first) and the queue is not to be released on emptying.
+    /// Then the shaper is charged and the packet counted in and out, exactly as
+    /// [`enqueue_admitted`](Self::enqueue_admitted) followed by a
+    /// [`dequeue_where`](Self::dequeue_where) at `now` would (a shaper's cut-through: a packet
+    /// arriving at an empty queue with tokens departs at once). `false`: nothing changed, queue
+    /// it.
+    pub fn pass_through(&mut self, i: usize, len: u64, now: Nanos) -> bool {
+        let Some(s) = self.slots.get(i) else {
+            return false;
+        };
+        if s.flow.is_none()
+            || !s.q.is_empty()
+            || self.cfg.release_on_empty
+            || s.release_pending
+            || !s.shaper.conforms(len, now)
+        {
+            return false;
+        }
+        if self.next_ready(now).is_some_and(|t| t <= now) {
+            return false;
+        }
+        self.slots[i].shaper.consume(len, now);
+        self.stats.enq_pkts += 1;
+        self.stats.deq_pkts += 1;
+        self.stats.deq_bytes += len;
+        true
+    }
+
     fn release_slot(&mut self, idx: usize) {
         let Some(s) = self.slots.get_mut(idx) else {
             return;
@@ -706,6 +737,107 @@ mod tests {
                 prop_assert_eq!(ga, gb);
             }
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// A packet `pass_through` lets go is the packet an enqueue followed by a dequeue at the
+        /// same instant would send: `a` tries `pass_through` before every enqueue of a known
+        /// flow, `b` only queues and, where `a` passed a packet, dequeues at once; both send the
+        /// same packets at the same times, and their counters, held packets and next times
+        /// agree throughout (rate changes, releases, refused heads, idle gaps included).
+        #[test]
+        fn pass_through_is_an_enqueue_and_an_immediate_dequeue(
+            ops in proptest::collection::vec(
+                (0u8..6, 0u64..4, 64usize..1500, 0u64..3000, 0u8..8),
+                1..300,
+            ),
+            release_on_empty in any::<bool>(),
+        ) {
+            let c = PfqConfig {
+                max_flows: 3,
+                queue_pkts: 4,
+                queue_bytes: 4000,
+                default_rate_bps: 10_000_000_000,
+                burst_bytes: 1500,
+                release_on_empty,
+            };
+            let mut a: PerFlowQueues<HeapBuf> = PerFlowQueues::new(c);
+            let mut b: PerFlowQueues<HeapBuf> = PerFlowQueues::new(c);
+            let (mut now, mut tag) = (0u64, 0u8);
+            for (op, flow, len, gap, x) in ops {
+                now += gap;
+                match op {
+                    0..=2 => {
+                        tag = tag.wrapping_add(1);
+                        prop_assert_eq!(a.admits(&flow, len), b.admits(&flow, len));
+                        let through = match a.admits(&flow, len) {
+                            Admission::Yes(Some(i)) => a.pass_through(i, len as u64, now),
+                            _ => false,
+                        };
+                        if !through {
+                            let ra = a.enqueue(flow, pkt(len, tag), now).map_err(|(_, r)| r);
+                            prop_assert_eq!(ra, b.enqueue(flow, pkt(len, tag), now).map_err(|(_, r)| r));
+                        } else {
+                            prop_assert!(b.enqueue(flow, pkt(len, tag), now).is_ok());
+                            let gb = b.dequeue(now).map(|p| (p.data()[0], p.len()));
+                            prop_assert_eq!(gb, Some((tag, len)));
+                        }
+                    }
+                    3 => {
+                        let rate = [0, 1_000_000_000, 10_000_000_000, 100_000_000_000][x as usize % 4];
+                        prop_assert_eq!(a.set_rate(&flow, rate, now), b.set_rate(&flow, rate, now));
+                    }
+                    4 => prop_assert_eq!(a.release(&flow), b.release(&flow)),
+                    _ => {
+                        let refuse = |p: &HeapBuf| x > 1 && p.data()[0].is_multiple_of(x);
+                        for _ in 0..3 {
+                            let ga = a.dequeue_where(now, |p| !refuse(p)).map(|(i, p)| (i, p.data()[0], p.len()));
+                            let gb = b.dequeue_where(now, |p| !refuse(p)).map(|(i, p)| (i, p.data()[0], p.len()));
+                            prop_assert_eq!(ga, gb);
+                        }
+                    }
+                }
+                prop_assert_eq!(a.stats(), b.stats());
+                prop_assert_eq!(a.held_pkts(), b.held_pkts());
+                prop_assert_eq!(a.held_bytes(), b.held_bytes());
+                prop_assert_eq!(a.in_use(), b.in_use());
+                prop_assert_eq!(a.next_ready(now), b.next_ready(now));
+            }
+            for _ in 0..100 {
+                let (ta, tb) = (a.next_ready(now), b.next_ready(now));
+                prop_assert_eq!(ta, tb);
+                let Some(t) = ta else { break };
+                now = t;
+                let ga = a.dequeue(now).map(|p| (p.data()[0], p.len()));
+                prop_assert_eq!(ga, b.dequeue(now).map(|p| (p.data()[0], p.len())));
+            }
+        }
+    }
+
+    #[test]
+    fn pass_through_happens_only_for_an_empty_conforming_queue() {
+        let mut p: PerFlowQueues<HeapBuf> = PerFlowQueues::new(cfg(false));
+        // A new flow has no slot yet: it is queued.
+        p.enqueue(7, pkt(100, 1), 0).unwrap();
+        let i = p.slot_of(&7).unwrap();
+        // Its queue is not empty: no.
+        assert!(!p.pass_through(i, 100, 0));
+        assert_eq!(p.dequeue(0).map(|b| b.len()), Some(100));
+        // Empty, but the shaper (1 B/ns, no burst) has no room before 100 ns.
+        assert!(!p.pass_through(i, 100, 50));
+        assert!(p.pass_through(i, 100, 100));
+        assert_eq!(p.stats().enq_pkts, 2);
+        assert_eq!(p.stats().deq_pkts, 2);
+        // Charged: the next 100 bytes conform at 200.
+        assert!(!p.pass_through(i, 100, 150));
+        assert!(p.pass_through(i, 100, 200));
+        // Another flow's head due now goes first.
+        p.enqueue(8, pkt(100, 2), 300).unwrap();
+        assert!(!p.pass_through(i, 100, 300));
+        assert_eq!(p.dequeue(300).map(|b| b.data()[0]), Some(2));
+        assert!(p.pass_through(i, 100, 300));
+        assert_eq!(p.held_pkts(), 0);
     }
 
     fn cfg(release_on_empty: bool) -> PfqConfig {

@@ -267,7 +267,7 @@ where
 
     fn hold(&mut self, ctx: &mut Ctx<'_, P>, pkt: P::Buf) -> Result<(), P::Buf> {
         match ReceiverFor::<P::Buf>::get(&mut self.receivers) {
-            Some(rx) => rx.hold(pkt, ctx.now),
+            Some(rx) => rx.hold(ctx, pkt),
             None => Err(pkt),
         }
     }

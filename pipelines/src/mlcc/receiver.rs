@@ -7,7 +7,9 @@
 //!   ([`Action::Hold`]) in its flow's PFQ. A new flow gets a free PFQ (dequeued at
 //!   `initial_rate`, its DQM state reset). When every PFQ is in use the packet takes the shared
 //!   queue (its class's queue, as the baseline forwards it; `mlcc.pfq.shared`). A full PFQ drops
-//!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP.
+//!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP. A packet that finds its
+//!   PFQ empty with room in its rate, when nothing else is due, goes on at once (as the dequeue
+//!   at that instant would send it: [`Receiver::hold`]).
 //! - **Dequeue** ([`Receiver::on_time`]): round robin over the PFQs whose head conforms to its
 //!   rate, while the head's DC port holds less than `port_backlog_bytes` (the PFQs feed the port's
 //!   queue, they do not flood it). Each packet carries its flow's `C_D` in `meta.user` to the
@@ -199,10 +201,20 @@ impl<B: PacketBuf> Receiver<B> {
         }
     }
 
-    /// The packet [`Receiver::on_data`] said `Hold` for: into its flow's PFQ.
-    pub fn hold(&mut self, pkt: B, now: Nanos) -> Result<(), B> {
+    /// The packet [`Receiver::on_data`] said `Hold` for: into its flow's PFQ, or straight on
+    /// when it would be the next packet [`Receiver::on_time`] sends at this instant (see
+    /// [`Receiver::pass_through`]).
+    pub fn hold<P: BufPool<Buf = B>>(&mut self, ctx: &mut Ctx<'_, P>, pkt: B) -> Result<(), B> {
+        let now = ctx.now;
         let Some((key, slot)) = self.pending.take() else {
             return Err(pkt);
+        };
+        let pkt = match slot {
+            Some(i) => match self.pass_through(ctx, i, pkt) {
+                Ok(()) => return Ok(()),
+                Err(p) => p,
+            },
+            None => pkt,
         };
         match self.pfq.enqueue_admitted(key, slot, pkt, now) {
             Ok((slot, new)) => {
@@ -229,6 +241,44 @@ impl<B: PacketBuf> Receiver<B> {
             // Unreachable after `admits`; the engine counts it.
             Err((p, _)) => Err(p),
         }
+    }
+
+    /// A packet of slot `i`'s flow that arrives at its empty PFQ when the PFQ's rate has room
+    /// for it, no other PFQ's head is due, the receiver has nothing due ([`Receiver::on_time`]'s
+    /// deadline) and its DC port is not backlogged: [`Receiver::on_time`] would send it at this
+    /// same instant, first, so it goes on now, with the same accounting (the shaper charged,
+    /// `enqueued` and `dequeued`, C_D in `meta.user`, DQM's data clock) and through the same
+    /// door ([`Ctx::inject`], enqueued right after the packet being processed). Only the order
+    /// within one instant differs: it is queued at the port before the frames that arrive after
+    /// it in the same burst, as a shaper with tokens would send it, where the PFQ held it until
+    /// the end of the burst. `Err`: hold it.
+    fn pass_through<P: BufPool<Buf = B>>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        i: usize,
+        mut pkt: B,
+    ) -> Result<(), B> {
+        let now = ctx.now;
+        if self.deadline.is_some_and(|d| d <= now) || ctx.emit_room() == 0 {
+            return Err(pkt);
+        }
+        let port = pkt.meta().egress_port;
+        if ctx.port_queued_bytes(port) >= self.cfg.port_backlog_bytes {
+            return Err(pkt);
+        }
+        if !self.pfq.pass_through(i, pkt.len() as u64, now) {
+            return Err(pkt);
+        }
+        let Some(f) = self.flows.get_mut(i) else {
+            return Err(pkt);
+        };
+        f.last_seen = now;
+        pkt.meta_mut().user = f.dqm.c_d().map_or(0, |c| USER_C_D | c as u32);
+        f.dqm.on_data(now);
+        self.stats.enqueued += 1;
+        self.stats.dequeued += 1;
+        ctx.inject(pkt);
+        Ok(())
     }
 
     /// DC -> WAN RC ACK (IP header at `l3`): the credit loop and DQM as the module doc says.
