@@ -686,16 +686,8 @@ mod tests {
             ),
             release_on_empty in any::<bool>(),
         ) {
-            let c = PfqConfig {
-                max_flows: 3,
-                queue_pkts: 4,
-                queue_bytes: 4000,
-                default_rate_bps: 10_000_000_000,
-                burst_bytes: 1500,
-                release_on_empty,
-            };
-            let mut a: PerFlowQueues<HeapBuf> = PerFlowQueues::new(c);
-            let mut b: PerFlowQueues<HeapBuf> = PerFlowQueues::new(c);
+            let mut a: PerFlowQueues<HeapBuf> = PerFlowQueues::new(small(release_on_empty));
+            let mut b: PerFlowQueues<HeapBuf> = PerFlowQueues::new(small(release_on_empty));
             b.heap_only = true;
             let mut now = 0u64;
             let mut tag = 0u8;
@@ -713,29 +705,12 @@ mod tests {
                         prop_assert_eq!(a.set_rate(&flow, rate, now), b.set_rate(&flow, rate, now));
                     }
                     3 => prop_assert_eq!(a.release(&flow), b.release(&flow)),
-                    _ => {
-                        // Refuse heads whose tag is a multiple of `x` (x > 1): a backlogged port.
-                        let refuse = |p: &HeapBuf| x > 1 && p.data()[0].is_multiple_of(x);
-                        for _ in 0..3 {
-                            let ga = a.dequeue_where(now, |p| !refuse(p)).map(|(i, p)| (i, p.data()[0], p.len()));
-                            let gb = b.dequeue_where(now, |p| !refuse(p)).map(|(i, p)| (i, p.data()[0], p.len()));
-                            prop_assert_eq!(ga, gb);
-                        }
-                    }
+                    _ => dequeue_refusing(&mut a, &mut b, now, x)?,
                 }
                 prop_assert_eq!(a.next_ready(now), b.next_ready(now));
                 prop_assert_eq!(a.held_pkts(), b.held_pkts());
             }
-            // Drain both.
-            for _ in 0..100 {
-                let (ta, tb) = (a.next_ready(now), b.next_ready(now));
-                prop_assert_eq!(ta, tb);
-                let Some(t) = ta else { break };
-                now = t;
-                let ga = a.dequeue(now).map(|p| (p.data()[0], p.len()));
-                let gb = b.dequeue(now).map(|p| (p.data()[0], p.len()));
-                prop_assert_eq!(ga, gb);
-            }
+            drain_both(&mut a, &mut b, now)?;
         }
     }
 
@@ -754,16 +729,8 @@ mod tests {
             ),
             release_on_empty in any::<bool>(),
         ) {
-            let c = PfqConfig {
-                max_flows: 3,
-                queue_pkts: 4,
-                queue_bytes: 4000,
-                default_rate_bps: 10_000_000_000,
-                burst_bytes: 1500,
-                release_on_empty,
-            };
-            let mut a: PerFlowQueues<HeapBuf> = PerFlowQueues::new(c);
-            let mut b: PerFlowQueues<HeapBuf> = PerFlowQueues::new(c);
+            let mut a: PerFlowQueues<HeapBuf> = PerFlowQueues::new(small(release_on_empty));
+            let mut b: PerFlowQueues<HeapBuf> = PerFlowQueues::new(small(release_on_empty));
             let (mut now, mut tag) = (0u64, 0u8);
             for (op, flow, len, gap, x) in ops {
                 now += gap;
@@ -789,14 +756,7 @@ mod tests {
                         prop_assert_eq!(a.set_rate(&flow, rate, now), b.set_rate(&flow, rate, now));
                     }
                     4 => prop_assert_eq!(a.release(&flow), b.release(&flow)),
-                    _ => {
-                        let refuse = |p: &HeapBuf| x > 1 && p.data()[0].is_multiple_of(x);
-                        for _ in 0..3 {
-                            let ga = a.dequeue_where(now, |p| !refuse(p)).map(|(i, p)| (i, p.data()[0], p.len()));
-                            let gb = b.dequeue_where(now, |p| !refuse(p)).map(|(i, p)| (i, p.data()[0], p.len()));
-                            prop_assert_eq!(ga, gb);
-                        }
-                    }
+                    _ => dequeue_refusing(&mut a, &mut b, now, x)?,
                 }
                 prop_assert_eq!(a.stats(), b.stats());
                 prop_assert_eq!(a.held_pkts(), b.held_pkts());
@@ -804,14 +764,7 @@ mod tests {
                 prop_assert_eq!(a.in_use(), b.in_use());
                 prop_assert_eq!(a.next_ready(now), b.next_ready(now));
             }
-            for _ in 0..100 {
-                let (ta, tb) = (a.next_ready(now), b.next_ready(now));
-                prop_assert_eq!(ta, tb);
-                let Some(t) = ta else { break };
-                now = t;
-                let ga = a.dequeue(now).map(|p| (p.data()[0], p.len()));
-                prop_assert_eq!(ga, b.dequeue(now).map(|p| (p.data()[0], p.len())));
-            }
+            drain_both(&mut a, &mut b, now)?;
         }
     }
 
@@ -838,6 +791,54 @@ mod tests {
         assert_eq!(p.dequeue(300).map(|b| b.data()[0]), Some(2));
         assert!(p.pass_through(i, 100, 300));
         assert_eq!(p.held_pkts(), 0);
+    }
+
+    /// The two property tests' queues: three flows of four packets or 4000 bytes, 10 Gb/s.
+    fn small(release_on_empty: bool) -> PfqConfig {
+        PfqConfig {
+            max_flows: 3,
+            queue_pkts: 4,
+            queue_bytes: 4000,
+            default_rate_bps: 10_000_000_000,
+            burst_bytes: 1500,
+            release_on_empty,
+        }
+    }
+
+    /// Three dequeues from both at `now`, refusing heads whose tag is a multiple of `x` (x > 1:
+    /// a backlogged port): the same packets from the same slots.
+    fn dequeue_refusing(
+        a: &mut PerFlowQueues<HeapBuf>,
+        b: &mut PerFlowQueues<HeapBuf>,
+        now: Nanos,
+        x: u8,
+    ) -> Result<(), TestCaseError> {
+        let refuse = |p: &HeapBuf| x > 1 && p.data()[0].is_multiple_of(x);
+        for _ in 0..3 {
+            let ga = a.dequeue_where(now, |p| !refuse(p));
+            let gb = b.dequeue_where(now, |p| !refuse(p));
+            let key = |g: Option<(usize, HeapBuf)>| g.map(|(i, p)| (i, p.data()[0], p.len()));
+            prop_assert_eq!(key(ga), key(gb));
+        }
+        Ok(())
+    }
+
+    /// Both drained from `now` on, each packet at the time it conforms: the same packets at the
+    /// same times.
+    fn drain_both(
+        a: &mut PerFlowQueues<HeapBuf>,
+        b: &mut PerFlowQueues<HeapBuf>,
+        mut now: Nanos,
+    ) -> Result<(), TestCaseError> {
+        for _ in 0..100 {
+            let (ta, tb) = (a.next_ready(now), b.next_ready(now));
+            prop_assert_eq!(ta, tb);
+            let Some(t) = ta else { break };
+            now = t;
+            let ga = a.dequeue(now).map(|p| (p.data()[0], p.len()));
+            prop_assert_eq!(ga, b.dequeue(now).map(|p| (p.data()[0], p.len())));
+        }
+        Ok(())
     }
 
     fn cfg(release_on_empty: bool) -> PfqConfig {
