@@ -79,12 +79,26 @@ pub trait Pipeline<P: BufPool> {
     /// enqueued right after `pkts[i]`, as if the packets had gone through
     /// [`Pipeline::ingress`] one by one. The default does that. (The engine has asked for every
     /// packet's first cache line before it calls this.)
+    ///
+    /// Returns how many packets it decided, from the first: all of them (the default), or `k`
+    /// (at least 1) when the ingress of `pkts[k]` may read or change what the engine does with
+    /// the earlier packets (a queue's depth, a held queue) and must wait for their admission:
+    /// the engine admits `pkts[..k]` and calls again with the rest, `pkts[k]` first. Its ingress
+    /// must then not have changed anything yet that a second run would see (recording a parse
+    /// in the metadata again is harmless).
     #[inline]
-    fn ingress_burst(&mut self, ctx: &mut Ctx<'_, P>, pkts: &mut [P::Buf], actions: &mut [Action]) {
-        for i in 0..pkts.len().min(actions.len()) {
+    fn ingress_burst(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkts: &mut [P::Buf],
+        actions: &mut [Action],
+    ) -> usize {
+        let n = pkts.len().min(actions.len());
+        for i in 0..n {
             ctx.at_packet(i);
             actions[i] = self.ingress(ctx, &mut pkts[i]);
         }
+        n
     }
 
     /// Egress stages for one packet leaving `meta.egress_port` (after the traffic manager).
@@ -956,11 +970,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         let mut actions = [Action::Forward; MAX_BURST];
         while !burst.is_empty() {
             let n = burst.len().min(MAX_BURST);
-            {
+            // The packets decided (all but when one must wait for the admission of those before
+            // it), at least one.
+            let n = {
                 let mut ctx = ctx!(self, now);
                 self.pipeline
-                    .ingress_burst(&mut ctx, &mut burst[..n], &mut actions[..n]);
-            }
+                    .ingress_burst(&mut ctx, &mut burst[..n], &mut actions[..n])
+                    .clamp(1, n)
+            };
             // Admission over the burst: consecutive frames to one idle port share one bypass run
             // (the port's checks made once, its counters added once); anything else that could
             // touch a traffic manager closes the run first.

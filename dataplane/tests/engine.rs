@@ -5,6 +5,7 @@
 use longhaul_dataplane::asic::pfc::PfcParams;
 use longhaul_dataplane::asic::recirc::RecircConfig;
 use longhaul_dataplane::control::{Command, Punt, PuntHandler};
+use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, PortInfo, PortSpec, Switch, SwitchSpec};
 use longhaul_dataplane::packet::{BufPool, HeapPool, PacketBuf, FLAG_CONTROL};
 use longhaul_dataplane::replay::{Emitted, Harness};
@@ -430,7 +431,6 @@ fn generated_packets_are_enqueued_and_counted() {
 
 #[test]
 fn unknown_egress_and_oversize_are_dropped_by_reason() {
-    use longhaul_dataplane::counters::DropReason;
     let mut h = switch(
         vec![port(0, 10 * GBPS, 0), port(1, 10 * GBPS, 0)],
         None,
@@ -674,6 +674,115 @@ fn burst_ingress_sends_what_one_packet_at_a_time_sends() {
     let burst = run::<BurstTest>();
     assert_eq!(one.len(), 200 + 67);
     assert!(one == burst, "burst ingress changed the output");
+}
+
+/// [`Test`], but a frame whose byte 5 is not 0 reads its egress queue's depth at ingress and is
+/// dropped when the queue holds more than byte 5 packets: a decision that depends on the
+/// admission of the frames before it.
+#[derive(Default)]
+struct DepthTest(Test);
+
+impl DepthTest {
+    fn ingress_with_depth<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        let a = self.0.ingress(ctx, pkt);
+        let limit = pkt.data().get(5).copied().unwrap_or(0);
+        if a != Action::Forward || limit == 0 {
+            return a;
+        }
+        let m = pkt.meta();
+        match ctx.queue_depth(m.egress_port, m.egress_queue()) {
+            Some((_, n)) if n > limit as usize => Action::Drop(DropReason::QueueFull),
+            _ => a,
+        }
+    }
+}
+
+impl<P: BufPool> Pipeline<P> for DepthTest {
+    type Command = u8;
+
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        self.ingress_with_depth(ctx, pkt)
+    }
+}
+
+/// [`DepthTest`] through the engine's burst ingress, the burst cut before each frame that reads
+/// a depth (`CUT`) as [`Pipeline::ingress_burst`] allows, or not cut (wrong: the depth is read
+/// before the earlier frames are admitted).
+#[derive(Default)]
+struct DepthBurst<const CUT: bool>(DepthTest);
+
+impl<P: BufPool, const CUT: bool> Pipeline<P> for DepthBurst<CUT> {
+    type Command = u8;
+    const BURST_INGRESS: bool = true;
+
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        self.0.ingress_with_depth(ctx, pkt)
+    }
+
+    fn ingress_burst(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkts: &mut [P::Buf],
+        actions: &mut [Action],
+    ) -> usize {
+        for i in 0..pkts.len() {
+            if CUT && i > 0 && pkts[i].data().get(5).is_some_and(|&l| l != 0) {
+                return i;
+            }
+            ctx.at_packet(i);
+            actions[i] = self.0.ingress_with_depth(ctx, &mut pkts[i]);
+        }
+        pkts.len()
+    }
+}
+
+#[test]
+fn a_burst_cut_before_a_frame_that_reads_a_depth_sends_what_one_at_a_time_sends() {
+    // Bursts of 40 frames at one instant into a 1 Gb/s port (its queues build), every fifth
+    // reading its queue's depth (and dropped above 4 to 12 packets), a third emitting a copy
+    // onto the same port.
+    fn run<L: Pipeline<HeapPool> + Default>() -> (Vec<(usize, u64, Vec<u8>)>, u64) {
+        let spec = SwitchSpec {
+            ports: vec![port(0, 100 * GBPS, 0), port(1, GBPS, 0)],
+            pfc: None,
+            bifrost: None,
+            shared_buffer_bytes: 64 << 20,
+            recirc: None,
+            emit_capacity: 64,
+            command_ring: 16,
+            punt_ring: 16,
+        };
+        let mut h = Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), L::default()));
+        for i in 0..400u64 {
+            let mut f = frame(1, [0, 6, 3][(i % 3) as usize], 0, 100 + i as usize);
+            if i % 3 == 1 {
+                f[3] = 2; // a copy to port 1
+            }
+            if i % 5 == 2 {
+                f[5] = 4 + (i % 9) as u8;
+            }
+            h.put(0, 1_000 + (i / 40) * 20_000, &f);
+        }
+        h.run_to_idle();
+        let dropped = h.sw.stats().drops.get(DropReason::QueueFull);
+        let out = h
+            .take()
+            .into_iter()
+            .map(|e| (e.port_idx, e.ts, e.data))
+            .collect();
+        (out, dropped)
+    }
+    let one = run::<DepthTest>();
+    assert!(
+        one.1 > 0,
+        "no frame was dropped by its depth: the test would not see a change"
+    );
+    assert!(
+        run::<DepthBurst<true>>() == one,
+        "the cut burst changed the output"
+    );
+    // The same bursts not cut read the depths too early: the test tells.
+    assert!(run::<DepthBurst<false>>() != one);
 }
 
 #[test]

@@ -362,6 +362,18 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
         }
     }
 
+    /// A lookup answered without probing when the table is empty: `true` (a miss, counted as
+    /// [`lookup`](Self::lookup) counts it) when it holds no entry, `false` (nothing counted)
+    /// otherwise. For a caller that can skip building the key when every lookup must miss.
+    #[inline]
+    pub fn miss_if_empty(&mut self) -> bool {
+        if !self.map.is_empty() {
+            return false;
+        }
+        self.stats.misses += 1;
+        true
+    }
+
     /// The value for `k` without counting or refreshing anything (control plane, tests).
     #[inline]
     pub fn peek(&self, k: &K) -> Option<&V> {

@@ -143,34 +143,35 @@ impl ReflexEsw {
         op != opcode::RC_ACKNOWLEDGE && op != opcode::CNP
     }
 
-    /// The Reflex hop and the flow of a data packet (not an ACK, a CNP or a reflected hop)
-    /// whose IP header is at `l3` and UDP destination port is `dport`. A RoCE packet (`roce`)
-    /// without a hop is counted in `no_int`.
+    /// The Reflex hop of a data packet (not an ACK, a CNP or a reflected hop) whose IP header
+    /// is at `l3` and UDP destination port is `dport`. A RoCE packet (`roce`) without a hop is
+    /// counted in `no_int`.
     // Inlined (as `reflex::locate` is): its answer, returned through memory, was read back
     // with a store-forwarding stall.
     #[inline(always)]
-    fn data_hop(
-        &mut self,
-        frame: &[u8],
-        l3: usize,
-        dport: u16,
-        roce: bool,
-    ) -> Option<(ReflexView, FlowKey)> {
+    fn data_view(&mut self, frame: &[u8], l3: usize, dport: u16, roce: bool) -> Option<ReflexView> {
         let Some(v) = self.reflex_view(frame, l3, dport) else {
             self.stats.no_int += roce as u64;
             return None;
         };
-        let (op, _) = Self::opcode_at(frame, v.bth_off)?;
+        // `locate` found the BTH's 12 bytes within the frame.
+        let op = *frame.get(v.bth_off)?;
         if v.is_echo() || !Self::is_data_op(op) {
             return None;
         }
+        Some(v)
+    }
+
+    /// The flow of the data packet whose IP header is at `l3` and hop `v` (from
+    /// [`data_view`](Self::data_view), which checked the IP header: never `None` then).
+    #[inline(always)]
+    fn flow_of(frame: &[u8], l3: usize, v: &ReflexView) -> Option<FlowKey> {
         let (src, dst) = ip_pair_u128(frame, l3)?;
-        let key = FlowKey {
+        Some(FlowKey {
             src,
             dst,
             qpn: v.hop.qpn,
-        };
-        Some((v, key))
+        })
     }
 
     /// Whether ingress (`ndt_data`) located a Reflex data hop in this packet: it set `bth_off`
@@ -190,10 +191,38 @@ impl ReflexEsw {
             .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
     }
 
+    /// Whether the ingress of the packet `pkt`, parsed as `p`, may read or change the traffic
+    /// manager (NDT: a WAN -> DC data packet's queue choice reads the Controlled queue's depth,
+    /// an ACK's verdict may hold or release it), so that it must wait for the admission of the
+    /// packets of its burst before it ([`Pipeline::ingress_burst`]). A superset of those
+    /// packets, told from the parse alone: anything to the INT port from a WAN port, and
+    /// anything to it with an ACK's echo flags from a DC port.
+    #[inline(always)]
+    fn reads_the_tm(&self, in_port: u16, frame: &[u8], p: &Parsed) -> bool {
+        if self.ndt.is_none() || p.l4_off == 0 || p.dst_port != self.int_port {
+            return false;
+        }
+        self.wan.contains(in_port)
+            || (self.dc.contains(in_port)
+                && reflex::peek_flags(frame, p.l4_off as usize)
+                    .is_some_and(|f| f & reflex::FLAG_ECHO != 0 && f & reflex::FLAG_NSF == 0))
+    }
+
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let now = ctx.now;
         let p = self.fwd.parse_meta(pkt);
-        let egress = match self.fwd.classify_and_look_up(ctx, pkt, &p) {
+        self.ingress_parsed(ctx, pkt, &p)
+    }
+
+    /// Ingress after the parse.
+    #[inline(always)]
+    fn ingress_parsed<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+    ) -> Action {
+        let now = ctx.now;
+        let egress = match self.fwd.classify_and_look_up(ctx, pkt, p) {
             Ok(e) => e,
             Err(a) => return a,
         };
@@ -203,12 +232,12 @@ impl ReflexEsw {
         if self.ndt.is_some() {
             if self.wan.contains(in_port) && self.dc.contains(out_port) {
                 let queued = class == self.data_class;
-                self.ndt_data(ctx, pkt, &p, out_port, queued, now);
+                self.ndt_data(ctx, pkt, p, out_port, queued, now);
             } else if self.dc.contains(in_port) && self.wan.contains(out_port) {
-                self.ndt_ack(ctx, pkt, &p, now);
+                self.ndt_ack(ctx, pkt, p, now);
             }
         }
-        if let Err(r) = self.fwd.apply_stage(pkt, &p, egress) {
+        if let Err(r) = self.fwd.apply_stage(pkt, p, egress) {
             return Action::Drop(r);
         }
         Action::Forward
@@ -226,8 +255,11 @@ impl ReflexEsw {
         queued: bool,
         now: Nanos,
     ) {
-        let Some((v, key)) = self.data_hop(pkt.data(), p.l3_off as usize, p.dst_port, p.is_roce())
-        else {
+        let l3 = p.l3_off as usize;
+        let Some(v) = self.data_view(pkt.data(), l3, p.dst_port, p.is_roce()) else {
+            return;
+        };
+        let Some(key) = Self::flow_of(pkt.data(), l3, &v) else {
             return;
         };
         // The BTH behind the INT: also the mark that the hop was located and checked.
@@ -246,9 +278,10 @@ impl ReflexEsw {
     }
 
     /// DC -> WAN ACK with a reflected hop: NDT's `RTT_dst`.
+    // Inlined: the test that passes over data (every frame of this direction but the ACKs)
+    // is a few instructions, the call around it was as many again.
+    #[inline(always)]
     fn ndt_ack<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, p: &Parsed, now: Nanos) {
-        let frame = pkt.data();
-        let l3 = p.l3_off as usize;
         // Only a reflected hop (an ACK's) concerns NDT here: data, by far the most packets this
         // way, is told by its flags without locating the INT (NSF locates and checks it at the
         // WAN port's egress, and counts a malformed one there).
@@ -256,11 +289,18 @@ impl ReflexEsw {
             return;
         }
         // The flags `locate` reads, from the same place: an ACK's echo, not a pseudo-ACK.
-        let echo = reflex::peek_flags(frame, p.l4_off as usize)
+        let echo = reflex::peek_flags(pkt.data(), p.l4_off as usize)
             .is_some_and(|f| f & reflex::FLAG_ECHO != 0 && f & reflex::FLAG_NSF == 0);
-        if !echo {
-            return;
+        if echo {
+            self.ndt_echo(ctx, pkt, p, now);
         }
+    }
+
+    /// [`ndt_ack`](Self::ndt_ack) for a frame whose flags are an ACK's echo.
+    #[inline(never)]
+    fn ndt_echo<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, p: &Parsed, now: Nanos) {
+        let frame = pkt.data();
+        let l3 = p.l3_off as usize;
         let Some(v) = self.reflex_view(frame, l3, p.dst_port) else {
             return; // counted by NSF at egress when it is RoCE data
         };
@@ -285,7 +325,7 @@ impl ReflexEsw {
     }
 
     fn egress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let m = *pkt.meta();
+        let m = pkt.meta();
         let (in_port, out_port) = (m.ingress_port, m.egress_port);
         if m.l3_off == 0 || m.l4_off == 0 {
             return Action::Forward;
@@ -293,6 +333,7 @@ impl ReflexEsw {
         if self.nsf.is_some() && self.wan.contains(out_port) && self.dc.contains(in_port) {
             self.nsf_egress(ctx, pkt);
         } else if self.dc.contains(out_port) && self.wan.contains(in_port) {
+            let m = *m;
             if let Some(ndt) = self.ndt.as_mut() {
                 ndt.on_egress(out_port, m.egress_queue(), m.user);
                 // Located (or counted in no_int / bad_int) at ingress, by `ndt_data`.
@@ -306,17 +347,68 @@ impl ReflexEsw {
         Action::Forward
     }
 
-    /// DC -> WAN data at the WAN port's egress: NSF.
+    /// DC -> WAN data at the WAN port's egress: NSF. The common packet (IPv4 without options,
+    /// the hop located at fixed offsets) and the Silent case here, inlined into the egress
+    /// stage; anything else in [`nsf_egress_checked`](Self::nsf_egress_checked), a flow's state
+    /// machine and its pseudo-ACK in [`nsf_flow`](Self::nsf_flow).
+    #[inline(always)]
     fn nsf_egress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf) {
+        let m = pkt.meta();
+        let frame = pkt.data();
+        let l3 = m.l3_off as usize;
+        // What `data_view` finds when `locate` finds the hop at fixed offsets (no counter is
+        // touched then); the view stays in registers.
+        let Some(v) = reflex::locate_v4_fixed(frame, l3, self.int_port) else {
+            return self.nsf_egress_checked(ctx, pkt);
+        };
+        // `locate` found the BTH's 12 bytes within the frame.
+        let Some(&op) = frame.get(v.bth_off) else {
+            return;
+        };
+        if v.is_echo() || !Self::is_data_op(op) {
+            return;
+        }
+        self.nsf_data(ctx, pkt, &v);
+    }
+
+    /// [`nsf_egress`](Self::nsf_egress) through [`data_view`](Self::data_view): the hop's
+    /// general checks, their counters.
+    #[inline(never)]
+    fn nsf_egress_checked<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf) {
+        let m = pkt.meta();
+        let frame = pkt.data();
+        let dport = Self::dport_at(frame, m.l4_off as usize);
+        if let Some(v) = self.data_view(frame, m.l3_off as usize, dport, m.bth_off != 0) {
+            self.nsf_data(ctx, pkt, &v);
+        }
+    }
+
+    /// NSF on a data packet with hop `v`: the Silent case, or [`nsf_flow`](Self::nsf_flow).
+    #[inline(always)]
+    fn nsf_data<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, v: &ReflexView) {
+        let Some(nsf) = self.nsf.as_mut() else {
+            return;
+        };
+        // A Silent flow while none is Active or Cooling: no key, no table probe.
+        if nsf.on_data_silent(v.hop.ts, ctx.now) {
+            return;
+        }
+        self.nsf_flow(ctx, pkt, v);
+    }
+
+    /// [`nsf_egress`](Self::nsf_egress) past the Silent case: the flow's state machine, and
+    /// its pseudo-ACK when one is due. Out of line: it holds the pseudo-ACK's builder, whose
+    /// registers and stack the Silent case would otherwise set up for every frame.
+    #[inline(never)]
+    fn nsf_flow<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &P::Buf, v: &ReflexView) {
         let m = *pkt.meta();
         let frame = pkt.data();
         let l3 = m.l3_off as usize;
-        let dport = Self::dport_at(frame, m.l4_off as usize);
-        let Some((v, key)) = self.data_hop(frame, l3, dport, m.bth_off != 0) else {
-            return;
-        };
         let now = ctx.now;
         let Some(nsf) = self.nsf.as_mut() else {
+            return;
+        };
+        let Some(key) = Self::flow_of(frame, l3, v) else {
             return;
         };
         if !nsf.on_data(key, v.hop.ts, now) {
@@ -332,7 +424,7 @@ impl ReflexEsw {
             return;
         };
         // Written straight into the packet buffer (no scratch frame copied in).
-        let v4 = match reflex::build_pseudo_ack_in(frame, l3, &v, self.ack_dscp, src, dst, &mut g) {
+        let v4 = match reflex::build_pseudo_ack_in(frame, l3, v, self.ack_dscp, src, dst, &mut g) {
             Ok(v4) => v4,
             Err(e) => {
                 // A buffer too small for it is a buffer lost, as when the pool is empty.
@@ -358,9 +450,33 @@ impl ReflexEsw {
 impl<P: BufPool> Pipeline<P> for ReflexEsw {
     type Command = BaselineCommand;
 
+    // NDT's packets wait for the admission of those before them (`reads_the_tm`); the rest
+    // of a burst goes through ingress before any of it is enqueued.
+    const BURST_INGRESS: bool = true;
+
     #[inline]
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         self.ingress_impl(ctx, pkt)
+    }
+
+    #[inline]
+    fn ingress_burst(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkts: &mut [P::Buf],
+        actions: &mut [Action],
+    ) -> usize {
+        let n = pkts.len().min(actions.len());
+        for i in 0..n {
+            ctx.at_packet(i);
+            let pkt = &mut pkts[i];
+            let p = self.fwd.parse_meta(pkt);
+            if i > 0 && self.reads_the_tm(pkt.meta().ingress_port, pkt.data(), &p) {
+                return i;
+            }
+            actions[i] = self.ingress_parsed(ctx, pkt, &p);
+        }
+        n
     }
 
     #[inline]
