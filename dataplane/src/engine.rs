@@ -103,6 +103,16 @@ pub trait Pipeline<P: BufPool> {
         true
     }
 
+    /// Whether [`Pipeline::egress`] may do anything with a frame leaving port `port` (its id):
+    /// [`Pipeline::egress_active`] narrowed to one port. `false` lets the engine skip the call
+    /// for that port's frames, and send its bypassed frames as one burst (a spraying ToR's
+    /// egress stage acts toward its hosts only, not on the fabric ports most of its frames
+    /// leave by). The default is [`Pipeline::egress_active`].
+    #[inline]
+    fn egress_active_on(&self, _port: u16) -> bool {
+        self.egress_active()
+    }
+
     /// Take the packet the ingress stage answered [`Action::Hold`] for. `Err` gives it back: the
     /// engine drops it, counted as `pipeline`.
     fn hold(&mut self, _ctx: &mut Ctx<'_, P>, pkt: P::Buf) -> Result<(), P::Buf> {
@@ -1414,6 +1424,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             let Some(port) = self.ports.get_mut(idx) else {
                 return n;
             };
+            let id = port.info.id;
             let Some(mut pkt) = port.ready.pop_front().or_else(|| port.tm.dequeue(now)) else {
                 break;
             };
@@ -1423,7 +1434,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
                 self.release_pfc(now, &pkt);
             }
-            if data && self.pipeline.egress_active() {
+            if data && self.pipeline.egress_active_on(id) {
                 let mut ctx = ctx!(self, now);
                 let action = self.pipeline.egress(&mut ctx, &mut pkt);
                 if action != Action::Forward {
@@ -1482,10 +1493,11 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if k == 0 {
             return 0;
         }
+        let egress = self.pipeline.egress_active_on(port.info.id);
         let mut bytes = 0u64;
         let mut run = ReleaseRun::default();
         let mut sent = 0usize;
-        if !self.pipeline.egress_active() {
+        if !egress {
             // No egress stage: nothing is emitted and nothing dropped here, so the shared buffer
             // takes the burst's sum too.
             let mut data_bytes = 0u64;

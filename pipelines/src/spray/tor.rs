@@ -30,7 +30,7 @@
 use super::config::{SprayConfig, SprayPaths, SprayQp};
 use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
-use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop, Via};
+use crate::baseline::{BaselineCommand, Egress, Forwarding, Hop};
 use crate::ports::PortSet;
 use crate::themis::esw::ThemisEsw;
 use longhaul_control::config::Config;
@@ -96,7 +96,8 @@ pub struct TorStats {
 
 enum PathMapRt {
     Sport(Vec<u16>),
-    Ports(Vec<NextHop>),
+    /// A path's port and next-hop MAC (static: what the rewrite needs, 8 bytes).
+    Ports(Vec<Hop>),
 }
 
 /// The spraying ToR pipeline.
@@ -180,10 +181,9 @@ impl SprayTor {
             SprayPaths::SportDeltas(v) => PathMapRt::Sport(v.clone()),
             SprayPaths::Ports(v) => PathMapRt::Ports(
                 v.iter()
-                    .map(|p| NextHop {
+                    .map(|p| Hop {
                         port: p.port,
                         mac: p.next_hop_mac,
-                        via: Via::Mac,
                     })
                     .collect(),
             ),
@@ -260,6 +260,11 @@ impl SprayTor {
 
     /// Themis-S on a data packet from a local sender. Returns the 2-tier next hop when the
     /// PathMap is by port.
+    ///
+    /// Inlined into the ingress, and the IP pair read once for the QP lookup and `P_base`: as
+    /// a call of its own with [`SprayTor::slot`] inside it, saving and restoring registers
+    /// twice cost about 30 instructions per sprayed frame (perf/README.md).
+    #[inline(always)]
     fn source_data<B: PacketBuf>(
         &mut self,
         pkt: &mut B,
@@ -268,17 +273,20 @@ impl SprayTor {
         qpn: u32,
         psn: u32,
         now: Nanos,
-    ) -> Option<NextHop> {
-        self.s.as_ref()?;
+    ) -> Option<Hop> {
+        let s = self.s.as_mut()?;
         let l3 = p.l3_off as usize;
         let bth = p.bth_off as usize;
-        let slot = self.slot(pkt.data(), l3, qpn, now)?;
+        let (src, dst) = ThemisEsw::ip_pair(pkt.data(), l3)?;
+        let Some(&slot) = self.qps.lookup(&QpEnd { ip: dst, qpn }, now) else {
+            self.stats.unknown_qp += 1;
+            return None;
+        };
+        let slot = slot as usize;
         let mut mark = true;
         let mut hop = None;
         if is_write(op) {
-            let (src, dst) = ThemisEsw::ip_pair(pkt.data(), l3)?;
             let base = p_base(src, dst, p.src_port, p.dst_port, self.seed, &self.n);
-            let s = self.s.as_mut()?;
             let c = s.choose(slot, psn, base);
             mark = c.route != Route::Policy;
             let delta = match &self.path_map {
@@ -436,7 +444,7 @@ impl SprayTor {
                         }
                     } else if is_request(op) {
                         if let Some(hop) = self.source_data(pkt, &p, op, qpn, psn, now) {
-                            egress = Egress::Route(hop.into());
+                            egress = Egress::Route(hop);
                         }
                     }
                 } else if self.fabric.contains(in_port)
@@ -619,6 +627,14 @@ impl<P: BufPool> Pipeline<P> for SprayTor {
     #[inline]
     fn egress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         self.egress_impl(ctx, pkt)
+    }
+
+    /// The egress stage (Themis-D, clearing the off-policy mark) acts on frames toward the
+    /// hosts only: the engine skips it on the fabric ports, where sprayed frames leave, and
+    /// sends their bypassed frames as one burst.
+    #[inline]
+    fn egress_active_on(&self, port: u16) -> bool {
+        self.host.contains(port)
     }
 
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: SprayCommand) -> Result<(), &'static str> {
