@@ -714,12 +714,21 @@ fn burst_ingress_over_several_ports_sends_what_one_packet_at_a_time_sends() {
         let mut h = Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), L::default()));
         for i in 0..600u64 {
             let out = 1 + (i % 4) as u8;
-            let mut f = frame(out, [3, 3, 0, 6, 3][(i % 5) as usize], 0, 100 + (i % 7) as usize * 50);
+            let mut f = frame(
+                out,
+                [3, 3, 0, 6, 3][(i % 5) as usize],
+                0,
+                100 + (i % 7) as usize * 50,
+            );
             if i % 4 == 2 {
                 f[3] = 1 + ((i / 4) % 4) as u8 + 1; // a copy to another port
             }
             // Bursts of 24 frames, some arriving while the slow ports still have queues.
-            h.put(0, 1_000 + (i / 24) * [2_000, 30_000][((i / 96) % 2) as usize], &f);
+            h.put(
+                0,
+                1_000 + (i / 24) * [2_000, 30_000][((i / 96) % 2) as usize],
+                &f,
+            );
         }
         h.run_to_idle();
         let out = h
@@ -741,7 +750,11 @@ fn burst_ingress_over_several_ports_sends_what_one_packet_at_a_time_sends() {
     let burst = run::<BurstTest>();
     assert!(one.0.len() > 600);
     assert!(
-        one.1.iter().filter(|s| s.contains("tx_bypassed: 0,")).count() < 3,
+        one.1
+            .iter()
+            .filter(|s| s.contains("tx_bypassed: 0,"))
+            .count()
+            < 3,
         "the runs must bypass: {:?}",
         one.1
     );
