@@ -5,9 +5,7 @@
 use longhaul_dataplane::asic::pfc::PfcParams;
 use longhaul_dataplane::asic::recirc::RecircConfig;
 use longhaul_dataplane::control::{Command, Punt, PuntHandler};
-use longhaul_dataplane::engine::{
-    Action, Ctx, Pipeline, PortInfo, PortSpec, Switch, SwitchSnapshot, SwitchSpec,
-};
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline, PortInfo, PortSpec, Switch, SwitchSpec};
 use longhaul_dataplane::packet::{BufPool, HeapPool, PacketBuf, FLAG_CONTROL};
 use longhaul_dataplane::replay::{Emitted, Harness};
 use longhaul_dataplane::time::{quanta_to_ns, serialization_ns};
