@@ -507,7 +507,7 @@ struct PortState<B: PacketBuf> {
     /// ([`TrafficManager::open_run`]), and the frames it let through for the port's counters.
     run: Option<BypassRun>,
     run_bypassed: u64,
-    /// Whether the port is in [`Switch::open_runs`] (so that it is listed once).
+    /// Whether the port is in [`Switch::open_high`] (so that it is listed once).
     run_listed: bool,
 }
 
@@ -578,10 +578,12 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     emitted: Vec<P::Buf>,
     /// Parallel to `emitted` (see [`Ctx::at_packet`]).
     emit_owner: Vec<u16>,
-    /// The ports (indices) whose bypass run was opened since the runs were last closed
-    /// ([`Switch::close_runs`]); each listed once, so the capacity (one per port) is never
-    /// exceeded.
-    open_runs: Vec<usize>,
+    /// The ports whose bypass run was opened since the runs were last closed
+    /// ([`Switch::close_runs`]): bit i for port index i below 64 (a frame alone sets and clears
+    /// one bit), the others listed in `open_high`, each once (the capacity, one per port, is
+    /// never exceeded).
+    open_low: u64,
+    open_high: Vec<usize>,
     stats: SwitchStats,
     channel: Channel<L::Command>,
     /// A command taken off the ring whose `at` is still in the future (replay).
@@ -670,7 +672,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             shared_limit: spec.shared_buffer_bytes,
             emitted: Vec::with_capacity(spec.emit_capacity.max(1)),
             emit_owner: Vec::with_capacity(spec.emit_capacity.max(1)),
-            open_runs: Vec::with_capacity(ports.len()),
+            open_low: 0,
+            open_high: Vec::with_capacity(ports.len().saturating_sub(64)),
             ports,
             stats: SwitchStats::default(),
             channel: Channel::new(spec.command_ring, spec.punt_ring),
@@ -1144,14 +1147,22 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Add every open bypass run's frames to its port's counters, and close it.
     #[inline]
     fn close_runs(&mut self) {
-        if !self.open_runs.is_empty() {
-            self.close_runs_slow();
+        let mut m = core::mem::take(&mut self.open_low);
+        while m != 0 {
+            let e = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(port) = self.ports.get_mut(e) {
+                Self::close_port_run(port);
+            }
+        }
+        if !self.open_high.is_empty() {
+            self.close_high_runs();
         }
     }
 
     #[inline(never)]
-    fn close_runs_slow(&mut self) {
-        for e in self.open_runs.drain(..) {
+    fn close_high_runs(&mut self) {
+        for e in self.open_high.drain(..) {
             if let Some(port) = self.ports.get_mut(e) {
                 Self::close_port_run(port);
                 port.run_listed = false;
@@ -1160,7 +1171,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// Add the port's open bypass run's frames to its counters, and close it (the port stays
-    /// listed in `open_runs`).
+    /// marked in `open_low` or listed in `open_high`).
     #[inline]
     fn close_port_run(port: &mut PortState<P::Buf>) {
         if let Some(r) = port.run.take() {
@@ -1237,9 +1248,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         let pkt = if port.ready.len() < BYPASS_RING {
             if port.run.is_none() {
                 port.run = port.tm.open_run(queue, now);
-                if port.run.is_some() && !port.run_listed {
-                    port.run_listed = true;
-                    self.open_runs.push(e);
+                if port.run.is_some() {
+                    if e < 64 {
+                        self.open_low |= 1 << e;
+                    } else if !port.run_listed {
+                        port.run_listed = true;
+                        self.open_high.push(e);
+                    }
                 }
             }
             match port.run.as_mut() {

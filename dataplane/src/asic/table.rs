@@ -341,10 +341,8 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
 
     /// The value for `k`, counting a hit or a miss; with an idle timeout, a hit refreshes the
     /// entry's last-hit time to `now`. Entries past their idle timeout still match until
-    /// `expire` removes them (as on an ASIC, where ageing is a background sweep). Always
-    /// inlined: a per-frame lookup out of line (the spraying ToR's) paid a call's register
-    /// saves and restores, 15 instructions.
-    #[inline(always)]
+    /// `expire` removes them (as on an ASIC, where ageing is a background sweep).
+    #[inline]
     pub fn lookup(&mut self, k: &K, now: Nanos) -> Option<&V> {
         let ordered = self.cfg.idle_timeout.is_some();
         match self.map.get(k) {
