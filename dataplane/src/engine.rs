@@ -117,6 +117,16 @@ pub trait Pipeline<P: BufPool> {
         true
     }
 
+    /// Whether [`Pipeline::egress`] may do anything with a frame leaving port `port` (its id):
+    /// [`Pipeline::egress_active`] narrowed to one port. `false` lets the engine skip the call
+    /// for that port's frames, and send its bypassed frames as one burst (a spraying ToR's
+    /// egress stage acts toward its hosts only, not on the fabric ports most of its frames
+    /// leave by). The default is [`Pipeline::egress_active`].
+    #[inline]
+    fn egress_active_on(&self, _port: u16) -> bool {
+        self.egress_active()
+    }
+
     /// Take the packet the ingress stage answered [`Action::Hold`] for. `Err` gives it back: the
     /// engine drops it, counted as `pipeline`.
     fn hold(&mut self, _ctx: &mut Ctx<'_, P>, pkt: P::Buf) -> Result<(), P::Buf> {
@@ -507,6 +517,12 @@ struct PortState<B: PacketBuf> {
     /// [`Switch::transmit`] before anything it dequeues. Preallocated ([`BYPASS_RING`]); when it
     /// is full, frames take the queue.
     ready: Ring<B>,
+    /// The bypass run open on this port while a burst is admitted
+    /// ([`TrafficManager::open_run`]), and the frames it let through for the port's counters.
+    run: Option<BypassRun>,
+    run_bypassed: u64,
+    /// Whether the port is in [`Switch::open_high`] (so that it is listed once).
+    run_listed: bool,
 }
 
 /// Frames one port holds between the bypass and the next `transmit` (one rx burst and what its
@@ -533,14 +549,6 @@ impl ReleaseRun {
             _ => self.0.replace((m.ingress_port, m.class, len)),
         }
     }
-}
-
-/// A bypass run open on port index `port` while a burst is admitted
-/// ([`TrafficManager::open_run`]), and the frames it let through for the port's counters.
-struct OpenRun {
-    port: usize,
-    tm: BypassRun,
-    bypassed: u64,
 }
 
 /// Switch-wide counters.
@@ -584,6 +592,12 @@ pub struct Switch<P: BufPool, L: Pipeline<P>> {
     emitted: Vec<P::Buf>,
     /// Parallel to `emitted` (see [`Ctx::at_packet`]).
     emit_owner: Vec<u16>,
+    /// The ports whose bypass run was opened since the runs were last closed
+    /// ([`Switch::close_runs`]): bit i for port index i below 64 (a frame alone sets and clears
+    /// one bit), the others listed in `open_high`, each once (the capacity, one per port, is
+    /// never exceeded).
+    open_low: u64,
+    open_high: Vec<usize>,
     stats: SwitchStats,
     channel: Channel<L::Command>,
     /// A command taken off the ring whose `at` is still in the future (replay).
@@ -649,6 +663,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 tm: TrafficManager::new(&p.tm),
                 stats: PortStats::default(),
                 ready: Ring::with_capacity(BYPASS_RING),
+                run: None,
+                run_bypassed: 0,
+                run_listed: false,
             })
             .collect::<Vec<_>>();
         let pfc = spec
@@ -669,6 +686,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             shared_limit: spec.shared_buffer_bytes,
             emitted: Vec::with_capacity(spec.emit_capacity.max(1)),
             emit_owner: Vec::with_capacity(spec.emit_capacity.max(1)),
+            open_low: 0,
+            open_high: Vec::with_capacity(ports.len().saturating_sub(64)),
             ports,
             stats: SwitchStats::default(),
             channel: Channel::new(spec.command_ring, spec.punt_ring),
@@ -978,23 +997,23 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     .ingress_burst(&mut ctx, &mut burst[..n], &mut actions[..n])
                     .clamp(1, n)
             };
-            // Admission over the burst: consecutive frames to one idle port share one bypass run
-            // (the port's checks made once, its counters added once); anything else that could
-            // touch a traffic manager closes the run first.
-            let mut run = None;
+            // Admission over the burst: the frames to one idle port share one bypass run (the
+            // port's checks made once, its counters added once), one run open per port, so that
+            // frames spread over several ports (a spraying ToR's) keep theirs; anything else that
+            // could touch a traffic manager closes the runs first.
             for (i, (pkt, &action)) in burst.drain(..n).zip(actions.iter()).enumerate() {
                 if action == Action::Forward {
-                    self.enqueue_in(now, pkt, true, &mut run);
+                    self.enqueue_in(now, pkt, true);
                 } else {
-                    self.close_run(&mut run);
+                    self.close_runs();
                     self.act(now, pkt, action);
                 }
                 if self.emit_owner.first().is_some_and(|&o| o <= i as u16) {
-                    self.close_run(&mut run);
+                    self.close_runs();
                     self.flush_emitted_upto_slow(now, i as u16);
                 }
             }
-            self.close_run(&mut run);
+            self.close_runs();
             // A pipeline that did not mark its packets leaves the rest here.
             self.flush_emitted(now);
         }
@@ -1113,11 +1132,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         // time): the port's checks made once, its counters added once; admission stays per
         // frame.
         let mut list = core::mem::take(&mut self.emitted);
-        let mut run = None;
         for p in list.drain(..) {
-            self.enqueue_in(now, p, false, &mut run);
+            self.enqueue_in(now, p, false);
         }
-        self.close_run(&mut run);
+        self.close_runs();
         self.emitted = list;
         self.emit_owner.clear();
     }
@@ -1128,11 +1146,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     fn flush_emitted_upto_slow(&mut self, now: Nanos, i: u16) {
         let k = self.emit_owner.iter().take_while(|&&o| o <= i).count();
         let mut list = core::mem::take(&mut self.emitted);
-        let mut run = None;
         for p in list.drain(..k) {
-            self.enqueue_in(now, p, false, &mut run);
+            self.enqueue_in(now, p, false);
         }
-        self.close_run(&mut run);
+        self.close_runs();
         self.emitted = list;
         self.emit_owner.drain(..k);
     }
@@ -1140,36 +1157,56 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Admission (shared buffer, PFC headroom) and enqueue on the egress traffic manager.
     /// `account`: PFC-account the bytes to (ingress port, class) (received packets only).
     fn enqueue(&mut self, now: Nanos, pkt: P::Buf, account: bool) {
-        let mut run = None;
-        self.enqueue_in(now, pkt, account, &mut run);
-        self.close_run(&mut run);
+        self.enqueue_in(now, pkt, account);
+        self.close_runs();
     }
 
-    /// Add an open bypass run's frames to its port's counters, and close it.
+    /// Add every open bypass run's frames to its port's counters, and close it.
     #[inline]
-    fn close_run(&mut self, run: &mut Option<OpenRun>) {
-        if let Some(r) = run.take() {
-            if let Some(port) = self.ports.get_mut(r.port) {
-                port.tm.close_run(r.tm);
-                port.stats.tx_bypassed += r.bypassed;
+    fn close_runs(&mut self) {
+        let mut m = core::mem::take(&mut self.open_low);
+        while m != 0 {
+            let e = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(port) = self.ports.get_mut(e) {
+                Self::close_port_run(port);
+            }
+        }
+        if !self.open_high.is_empty() {
+            self.close_high_runs();
+        }
+    }
+
+    #[inline(never)]
+    fn close_high_runs(&mut self) {
+        for e in self.open_high.drain(..) {
+            if let Some(port) = self.ports.get_mut(e) {
+                Self::close_port_run(port);
+                port.run_listed = false;
             }
         }
     }
 
+    /// Add the port's open bypass run's frames to its counters, and close it (the port stays
+    /// marked in `open_low` or listed in `open_high`).
+    #[inline]
+    fn close_port_run(port: &mut PortState<P::Buf>) {
+        if let Some(r) = port.run.take() {
+            port.tm.close_run(r);
+            port.stats.tx_bypassed += core::mem::take(&mut port.run_bypassed);
+        }
+    }
+
     /// [`enqueue`](Self::enqueue) within a burst's admission: a frame that finds its port idle
-    /// takes the empty-queue bypass through `run` (opened on its port and queue if it is not
-    /// yet; another port's or queue's run is closed first), so that the frames of a burst to
-    /// one idle port are checked and counted as a run. Every other step is the same as for a
-    /// frame alone, and `run` is closed before anything that could change what it checked (an
-    /// enqueue on its port, a PFC frame queued).
+    /// takes the empty-queue bypass through the port's run (opened on the frame's queue if it is
+    /// not yet; the port's run of another queue is closed first), so that the frames of a burst
+    /// to one idle port are checked and counted as a run, also when frames to other ports come
+    /// between them (a run checks and changes its own port's traffic manager only). Every other
+    /// step is the same as for a frame alone; the port's run is closed before the port's
+    /// traffic manager queues a frame, and every run before anything that could change what
+    /// they checked (a PFC frame queued, [`Switch::close_runs`]).
     #[inline(always)]
-    fn enqueue_in(
-        &mut self,
-        now: Nanos,
-        mut pkt: P::Buf,
-        account: bool,
-        run: &mut Option<OpenRun>,
-    ) {
+    fn enqueue_in(&mut self, now: Nanos, mut pkt: P::Buf, account: bool) {
         let m = *pkt.meta();
         let Some(e) = self.port_idx(m.egress_port) else {
             self.stats.drops.inc(DropReason::BadPort);
@@ -1215,33 +1252,34 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 Admit::Drop(r) => {
                     self.stats.drops.inc(r);
                     self.pool.free(pkt);
-                    self.send_pfc_actions_in(now, run);
+                    self.send_pfc_actions_in(now);
                     return;
                 }
             }
         }
         let queue = pkt.meta().egress_queue();
-        if run
-            .as_ref()
-            .is_some_and(|r| r.port != e || r.tm.queue() != queue)
-        {
-            self.close_run(run);
-        }
         let port = &mut self.ports[e];
+        if port.run.as_ref().is_some_and(|r| r.queue() != queue) {
+            Self::close_port_run(port);
+        }
         let pkt = if port.ready.len() < BYPASS_RING {
-            if run.is_none() {
-                *run = port.tm.open_run(queue, now).map(|tm| OpenRun {
-                    port: e,
-                    tm,
-                    bypassed: 0,
-                });
+            if port.run.is_none() {
+                port.run = port.tm.open_run(queue, now);
+                if port.run.is_some() {
+                    if e < 64 {
+                        self.open_low |= 1 << e;
+                    } else if !port.run_listed {
+                        port.run_listed = true;
+                        self.open_high.push(e);
+                    }
+                }
             }
-            match run.as_mut() {
-                Some(r) => match port.tm.bypass_in_run(&mut r.tm, pkt, now) {
+            match port.run.as_mut() {
+                Some(r) => match port.tm.bypass_in_run(r, pkt, now) {
                     Ok(p) => {
                         match port.ready.push_back(p) {
                             Ok(()) => {
-                                r.bypassed += 1;
+                                port.run_bypassed += 1;
                                 self.stats.buffer_bytes += len;
                                 self.stats.buffer_max_bytes =
                                     self.stats.buffer_max_bytes.max(self.stats.buffer_bytes);
@@ -1254,13 +1292,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                                 self.pool.free(p);
                             }
                         }
-                        self.send_pfc_actions_in(now, run);
+                        self.send_pfc_actions_in(now);
                         return;
                     }
                     Err(p) => {
                         // The link is busy or the frame does not fit: it takes the queue, and
                         // the port is no longer idle.
-                        self.close_run(run);
+                        Self::close_port_run(port);
                         p
                     }
                 },
@@ -1269,9 +1307,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         } else {
             pkt
         };
-        // The frame is queued: a run still open (its port's bypassed frames fill the ring) ends.
-        self.close_run(run);
+        // The frame is queued: the port's run still open (its bypassed frames fill the ring)
+        // ends.
         let port = &mut self.ports[e];
+        Self::close_port_run(port);
         match port.tm.enqueue(pkt, now) {
             Ok(_) => {
                 self.stats.buffer_bytes += len;
@@ -1284,15 +1323,15 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 self.pool.free(p);
             }
         }
-        self.send_pfc_actions_in(now, run);
+        self.send_pfc_actions_in(now);
     }
 
-    /// [`send_pfc_actions`](Self::send_pfc_actions) with a bypass run open: a PFC frame goes on
-    /// a port's control queue, which the run checked was empty, so the run is closed first.
+    /// [`send_pfc_actions`](Self::send_pfc_actions) with bypass runs open: a PFC frame goes on
+    /// a port's control queue, which a run checked was empty, so the runs are closed first.
     #[inline(always)]
-    fn send_pfc_actions_in(&mut self, now: Nanos, run: &mut Option<OpenRun>) {
+    fn send_pfc_actions_in(&mut self, now: Nanos) {
         if !self.pfc_actions.is_empty() {
-            self.close_run(run);
+            self.close_runs();
             self.send_pfc_actions_slow(now);
         }
     }
@@ -1438,6 +1477,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             let Some(port) = self.ports.get_mut(idx) else {
                 return n;
             };
+            let id = port.info.id;
             let Some(mut pkt) = port.ready.pop_front().or_else(|| port.tm.dequeue(now)) else {
                 break;
             };
@@ -1447,7 +1487,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
                 self.release_pfc(now, &pkt);
             }
-            if data && self.pipeline.egress_active() {
+            if data && self.pipeline.egress_active_on(id) {
                 let mut ctx = ctx!(self, now);
                 let action = self.pipeline.egress(&mut ctx, &mut pkt);
                 if action != Action::Forward {
@@ -1506,10 +1546,11 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if k == 0 {
             return 0;
         }
+        let egress = self.pipeline.egress_active_on(port.info.id);
         let mut bytes = 0u64;
         let mut run = ReleaseRun::default();
         let mut sent = 0usize;
-        if !self.pipeline.egress_active() {
+        if !egress {
             // No egress stage: nothing is emitted and nothing dropped here, so the shared buffer
             // takes the burst's sum too.
             let mut data_bytes = 0u64;

@@ -786,6 +786,99 @@ fn a_burst_cut_before_a_frame_that_reads_a_depth_sends_what_one_at_a_time_sends(
 }
 
 #[test]
+fn burst_ingress_over_several_ports_sends_what_one_packet_at_a_time_sends() {
+    // A spraying ToR's bursts: each burst's frames go to four egress ports in turn, so the engine
+    // keeps a bypass run open on each port at once. A live link clock (slack) lets several
+    // frames of a burst bypass one port; ports of different rates (some idle, some with
+    // queues), classes mixed on each port, every sixteenth frame emitting a copy to some port,
+    // and PFC with a small XOFF threshold: the pause frames for the ingress port go on its own
+    // control queue (it is also an egress port, hairpin) while its run is open. The frames on
+    // the wire, their times, and every counter (the ports' `tx_bypassed`, the traffic
+    // managers') must be those of one packet at a time. Run twice: the four ports at indices
+    // 0-3, then at 62-65 behind idle ports (the engine marks open runs of ports below index 64
+    // in a bit mask and lists the others).
+    type Run = (Vec<(usize, u64, Vec<u8>)>, Vec<String>, Vec<u64>);
+    fn run<L: Pipeline<HeapPool> + Default>(base: usize) -> Run {
+        let pfc = PfcParams {
+            enabled_classes: 1 << 3,
+            xoff_bytes: 6_000,
+            xon_bytes: 3_000,
+            headroom_bytes: 40_000,
+            pause_quanta: 500,
+            refresh_ns: 0,
+        };
+        let mut ports: Vec<PortSpec> = (0..base).map(|i| port(100 + i as u16, GBPS, 0)).collect();
+        ports.extend([
+            port(0, 100 * GBPS, 1 << 3),
+            port(1, 100 * GBPS, 1 << 3),
+            port(2, 10 * GBPS, 1 << 3),
+            port(3, GBPS, 1 << 3),
+        ]);
+        let spec = SwitchSpec {
+            ports,
+            pfc: Some(pfc),
+            bifrost: None,
+            shared_buffer_bytes: 64 << 20,
+            recirc: None,
+            emit_capacity: 64,
+            command_ring: 16,
+            punt_ring: 16,
+        };
+        let mut h = Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), L::default()));
+        h.sw.set_tx_slack(5_000);
+        for i in 0..800u64 {
+            let out = (i % 4) as u8;
+            let class = [3, 3, 0, 6, 3, 0][(i % 6) as usize];
+            let mut f = frame(out, class, 0, 100 + (i % 7) as usize * 50);
+            if i % 16 == 6 {
+                f[3] = 1 + ((i / 16) % 4) as u8; // a copy to port (i / 16) % 4
+            }
+            // Bursts of 32 frames, some arriving while the slow ports still have queues.
+            h.put(
+                base,
+                1_000 + (i / 32) * [3_000, 40_000][((i / 128) % 2) as usize],
+                &f,
+            );
+        }
+        h.run_to_idle();
+        let out = h
+            .take()
+            .into_iter()
+            .map(|e| (e.port_idx, e.ts, e.data))
+            .collect();
+        let sw = &h.sw;
+        let mut counters = Vec::new();
+        let mut bypassed = Vec::new();
+        for idx in base..base + 4 {
+            counters.push(format!("{:?}", sw.port_stats(idx).unwrap()));
+            bypassed.push(sw.port_stats(idx).unwrap().tx_bypassed);
+            let tm = sw.tm(idx).unwrap();
+            counters.push(format!("{:?}", tm.port_stats()));
+            for c in 0..8 {
+                counters.push(format!("{:?}", tm.class_stats(c)));
+            }
+        }
+        let pfc = sw.pfc().unwrap().stats();
+        assert!(pfc.xoff_sent[3] > 0, "PFC pauses: {pfc:?}");
+        counters.push(format!("{pfc:?}"));
+        (out, counters, bypassed)
+    }
+    for base in [0, 62] {
+        let one = run::<Test>(base);
+        let burst = run::<BurstTest>(base);
+        assert!(one.0.len() > 800);
+        assert!(
+            burst.2.iter().all(|&b| b > 0),
+            "every port bypasses: {:?}",
+            burst.2
+        );
+        assert!(one.0 == burst.0, "burst ingress changed the output");
+        assert_eq!(one.1, burst.1);
+        assert_eq!(one.2, burst.2);
+    }
+}
+
+#[test]
 fn frames_put_come_back_in_their_own_allocations() {
     let mut h = switch(
         vec![port(0, 10 * GBPS, 0), port(1, 10 * GBPS, 0)],

@@ -3,6 +3,7 @@
 pub mod bifrost;
 pub mod drr;
 pub mod ecmp;
+pub mod flat;
 pub mod hierarchical;
 pub mod lpm;
 pub mod mirror;

@@ -16,7 +16,9 @@
 //! - A preallocated slab of `capacity` nodes, one per entry, carries two intrusive doubly-linked
 //!   lists: insertion order (for [`WhenFull::EvictOldest`] and listing) and last-hit order (for
 //!   idle timeouts: the least recently hit entry is at the front, so [`ExactTable::expire`] looks
-//!   only at entries that are due).
+//!   only at entries that are due). A table without an idle timeout keeps neither that list
+//!   nor its lookups' hit times: a lookup then reads the map's bucket and writes nothing else
+//!   but its hit counter (eviction, [`WhenFull::EvictOldest`], is by insertion order either way).
 //!
 //! Cost: `insert`, `lookup`, `lookup_mut`, `peek`, `remove` are one hash probe plus O(1) list
 //! updates; `expire` is O(max); `clear` is O(capacity); `iter` is one probe per entry.
@@ -204,11 +206,22 @@ impl<K: Copy> Links<K> {
         }
     }
 
-    /// A hit at `now`. The last-hit list orders entries for `expire` only, so a table without
-    /// an idle timeout (`ordered` false) keeps the time (`last_hit`) and skips the list's
-    /// pointer writes: four scattered stores per lookup, on the fast path of every such table.
-    #[inline]
+    /// A lookup's hit at `now`. The hit time and the last-hit list serve `expire` only, so a
+    /// table without an idle timeout (`ordered` false) records neither: the list's four pointer
+    /// writes and the time's store into the entry's node (a cache line the lookup does not
+    /// otherwise touch), on the fast path of every such table (the spraying ToR's `spray_qps`,
+    /// perf/README.md). Its [`ExactTable::last_hit`] is then the time of the last insert.
+    #[inline(always)]
     fn touch(&mut self, n: usize, now: Nanos, ordered: bool) {
+        if ordered {
+            self.nodes[n].last_hit = now;
+            self.move_to_back(IDLE, n);
+        }
+    }
+
+    /// An insert or replace of the entry at `now`: a hit for the idle timeout, timed or not.
+    #[inline]
+    fn stamp(&mut self, n: usize, now: Nanos, ordered: bool) {
         self.nodes[n].last_hit = now;
         if ordered {
             self.move_to_back(IDLE, n);
@@ -294,7 +307,7 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
             let old = core::mem::replace(&mut slot.value, v);
             let n = slot.node;
             self.links.move_to_back(ORDER, n);
-            self.links.touch(n, now, self.cfg.idle_timeout.is_some());
+            self.links.stamp(n, now, self.cfg.idle_timeout.is_some());
             self.stats.inserts += 1;
             return Ok(Inserted::Replaced(old));
         }
@@ -326,9 +339,9 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
         })
     }
 
-    /// The value for `k`, counting a hit or a miss; a hit refreshes the entry's last-hit time to
-    /// `now` (idle timeout). Entries past their idle timeout still match until `expire` removes
-    /// them (as on an ASIC, where ageing is a background sweep).
+    /// The value for `k`, counting a hit or a miss; with an idle timeout, a hit refreshes the
+    /// entry's last-hit time to `now`. Entries past their idle timeout still match until
+    /// `expire` removes them (as on an ASIC, where ageing is a background sweep).
     #[inline]
     pub fn lookup(&mut self, k: &K, now: Nanos) -> Option<&V> {
         let ordered = self.cfg.idle_timeout.is_some();
@@ -386,7 +399,9 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
         self.map.get_mut(k).map(|s| &mut s.value)
     }
 
-    /// When `k` was last hit (inserted or looked up).
+    /// When `k` was last hit: inserted, replaced or (with an idle timeout) looked up. A table
+    /// without an idle timeout does not record its lookups' hits (nothing reads them): there
+    /// this is the time of the last insert or replace.
     #[inline]
     pub fn last_hit(&self, k: &K) -> Option<Nanos> {
         self.map.get(k).map(|s| self.links.nodes[s.node].last_hit)
@@ -509,7 +524,9 @@ mod tests {
         *t.lookup_mut(&2, 6).unwrap() += 1;
         assert_eq!(t.peek(&2), Some(&21));
         assert_eq!(t.lookup_mut(&9, 6), None);
-        assert_eq!(t.last_hit(&2), Some(6));
+        // No idle timeout: lookups do not record their hit time, inserts do.
+        assert_eq!(t.last_hit(&2), Some(0));
+        assert_eq!(t.last_hit(&1), Some(0));
         assert_eq!(t.remove(&2), Some(21));
         assert_eq!(t.remove(&2), None);
         assert_eq!(t.len(), 1);
@@ -518,6 +535,9 @@ mod tests {
             (s.hits, s.misses, s.inserts, s.deletes, s.entries),
             (2, 2, 3, 1, 1)
         );
+        // A replace records its time.
+        t.insert(1, 12, 7).unwrap();
+        assert_eq!(t.last_hit(&1), Some(7));
     }
 
     #[test]
@@ -701,7 +721,7 @@ mod tests {
         ) {
             let when_full = if evict { WhenFull::EvictOldest } else { WhenFull::Refuse };
             let timeout = 50;
-            // Untimed: hits keep `last_hit` but do not reorder the (unused) last-hit list.
+            // Untimed: hits neither record `last_hit` nor reorder the (unused) last-hit list.
             let mut t: ExactTable<u8, u16> = ExactTable::new(
                 cap,
                 TableConfig { when_full, idle_timeout: timed.then_some(timeout) },
@@ -733,9 +753,12 @@ mod tests {
                     }
                     Op::Lookup(k) => {
                         let got = t.lookup(&k, now).copied();
+                        // Untimed: the hit time is not recorded (last_hit stays the insert's).
                         let want = m.iter_mut().find(|e| e.0 == k).map(|e| {
                             e.3 = seq;
-                            e.4 = now;
+                            if timed {
+                                e.4 = now;
+                            }
                             e.1
                         });
                         prop_assert_eq!(got, want);

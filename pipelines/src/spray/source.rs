@@ -161,7 +161,8 @@ impl ThemisS {
     }
 
     /// The path of a sprayed data packet with `psn` of QP `slot` whose `P_base` is `base`.
-    #[inline]
+    /// Always inlined into the spraying ToR's ingress (every sprayed frame).
+    #[inline(always)]
     pub fn choose(&mut self, slot: usize, psn: u32, base: u32) -> PathChoice {
         let n = self.p.paths;
         // Equation 1, (PSN + P_base) mod N, as (PSN mod N + P_base mod N) mod N: both terms are

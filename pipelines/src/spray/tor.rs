@@ -30,12 +30,12 @@
 use super::config::{SprayConfig, SprayPaths, SprayQp};
 use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
-use crate::baseline::{BaselineCommand, Egress, Forwarding, NextHop, Via};
+use crate::baseline::{BaselineCommand, Egress, Forwarding, Hop};
 use crate::ports::PortSet;
 use crate::themis::esw::ThemisEsw;
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::ecmp::FastMod;
-use longhaul_dataplane::asic::table::{ExactTable, TableConfig};
+use longhaul_dataplane::asic::flat::FlatTable;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, Meta, PacketBuf, FLAG_GENERATED};
 use longhaul_dataplane::time::Nanos;
@@ -96,7 +96,8 @@ pub struct TorStats {
 
 enum PathMapRt {
     Sport(Vec<u16>),
-    Ports(Vec<NextHop>),
+    /// A path's port and next-hop MAC (static: what the rewrite needs, 8 bytes).
+    Ports(Vec<Hop>),
 }
 
 /// The spraying ToR pipeline.
@@ -110,7 +111,8 @@ pub struct SprayTor {
     seed: u64,
     s: Option<ThemisS>,
     d: Option<ThemisD>,
-    qps: ExactTable<QpEnd, u32>,
+    /// `spray_qps`: a QP end (IP, QPN) to its slot, looked up on every sprayed frame.
+    qps: FlatTable,
     parse_opts: ParseOptions,
     scratch: [u8; 128],
     pub stats: TorStats,
@@ -180,19 +182,20 @@ impl SprayTor {
             SprayPaths::SportDeltas(v) => PathMapRt::Sport(v.clone()),
             SprayPaths::Ports(v) => PathMapRt::Ports(
                 v.iter()
-                    .map(|p| NextHop {
+                    .map(|p| Hop {
                         port: p.port,
                         mac: p.next_hop_mac,
-                        via: Via::Mac,
                     })
                     .collect(),
             ),
         };
         let cap = t.qp_capacity;
-        let mut qps = ExactTable::new(2 * cap, TableConfig::default());
+        let mut qps = FlatTable::new(2 * cap, cfg.switch.seed);
         for (i, q) in t.qps.iter().enumerate() {
-            let _ = qps.insert(QpEnd::new(q.local, q.local_qpn), i as u32, 0);
-            let _ = qps.insert(QpEnd::new(q.remote, q.remote_qpn), i as u32, 0);
+            let l = QpEnd::new(q.local, q.local_qpn);
+            let r = QpEnd::new(q.remote, q.remote_qpn);
+            let _ = qps.insert(l.ip, l.qpn, i as u32);
+            let _ = qps.insert(r.ip, r.qpn, i as u32);
         }
         SprayTor {
             fwd,
@@ -243,15 +246,15 @@ impl SprayTor {
     }
 
     /// The `spray_qps` table (worker copy).
-    pub fn qp_table(&self) -> &ExactTable<QpEnd, u32> {
+    pub fn qp_table(&self) -> &FlatTable {
         &self.qps
     }
 
     /// Slot of the QP end (destination IP, DestQP) of a RoCE frame.
     #[inline]
-    fn slot(&mut self, frame: &[u8], l3_off: usize, qpn: u32, now: Nanos) -> Option<usize> {
+    fn slot(&mut self, frame: &[u8], l3_off: usize, qpn: u32) -> Option<usize> {
         let (_, dst) = ThemisEsw::ip_pair(frame, l3_off)?;
-        let s = self.qps.lookup(&QpEnd { ip: dst, qpn }, now).copied();
+        let s = self.qps.lookup(dst, qpn);
         if s.is_none() {
             self.stats.unknown_qp += 1;
         }
@@ -260,6 +263,11 @@ impl SprayTor {
 
     /// Themis-S on a data packet from a local sender. Returns the 2-tier next hop when the
     /// PathMap is by port.
+    ///
+    /// Inlined into the ingress, and the IP pair read once for the QP lookup and `P_base`: as
+    /// a call of its own with [`SprayTor::slot`] inside it, saving and restoring registers
+    /// twice cost about 30 instructions per sprayed frame (perf/README.md).
+    #[inline(always)]
     fn source_data<B: PacketBuf>(
         &mut self,
         pkt: &mut B,
@@ -267,18 +275,20 @@ impl SprayTor {
         op: u8,
         qpn: u32,
         psn: u32,
-        now: Nanos,
-    ) -> Option<NextHop> {
-        self.s.as_ref()?;
+    ) -> Option<Hop> {
+        let s = self.s.as_mut()?;
         let l3 = p.l3_off as usize;
         let bth = p.bth_off as usize;
-        let slot = self.slot(pkt.data(), l3, qpn, now)?;
+        let (src, dst) = ThemisEsw::ip_pair(pkt.data(), l3)?;
+        let Some(slot) = self.qps.lookup(dst, qpn) else {
+            self.stats.unknown_qp += 1;
+            return None;
+        };
+        let slot = slot as usize;
         let mut mark = true;
         let mut hop = None;
         if is_write(op) {
-            let (src, dst) = ThemisEsw::ip_pair(pkt.data(), l3)?;
             let base = p_base(src, dst, p.src_port, p.dst_port, self.seed, &self.n);
-            let s = self.s.as_mut()?;
             let c = s.choose(slot, psn, base);
             mark = c.route != Route::Policy;
             let delta = match &self.path_map {
@@ -326,14 +336,7 @@ impl SprayTor {
     }
 
     /// Themis-D on an ACK/NAK from a local receiver: `false` = drop it.
-    fn dest_ack<B: PacketBuf>(
-        &mut self,
-        pkt: &B,
-        p: &Parsed,
-        qpn: u32,
-        psn: u32,
-        now: Nanos,
-    ) -> bool {
+    fn dest_ack<B: PacketBuf>(&mut self, pkt: &B, p: &Parsed, qpn: u32, psn: u32) -> bool {
         if self.d.is_none() {
             return true;
         }
@@ -342,7 +345,7 @@ impl SprayTor {
         let Some((syn, msn)) = aeth(frame, bth) else {
             return true;
         };
-        let Some(slot) = self.slot(frame, p.l3_off as usize, qpn, now) else {
+        let Some(slot) = self.slot(frame, p.l3_off as usize, qpn) else {
             return true;
         };
         let Some(d) = self.d.as_mut() else {
@@ -387,7 +390,6 @@ impl SprayTor {
         byte4: u8,
         qpn: u32,
         psn: u32,
-        now: Nanos,
     ) {
         let bth = p.bth_off as usize;
         let Some((syn, _)) = aeth(pkt.data(), bth) else {
@@ -398,7 +400,7 @@ impl SprayTor {
         }
         let signal = byte4 & PATH_AVOIDANCE_BIT != 0;
         if self.s.is_some() {
-            if let Some(slot) = self.slot(pkt.data(), p.l3_off as usize, qpn, now) {
+            if let Some(slot) = self.slot(pkt.data(), p.l3_off as usize, qpn) {
                 if let Some(s) = self.s.as_mut() {
                     s.on_nack(slot, psn, signal);
                 }
@@ -414,7 +416,6 @@ impl SprayTor {
     }
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let now = ctx.now;
         let p = self.fwd.parse_meta(pkt);
         let routable = match self.fwd.admit_stage(ctx, pkt, &p) {
             Ok(r) => r,
@@ -431,19 +432,19 @@ impl SprayTor {
                 let out_port = egress.port();
                 if self.host.contains(in_port) && self.fabric.contains(out_port) {
                     if op == opcode::RC_ACKNOWLEDGE {
-                        if !self.dest_ack(pkt, &p, qpn, psn, now) {
+                        if !self.dest_ack(pkt, &p, qpn, psn) {
                             return Action::Consume;
                         }
                     } else if is_request(op) {
-                        if let Some(hop) = self.source_data(pkt, &p, op, qpn, psn, now) {
-                            egress = Egress::Route(hop.into());
+                        if let Some(hop) = self.source_data(pkt, &p, op, qpn, psn) {
+                            egress = Egress::Route(hop);
                         }
                     }
                 } else if self.fabric.contains(in_port)
                     && self.host.contains(out_port)
                     && op == opcode::RC_ACKNOWLEDGE
                 {
-                    self.source_nack(pkt, &p, byte4, qpn, psn, now);
+                    self.source_nack(pkt, &p, byte4, qpn, psn);
                 }
             }
         }
@@ -473,7 +474,7 @@ impl SprayTor {
         if self.d.is_none() {
             return Action::Forward;
         }
-        let Some(slot) = self.slot(pkt.data(), m.l3_off as usize, qpn, ctx.now) else {
+        let Some(slot) = self.slot(pkt.data(), m.l3_off as usize, qpn) else {
             return Action::Forward;
         };
         let Some(d) = self.d.as_mut() else {
@@ -582,17 +583,25 @@ impl SprayTor {
                 if let Some(x) = self.d.as_mut() {
                     x.reset(s);
                 }
+                let (l, r) = (
+                    QpEnd::new(qp.local, qp.local_qpn),
+                    QpEnd::new(qp.remote, qp.remote_qpn),
+                );
                 self.qps
-                    .insert(QpEnd::new(qp.local, qp.local_qpn), slot, now)
+                    .insert(l.ip, l.qpn, slot)
                     .map_err(|_| "spray_qps full")?;
                 self.qps
-                    .insert(QpEnd::new(qp.remote, qp.remote_qpn), slot, now)
+                    .insert(r.ip, r.qpn, slot)
                     .map_err(|_| "spray_qps full")?;
                 Ok(())
             }
             SprayCommand::QpDelete { qp, slot } => {
-                self.qps.remove(&QpEnd::new(qp.local, qp.local_qpn));
-                self.qps.remove(&QpEnd::new(qp.remote, qp.remote_qpn));
+                let (l, r) = (
+                    QpEnd::new(qp.local, qp.local_qpn),
+                    QpEnd::new(qp.remote, qp.remote_qpn),
+                );
+                self.qps.remove(l.ip, l.qpn);
+                self.qps.remove(r.ip, r.qpn);
                 if let Some(x) = self.s.as_mut() {
                     x.reset(slot as usize);
                 }
@@ -619,6 +628,14 @@ impl<P: BufPool> Pipeline<P> for SprayTor {
     #[inline]
     fn egress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
         self.egress_impl(ctx, pkt)
+    }
+
+    /// The egress stage (Themis-D, clearing the off-policy mark) acts on frames toward the
+    /// hosts only: the engine skips it on the fabric ports, where sprayed frames leave, and
+    /// sends their bypassed frames as one burst.
+    #[inline]
+    fn egress_active_on(&self, port: u16) -> bool {
+        self.host.contains(port)
     }
 
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: SprayCommand) -> Result<(), &'static str> {

@@ -219,7 +219,9 @@ impl ThemisEsw {
         ))
     }
 
-    /// Source and destination addresses as u128 (IPv4-mapped for IPv4).
+    /// Source and destination addresses as u128 (IPv4-mapped for IPv4). Inlined: a call
+    /// returned the pair through memory (the spraying ToR's QP lookup, perf/README.md).
+    #[inline(always)]
     pub(crate) fn ip_pair(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {
         longhaul_dataplane::wire::parse::ip_pair_u128(frame, l3_off)
     }
