@@ -637,6 +637,22 @@ impl<P: BufPool> Pipeline<P> for BurstTest {
     }
 }
 
+/// A switch whose port 0 (100 Gb/s) feeds port 1 (1 Gb/s, so its queues build), for the
+/// burst-against-one-at-a-time tests.
+fn into_slow_port<L: Pipeline<HeapPool> + Default>() -> Harness<HeapPool, L> {
+    let spec = SwitchSpec {
+        ports: vec![port(0, 100 * GBPS, 0), port(1, GBPS, 0)],
+        pfc: None,
+        bifrost: None,
+        shared_buffer_bytes: 64 << 20,
+        recirc: None,
+        emit_capacity: 64,
+        command_ring: 16,
+        punt_ring: 16,
+    };
+    Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), L::default()))
+}
+
 #[test]
 fn burst_ingress_sends_what_one_packet_at_a_time_sends() {
     // Bursts of frames at one instant into a 1 Gb/s port (queues build), a third of them
@@ -644,17 +660,7 @@ fn burst_ingress_sends_what_one_packet_at_a_time_sends() {
     // queued: a generated packet must be enqueued right after the packet that made it, as one
     // packet at a time does, or the order on the wire differs.
     fn run<L: Pipeline<HeapPool> + Default>() -> Vec<(usize, u64, Vec<u8>)> {
-        let spec = SwitchSpec {
-            ports: vec![port(0, 100 * GBPS, 0), port(1, GBPS, 0)],
-            pfc: None,
-            bifrost: None,
-            shared_buffer_bytes: 64 << 20,
-            recirc: None,
-            emit_capacity: 64,
-            command_ring: 16,
-            punt_ring: 16,
-        };
-        let mut h = Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), L::default()));
+        let mut h = into_slow_port::<L>();
         for i in 0..200u64 {
             let mut f = frame(1, [0, 6, 3][(i % 3) as usize], 0, 100 + i as usize);
             if i % 3 == 1 {
@@ -742,17 +748,7 @@ fn a_burst_cut_before_a_frame_that_reads_a_depth_sends_what_one_at_a_time_sends(
     // reading its queue's depth (and dropped above 4 to 12 packets), a third emitting a copy
     // onto the same port.
     fn run<L: Pipeline<HeapPool> + Default>() -> (Vec<(usize, u64, Vec<u8>)>, u64) {
-        let spec = SwitchSpec {
-            ports: vec![port(0, 100 * GBPS, 0), port(1, GBPS, 0)],
-            pfc: None,
-            bifrost: None,
-            shared_buffer_bytes: 64 << 20,
-            recirc: None,
-            emit_capacity: 64,
-            command_ring: 16,
-            punt_ring: 16,
-        };
-        let mut h = Harness::new(Switch::new(spec, HeapPool::new(8192, 2048), L::default()));
+        let mut h = into_slow_port::<L>();
         for i in 0..400u64 {
             let mut f = frame(1, [0, 6, 3][(i % 3) as usize], 0, 100 + i as usize);
             if i % 3 == 1 {
