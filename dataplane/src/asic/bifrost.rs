@@ -37,8 +37,12 @@
 //! - Rounding: one pause quantum is 512 bit times, i.e. 64 bytes at the link rate whatever the
 //!   rate. p is rounded *up* to whole quanta (the upstream is never granted more than ĉ, so
 //!   L + F <= H stays exact) and saturated at 65535 (the config refuses Rs*T/64 > 65535,
-//!   section V). p = 0 sends no frame (line 7). The lower bound of Theorem 1 then holds to within
-//!   one quantum (63 B) when H is exactly Δ + 2*Rs*T, exactly with 64 B more.
+//!   section V). p = 0 sends no frame (line 7), except right after a whole-slot pause: rounded up,
+//!   that pause outlasts its slot by up to 63 B when Rs*T is not whole quanta, so the slot that
+//!   grants again sends a frame with p = 0 (802.1Qbb: resume) to end it on time (with
+//!   `frame_bytes` > 0, as every config has, that frame has p > 0 anyway). The lower bound of
+//!   Theorem 1 then holds to within one quantum (63 B) when H is exactly Δ + 2*Rs*T, exactly with
+//!   64 B more.
 //! - Line 17, `F <- F - r + c`: F is kept as the *history of the grants* of the last RTT + T
 //!   (a ring of RTT/T + 2 grants per pair, allocated at start): each slot F takes off the bytes the
 //!   grants expected in it (the grant sent RTT + T earlier; split over two slots when RTT is not
@@ -108,8 +112,12 @@ pub struct SlotResult {
     pub c_hat: i64,
     /// Pause p in bytes at line rate: Rs*T - ĉ (line 16), >= 0.
     pub pause_bytes: i64,
-    /// p in quanta, rounded up, saturated at 65535. 0 = no frame (line 7).
+    /// p in quanta, rounded up, saturated at 65535.
     pub quanta: u16,
+    /// A pause frame goes out for this slot: p > 0, or p = 0 while the upstream is still
+    /// stopped by the previous slot's whole-slot pause. Otherwise none (line 7). See the module
+    /// doc, "Rounding".
+    pub frame: bool,
     /// F before and after the update (line 17).
     pub f_before: i64,
     pub f: i64,
@@ -259,6 +267,11 @@ impl BifrostState {
             .div_ceil(QUANTUM_BYTES as u64)
             .min(u16::MAX as u64) as u16;
         let window = (rs_t - quanta as i64 * QUANTUM_BYTES).max(0);
+        // A whole-slot pause rounded up to quanta outlasts the slot (by up to 63 B when Rs*T is
+        // not whole quanta); a grant after it is realized only by a frame that replaces the
+        // timer, even one with p = 0 (802.1Qbb: a zero time resumes the priority). With
+        // `frame_bytes` > 0 the opening frame already has p > 0.
+        let frame = quanta > 0 || (self.closed && grant > 0);
         self.closed = quanta > 0 && window == 0;
         // What the upstream can send in answer to this slot: the window, plus its last frame if
         // the window is open (at most ĉ).
@@ -278,6 +291,7 @@ impl BifrostState {
             c_hat,
             pause_bytes,
             quanta,
+            frame,
             f_before,
             f: self.f,
             leak_check,
@@ -469,7 +483,7 @@ impl BifrostGenerator {
                 s.rx = 0;
                 s.last = res;
                 self.stats.updates += 1;
-                if res.quanta > 0 {
+                if res.frame {
                     a.class_enable |= 1 << prio;
                     a.times[prio] = res.quanta;
                 }
@@ -820,7 +834,7 @@ mod tests {
             l += r - drained;
             let res = s.update(l as u64, r as u64, j as u64);
             // The frame (if any) reaches the upstream D later, at the start of its interval.
-            if res.quanta > 0 {
+            if res.frame {
                 paused_left = res.quanta as i64 * QUANTUM_BYTES;
             }
             let sent = (rs_t - paused_left.clamp(0, rs_t)).max(0);
