@@ -346,6 +346,140 @@ fn ndt_wrr_shares_and_egress_timestamp() {
     assert_eq!(counter(&h, "reflex.ndt.ts_rewritten"), 2 * n as u64 + 2);
 }
 
+/// Normal -> Congested while the flow's packets still wait in the Normal queue (section III-D
+/// 2 covers only the other direction; docs/reflex.md, the barrier): flows A (wan0) and B (wan1),
+/// both Normal, burst into dc0 at twice its rate; halfway, an ACK turns A Congested. A's next
+/// packets go to the Controlled queue at once, and that queue sends nothing until A's last
+/// packet in the Normal queue has left: A leaves in PSN order, and the first of A's packets
+/// from the Controlled queue leaves after the last one from the Normal queue.
+#[test]
+fn normal_to_congested_keeps_order() {
+    let cfg = config(|t| t);
+    let mut h = harness(&cfg);
+    let (qa, qb) = (0x3a, 0x3b);
+    let t1 = 100_000u64;
+    let n = 120u32;
+    for k in 0..n {
+        let t = t1 + k as u64 * 85; // 1082-byte frames every 85 ns on each port: ~2x of dc0
+        h.put(
+            WAN0,
+            t,
+            &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, k, t, 1024),
+        );
+        h.put(
+            WAN1,
+            t,
+            &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qb, k, t, 1024),
+        );
+        if k == n / 2 {
+            // A's ACK measures 30 us in the destination DC: Congested.
+            h.put(DC0, t, &ack(qa, 0, t - 30_000));
+        }
+    }
+    h.run_to_idle();
+    let out = h.take();
+    let a: Vec<u32> = on(&out, DC0)
+        .iter()
+        .map(|e| hop_of(&e.data))
+        .filter(|(hop, _, _)| hop.qpn == qa)
+        .map(|(_, _, psn)| psn)
+        .collect();
+    assert_eq!(a, (0..n).collect::<Vec<_>>(), "A in PSN order, none lost");
+    assert_eq!(
+        counter(&h, "reflex.ndt.ooo_barrier"),
+        1,
+        "one barrier: A's first packet after the ACK"
+    );
+    assert_eq!(counter(&h, "reflex.ndt.ooo_barrier_timeout"), 0);
+    assert_eq!(
+        counter(&h, "reflex.ndt.to_controlled"),
+        (n - n / 2 - 1) as u64,
+        "every packet of A after the ACK"
+    );
+    // The barrier held: while A's Normal packets were leaving, B's Normal packets kept the
+    // port (WRR is work-conserving), and A's Controlled packets came only after A's last
+    // Normal one. Without the barrier, WRR would have sent a Controlled packet of A among them.
+    assert_eq!(counter(&h, "reflex.ndt.ooo_held"), 0);
+}
+
+/// The barrier holds the Controlled queue only from the barrier's flow on: flow C, Congested
+/// from the start, has a backlog in the Controlled queue when A turns Congested (as in
+/// `normal_to_congested_keeps_order`, with B beside it); C's packets queued before A's first
+/// Controlled one keep leaving (1 for 8 of the Normal queue) while A's Normal packets drain, and
+/// A still leaves in PSN order.
+#[test]
+fn barrier_lets_the_packets_ahead_leave() {
+    let cfg = config(|t| t);
+    let mut h = harness(&cfg);
+    let (qa, qb, qc) = (0x3a, 0x3b, 0x3c);
+    // C's first packet, then its ACK measuring 30 us: Congested.
+    h.put(
+        WAN0,
+        50_000,
+        &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qc, 0, 1, 1024),
+    );
+    h.put(DC0, 60_000, &ack(qc, 0, 30_000));
+    let t1 = 100_000u64;
+    let n = 120u32;
+    let mut t_ack = 0;
+    for k in 0..n {
+        let t = t1 + k as u64 * 85;
+        h.put(
+            WAN0,
+            t,
+            &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, k, t, 1024),
+        );
+        h.put(
+            WAN1,
+            t,
+            &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qb, k, t, 1024),
+        );
+        if k % 2 == 0 {
+            h.put(
+                WAN1,
+                t,
+                &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qc, 1 + k / 2, t, 1024),
+            );
+        }
+        if k == n / 2 {
+            h.put(DC0, t, &ack(qa, 0, t - 30_000));
+            t_ack = t;
+        }
+    }
+    h.run_to_idle();
+    let out = h.take();
+    let dc0: Vec<(u32, u32, u64)> = on(&out, DC0)
+        .iter()
+        .map(|e| {
+            let (hop, _, psn) = hop_of(&e.data);
+            (hop.qpn, psn, e.ts)
+        })
+        .collect();
+    for q in [qa, qb, qc] {
+        let psns: Vec<u32> = dc0.iter().filter(|x| x.0 == q).map(|x| x.1).collect();
+        assert!(
+            psns.windows(2).all(|w| w[1] == w[0] + 1),
+            "flow {q:#x} in order"
+        );
+    }
+    assert_eq!(counter(&h, "reflex.ndt.ooo_barrier"), 1);
+    // A's last packet from the Normal queue: the last A packet before its first Controlled one.
+    let first_ctl = (n / 2 + 1) as usize; // A's PSNs from here went to the Controlled queue
+    let a_last_normal = dc0
+        .iter()
+        .find(|x| x.0 == qa && x.1 == first_ctl as u32 - 1)
+        .unwrap()
+        .2;
+    let c_during = dc0
+        .iter()
+        .filter(|x| x.0 == qc && x.2 > t_ack && x.2 < a_last_normal)
+        .count();
+    assert!(
+        c_during > 0,
+        "C's queued packets left while A's Normal packets drained"
+    );
+}
+
 /// The pause (section III-D 3) with alpha 0.5 and two flows: both Congested holds the
 /// Controlled queue; an ACK that turns one Normal (share 0.5, not above alpha) releases it; when
 /// no relief comes, the hold ends at T_maxpause and is not taken again until the share falls.

@@ -4,7 +4,7 @@
 //! Per packet, ingress:
 //! 1. Parse, classify and look up as the baseline does.
 //! 2. WAN -> DC data of NDT's class carrying a Reflex hop: NDT picks its queue (Normal = its
-//!    class, or the Controlled queue with a ticket in `meta.user`).
+//!    class, or the Controlled queue), with its queue's next ticket in `meta.user`.
 //! 3. DC -> WAN ACK carrying a reflected hop (not a pseudo-ACK): NDT's `RTT_dst = now - ts`
 //!    refreshes the flow's state.
 //! 4. The frame rewrite (TTL, MACs) and forward.
@@ -13,13 +13,13 @@
 //! - toward a WAN port, DC -> WAN data with a Reflex hop: NSF's `T_src = now - ts`, the state
 //!   machine, and a pseudo-ACK when due, routed back to the sender;
 //! - toward a DC port, WAN -> DC data with a Reflex hop: its timestamp becomes `now`; a packet
-//!   leaving the Controlled queue advances its port's tickets.
+//!   leaving the Normal or the Controlled queue advances that queue's tickets.
 //!
 //! Inter-DC traffic without a Reflex hop passes as the baseline forwards it (counted in
 //! `reflex.no_int`).
 
 use super::config::ReflexConfig;
-use super::ndt::{Ndt, NdtParams};
+use super::ndt::{Ndt, NdtParams, NdtQueue};
 use super::nsf::{Nsf, NsfParams};
 use super::FlowKey;
 use crate::baseline::{BaselineCommand, Forwarding};
@@ -93,6 +93,7 @@ impl ReflexEsw {
                         alpha: n.alpha,
                         t_maxpause_ns: n.t_maxpause_ns,
                         controlled_queue: n.controlled_queue,
+                        normal_queue: n.data_class,
                         flow_capacity: n.flow_capacity,
                         active_timeout_ns: n.active_timeout_ns,
                     },
@@ -270,10 +271,14 @@ impl ReflexEsw {
         let Some(ndt) = self.ndt.as_mut() else {
             return;
         };
-        if let Some(ticket) = ndt.on_data(ctx, key, out_port, now) {
-            let m = pkt.meta_mut();
-            m.queue = ndt.params().controlled_queue;
-            m.user = ticket;
+        let cq = ndt.params().controlled_queue;
+        let m = pkt.meta_mut();
+        match ndt.on_data(ctx, key, out_port, now) {
+            NdtQueue::Normal(ticket) => m.user = ticket,
+            NdtQueue::Controlled(ticket) => {
+                m.queue = cq;
+                m.user = ticket;
+            }
         }
     }
 
@@ -335,7 +340,7 @@ impl ReflexEsw {
         } else if self.dc.contains(out_port) && self.wan.contains(in_port) {
             let m = *m;
             if let Some(ndt) = self.ndt.as_mut() {
-                ndt.on_egress(out_port, m.egress_queue(), m.user);
+                ndt.on_egress(ctx, out_port, m.egress_queue(), m.user);
                 // Located (or counted in no_int / bad_int) at ingress, by `ndt_data`.
                 if Self::hop_located(&m)
                     && reflex::set_ts_at(pkt.data_mut(), m.l4_off as usize, ctx.now).is_ok()

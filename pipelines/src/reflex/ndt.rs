@@ -8,8 +8,11 @@
 //! - **Queue manager** ([`Ndt::on_data`]): a Congested flow's packets go to the port's Controlled
 //!   queue, a Normal flow's to its class queue (Normal); the traffic manager serves the two with
 //!   WRR `N_throttle:1` (weights set by the mechanism on the DC ports), work-conserving.
-//! - **Out-of-order prevention**: tickets (docs/reflex.md): a Normal flow whose last ticket has
-//!   not left the Controlled queue yet stays there.
+//! - **Out-of-order prevention** (docs/reflex.md), with tickets per port and queue: a Normal
+//!   flow whose last packet has not left the Controlled queue yet stays there (section III-D 2);
+//!   a Congested flow whose last packet has not left the Normal queue yet goes to the
+//!   Controlled queue, which is held until that packet has left (the paper is silent on this
+//!   direction; our choice).
 //! - **Pause** ([`Ndt::evaluate_pause`]): per DC port, when `congested / active > alpha` the
 //!   Controlled queue is held until an ACK shows relief (it measured the destination DC below
 //!   `T_dst_thresh`, or the share is back at alpha or below when it arrives) or `T_maxpause`.
@@ -31,6 +34,8 @@ pub struct NdtParams {
     pub alpha: f64,
     pub t_maxpause_ns: Nanos,
     pub controlled_queue: u8,
+    /// The Normal queue: the class queue of NDT's data class.
+    pub normal_queue: u8,
     pub flow_capacity: usize,
     pub active_timeout_ns: Nanos,
 }
@@ -50,7 +55,23 @@ pub struct FstEntry {
     pub port: u16,
     /// The ticket of its last packet sent to the Controlled queue, if any.
     pub last_ticket: Option<u32>,
+    /// The ticket of its last packet sent to the Normal queue, while Normal (taken when it
+    /// turns Congested).
+    pub last_normal_ticket: Option<u32>,
 }
+
+/// Where [`Ndt::on_data`] sends a data packet, with the ticket the ESW puts in its metadata
+/// (`meta.user`; [`NO_TICKET`] for a flow the table could not take).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NdtQueue {
+    /// The packet's class queue.
+    Normal(u32),
+    /// The port's Controlled queue.
+    Controlled(u32),
+}
+
+/// The ticket of a packet that has none (0 is never handed out).
+pub const NO_TICKET: u32 = 0;
 
 /// Per DC port: the alpha counts, the Controlled queue's tickets, the pause.
 #[derive(Clone, Copy, Debug, Default)]
@@ -63,9 +84,20 @@ struct PortNdt {
     /// Normal flow whose older packets still wait in the Controlled queue (out-of-order
     /// prevention, III-D 2) is not counted: our choice, docs/reflex.md.
     congested: u32,
-    /// The last ticket handed out, and the ticket of the last packet that left the queue.
+    /// The Controlled queue: the last ticket handed out, and the ticket of the last packet that
+    /// left the queue.
     enq_ticket: u32,
     deq_ticket: u32,
+    /// The same for the Normal queue (packets NDT placed there).
+    normal_enq_ticket: u32,
+    normal_deq_ticket: u32,
+    /// The order barrier (a flow turned Congested while its packets waited in the Normal
+    /// queue): once the `barrier_ahead` packets queued in the Controlled queue before the
+    /// flow's first one there have left, the Controlled queue is held until the Normal queue's
+    /// packet with this ticket has left, or until `barrier_until` at the latest.
+    barrier: Option<u32>,
+    barrier_ahead: u32,
+    barrier_until: Nanos,
     paused_until: Option<Nanos>,
     /// When the current pause began.
     paused_at: Nanos,
@@ -81,6 +113,12 @@ pub struct NdtStats {
     pub to_controlled: u64,
     /// Of those, packets of Normal flows held for order.
     pub ooo_held: u64,
+    /// Packets of Congested flows sent to the Controlled queue while older packets of theirs
+    /// waited in the Normal queue: the Controlled queue was held behind them (the barrier).
+    pub ooo_barrier: u64,
+    /// Barriers that ended at their time limit (`t_maxpause_ns`) rather than when their packet
+    /// left (it was refused by the traffic manager and the Normal queue never emptied).
+    pub ooo_barrier_timeout: u64,
     pub acks: u64,
     pub ack_unknown_flow: u64,
     /// ACK verdicts.
@@ -102,6 +140,142 @@ const EXPIRE_PER_PACKET: usize = 2;
 #[inline]
 fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The ticket after `t`, never [`NO_TICKET`].
+#[inline]
+fn next_ticket(t: u32) -> u32 {
+    match t.wrapping_add(1) {
+        NO_TICKET => 1,
+        n => n,
+    }
+}
+
+/// Whether a flow whose last packet in queue `queue` of port `port` carries ticket `last` may
+/// still have packets there: `last` is after the last ticket that left (`left`) and the queue is
+/// not empty. A packet the traffic manager refused leaves its ticket behind: that only keeps the
+/// flow where it is until later tickets leave or the queue empties.
+#[inline]
+fn waiting<P: BufPool>(
+    ctx: &mut Ctx<'_, P>,
+    port: u16,
+    queue: u8,
+    last: Option<u32>,
+    left: u32,
+) -> bool {
+    last.is_some_and(|t| after(t, left)) && ctx.queue_depth(port, queue).is_some_and(|(_, n)| n > 0)
+}
+
+/// Hold or release the Controlled queue `cq` of `port` for what holds it at `now`: the pause
+/// (until `paused_until`) and the order barrier once nothing is ahead of it (until
+/// `barrier_until`), both on the traffic manager's single hold of the queue. `false`: the port
+/// has no such queue.
+fn sync_hold<P: BufPool>(
+    ctx: &mut Ctx<'_, P>,
+    pt: &PortNdt,
+    port: u16,
+    cq: u8,
+    now: Nanos,
+) -> bool {
+    let pause = pt.paused_until.filter(|&u| now < u);
+    let barrier = pt
+        .barrier
+        .filter(|_| pt.barrier_ahead == 0)
+        .map(|_| pt.barrier_until)
+        .filter(|&u| now < u);
+    match pause.max(barrier) {
+        Some(until) => ctx.hold_queue(port, cq, until),
+        None => ctx.release_queue(port, cq),
+    }
+}
+
+/// [`Ndt::on_data`]'s choice for the flow `e` at `now`, its ticket handed out and remembered.
+#[inline]
+fn place<P: BufPool>(
+    ctx: &mut Ctx<'_, P>,
+    p: &NdtParams,
+    ports: &mut [PortNdt],
+    stats: &mut NdtStats,
+    e: &mut FstEntry,
+    now: Nanos,
+) -> NdtQueue {
+    let port = e.port;
+    let Some(pt) = ports.get_mut(port as usize) else {
+        return NdtQueue::Normal(NO_TICKET);
+    };
+    if pt.barrier.is_some() {
+        end_stale_barrier(ctx, p, pt, port, stats, now);
+    }
+    let controlled = match e.state {
+        FlowState::Congested => {
+            // Its older packets may still wait in the Normal queue, which WRR would serve after
+            // this one: the Controlled queue waits for the last of them.
+            if let Some(t) = e.last_normal_ticket.take() {
+                if waiting(ctx, port, p.normal_queue, Some(t), pt.normal_deq_ticket) {
+                    // The packets already in the Controlled queue may leave: they are ahead
+                    // of this flow's. A barrier already up keeps its count (its flow's
+                    // packets are ahead of these) and waits for the later ticket.
+                    let ahead = ctx
+                        .queue_depth(port, p.controlled_queue)
+                        .map_or(0, |(_, n)| n as u32);
+                    match pt.barrier {
+                        Some(b) => {
+                            pt.barrier = Some(if after(t, b) { t } else { b });
+                            pt.barrier_ahead = pt.barrier_ahead.min(ahead);
+                        }
+                        None => {
+                            pt.barrier = Some(t);
+                            pt.barrier_ahead = ahead;
+                        }
+                    }
+                    pt.barrier_until = now.saturating_add(p.t_maxpause_ns);
+                    stats.ooo_barrier += 1;
+                    if pt.barrier_ahead == 0 {
+                        sync_hold(ctx, pt, port, p.controlled_queue, now);
+                    }
+                }
+            }
+            true
+        }
+        FlowState::Normal => {
+            let held = waiting(ctx, port, p.controlled_queue, e.last_ticket, pt.deq_ticket);
+            stats.ooo_held += held as u64;
+            held
+        }
+    };
+    if controlled {
+        pt.enq_ticket = next_ticket(pt.enq_ticket);
+        e.last_ticket = Some(pt.enq_ticket);
+        stats.to_controlled += 1;
+        NdtQueue::Controlled(pt.enq_ticket)
+    } else {
+        pt.normal_enq_ticket = next_ticket(pt.normal_enq_ticket);
+        e.last_normal_ticket = Some(pt.normal_enq_ticket);
+        NdtQueue::Normal(pt.normal_enq_ticket)
+    }
+}
+
+/// End the barrier of `pt` when nothing is left for it to wait for: its time limit has passed
+/// (counted), or the Normal queue is empty (its packet left, or was refused and nothing after
+/// it leaves).
+#[cold]
+fn end_stale_barrier<P: BufPool>(
+    ctx: &mut Ctx<'_, P>,
+    p: &NdtParams,
+    pt: &mut PortNdt,
+    port: u16,
+    stats: &mut NdtStats,
+    now: Nanos,
+) {
+    let timed_out = now >= pt.barrier_until;
+    let empty = ctx
+        .queue_depth(port, p.normal_queue)
+        .is_none_or(|(_, n)| n == 0);
+    if timed_out || empty {
+        pt.barrier = None;
+        stats.ooo_barrier_timeout += timed_out as u64;
+        sync_hold(ctx, pt, port, p.controlled_queue, now);
+    }
 }
 
 /// The Flow State Table, the tickets and the pause state of every DC port.
@@ -135,16 +309,16 @@ impl Ndt {
 
     /// Whether `e` may still have packets in its port's Controlled queue.
     fn pending<P: BufPool>(&self, ctx: &mut Ctx<'_, P>, e: &FstEntry) -> bool {
-        let Some(t) = e.last_ticket else {
-            return false;
-        };
         let Some(pt) = self.ports.get(e.port as usize) else {
             return false;
         };
-        after(t, pt.deq_ticket)
-            && ctx
-                .queue_depth(e.port, self.p.controlled_queue)
-                .is_some_and(|(_, n)| n > 0)
+        waiting(
+            ctx,
+            e.port,
+            self.p.controlled_queue,
+            e.last_ticket,
+            pt.deq_ticket,
+        )
     }
 
     /// Age out idle flows (a few), keeping those that still have packets in the Controlled
@@ -175,64 +349,81 @@ impl Ndt {
     }
 
     /// An inter-DC data packet of `key` to be forwarded out of DC port `port` at `now`: the
-    /// queue it goes to. `Some(ticket)`: the Controlled queue, with this ticket (the ESW puts
-    /// both in the packet's metadata); `None`: its class queue (Normal).
+    /// queue it goes to and its ticket (the ESW puts both in the packet's metadata).
+    ///
+    /// Moving a flow between the queues never reorders it (section III-D 2). Both queues are
+    /// FIFO. A Normal flow with packets still in the Controlled queue stays there (the paper's
+    /// rule, counted `ooo_held`). A Congested flow goes to the Controlled queue at once; if
+    /// packets of it still wait in the Normal queue, the Controlled queue is held until the
+    /// last of them has left (the barrier, counted `ooo_barrier`): staying in the Normal queue
+    /// instead would leave a flow that keeps that queue busy unthrottled for good. The packets
+    /// queued in the Controlled queue before the flow's first one there still leave; the hold
+    /// starts when they have.
     pub fn on_data<P: BufPool>(
         &mut self,
         ctx: &mut Ctx<'_, P>,
         key: FlowKey,
         port: u16,
         now: Nanos,
-    ) -> Option<u32> {
+    ) -> NdtQueue {
         self.stats.data += 1;
         self.expire(ctx, now);
-        let entry = match self.fst.lookup(&key, now) {
-            Some(e) => *e,
-            None => {
-                let e = FstEntry {
-                    state: FlowState::Normal,
-                    port,
-                    last_ticket: None,
-                };
-                if self.fst.insert(key, e, now).is_err() {
-                    self.stats.flow_table_full += 1;
-                    return None;
-                }
-                if let Some(pt) = self.ports.get_mut(port as usize) {
-                    pt.active += 1;
-                }
-                self.evaluate_pause(ctx, port, now, false);
-                e
-            }
-        };
-        let controlled = match entry.state {
-            FlowState::Congested => true,
-            FlowState::Normal => {
-                let held = self.pending(ctx, &entry);
-                self.stats.ooo_held += held as u64;
-                held
-            }
-        };
-        if !controlled {
-            return None;
+        if let Some(e) = self.fst.lookup_mut(&key, now) {
+            return place(ctx, &self.p, &mut self.ports, &mut self.stats, e, now);
         }
-        let pt = self.ports.get_mut(entry.port as usize)?;
-        pt.enq_ticket = pt.enq_ticket.wrapping_add(1);
-        let t = pt.enq_ticket;
-        if let Some(e) = self.fst.peek_mut(&key) {
-            e.last_ticket = Some(t);
+        let e = FstEntry {
+            state: FlowState::Normal,
+            port,
+            last_ticket: None,
+            last_normal_ticket: None,
+        };
+        if self.fst.insert(key, e, now).is_err() {
+            self.stats.flow_table_full += 1;
+            return NdtQueue::Normal(NO_TICKET);
         }
-        self.stats.to_controlled += 1;
-        Some(t)
+        if let Some(pt) = self.ports.get_mut(port as usize) {
+            pt.active += 1;
+        }
+        self.evaluate_pause(ctx, port, now, false);
+        match self.fst.peek_mut(&key) {
+            Some(e) => place(ctx, &self.p, &mut self.ports, &mut self.stats, e, now),
+            None => NdtQueue::Normal(NO_TICKET), // just inserted: not reached
+        }
     }
 
     /// A packet leaves DC port `port` from queue `queue` carrying ticket `ticket` (its
-    /// metadata): the Controlled queue's progress.
+    /// metadata; [`NO_TICKET`] for packets NDT did not place) at `ctx.now`: the queues'
+    /// progress; the barrier ends when its packet leaves.
     #[inline]
-    pub fn on_egress(&mut self, port: u16, queue: u8, ticket: u32) {
+    pub fn on_egress<P: BufPool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        port: u16,
+        queue: u8,
+        ticket: u32,
+    ) {
+        if ticket == NO_TICKET {
+            return;
+        }
+        let Some(pt) = self.ports.get_mut(port as usize) else {
+            return;
+        };
         if queue == self.p.controlled_queue {
-            if let Some(pt) = self.ports.get_mut(port as usize) {
-                pt.deq_ticket = ticket;
+            pt.deq_ticket = ticket;
+            if pt.barrier.is_some() && pt.barrier_ahead > 0 {
+                // The last packet ahead of the barrier's flow: hold the queue before the
+                // traffic manager dequeues the next one (it dequeues one packet at a time,
+                // each through egress before the next).
+                pt.barrier_ahead -= 1;
+                if pt.barrier_ahead == 0 {
+                    sync_hold(ctx, pt, port, self.p.controlled_queue, ctx.now);
+                }
+            }
+        } else if queue == self.p.normal_queue {
+            pt.normal_deq_ticket = ticket;
+            if pt.barrier.is_some_and(|b| !after(b, ticket)) {
+                pt.barrier = None;
+                sync_hold(ctx, pt, port, self.p.controlled_queue, ctx.now);
             }
         }
     }
@@ -278,7 +469,7 @@ impl Ndt {
             // threshold ends the pause, whichever flow it belongs to.
             if !congested && pt.paused_until.is_some_and(|u| now < u) {
                 pt.paused_until = None;
-                ctx.release_queue(port, self.p.controlled_queue);
+                sync_hold(ctx, pt, port, self.p.controlled_queue, now);
                 self.stats.pause_relief += 1;
                 self.stats.paused_ns += now.saturating_sub(pt.paused_at);
                 return;
@@ -328,16 +519,18 @@ impl Ndt {
         if !over {
             pt.disarmed = false;
             if ack && pt.paused_until.take().is_some() {
-                ctx.release_queue(port, cq);
+                sync_hold(ctx, pt, port, cq, now);
                 self.stats.pause_relief += 1;
                 self.stats.paused_ns += now.saturating_sub(pt.paused_at);
             }
         } else if pt.paused_until.is_none() && !pt.disarmed {
             let until = now.saturating_add(tmax);
-            if ctx.hold_queue(port, cq, until) {
-                pt.paused_until = Some(until);
+            pt.paused_until = Some(until);
+            if sync_hold(ctx, pt, port, cq, now) {
                 pt.paused_at = now;
                 self.stats.pauses += 1;
+            } else {
+                pt.paused_until = None;
             }
         }
     }
@@ -373,6 +566,8 @@ impl Ndt {
         out("reflex.ndt.data", s.data);
         out("reflex.ndt.to_controlled", s.to_controlled);
         out("reflex.ndt.ooo_held", s.ooo_held);
+        out("reflex.ndt.ooo_barrier", s.ooo_barrier);
+        out("reflex.ndt.ooo_barrier_timeout", s.ooo_barrier_timeout);
         out("reflex.ndt.acks", s.acks);
         out("reflex.ndt.ack_unknown_flow", s.ack_unknown_flow);
         out("reflex.ndt.congested", s.congested);
