@@ -216,8 +216,14 @@ where
                 if slotted {
                     while !burst.is_empty() {
                         let k = pacer.chunk(sw.slot_deadline(), now, burst.len());
-                        chunk.extend(burst.drain(..k));
-                        sw.receive_burst(idx, now, &mut chunk);
+                        if k == burst.len() {
+                            // The rest of the burst in one chunk (far from the deadline, the
+                            // whole burst): no copy into `chunk`.
+                            sw.receive_burst(idx, now, &mut burst);
+                        } else {
+                            chunk.extend(burst.drain(..k));
+                            sw.receive_burst(idx, now, &mut chunk);
+                        }
                         if pacer.took(k, sw.slot_deadline(), now) {
                             now = mono_ns().max(now);
                             pacer.read();
