@@ -9,7 +9,8 @@
 //!   queue (its class's queue, as the baseline forwards it; `mlcc.pfq.shared`). A full PFQ drops
 //!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP. A packet that finds its
 //!   PFQ empty with room in its rate, when nothing else is due, goes on at once (as the dequeue
-//!   at that instant would send it: [`Receiver::hold`]).
+//!   at that instant would send it): from the ingress (`Action::Release`, [`Receiver::on_data`])
+//!   or, when its ingress emitted something, from [`Receiver::hold`].
 //! - **Dequeue** ([`Receiver::on_time`]): round robin over the PFQs whose head conforms to its
 //!   rate, while the head's DC port holds less than `port_backlog_bytes` (the PFQs feed the port's
 //!   queue, they do not flood it). Each packet carries its flow's `C_D` in `meta.user` to the
