@@ -47,6 +47,12 @@ pub enum Action {
     /// it over by value with [`Pipeline::hold`]; the pipeline sends it on later with
     /// [`Ctx::inject`]. Ingress only (egress treats it as a drop).
     Hold,
+    /// Enqueue it on `meta.egress_port` as a packet the pipeline released from its own queue
+    /// ([`Ctx::inject`]) is, right after its ingress: [`Action::Forward`] without the PFC
+    /// accounting to the ingress port. For a packet the pipeline would hold and release at once
+    /// (MLCC's PFQ cut-through), without the round trip through [`Pipeline::hold`] and the emit
+    /// list. Ingress only (egress treats it as a drop).
+    Release,
 }
 
 /// A pipeline: the programmable stages of the switch (PSA ingress and egress controls).
@@ -441,13 +447,26 @@ impl<'a, P: BufPool> Ctx<'a, P> {
 
     /// Hold egress queue `queue` of port `port` until `until` (the traffic manager's
     /// data-plane queue pause, [`TrafficManager::hold`]). `false`: no such port or queue.
+    /// The port's bypass run, if one is open (a stage called with runs open,
+    /// [`Switch::receive_burst`] one packet at a time), is closed first: it checked the queue
+    /// was not held.
     pub fn hold_queue(&mut self, port: u16, queue: u8, until: Nanos) -> bool {
-        self.tm_of(port).is_some_and(|tm| tm.hold(queue, until))
+        self.port_closed(port)
+            .is_some_and(|tm| tm.hold(queue, until))
     }
 
     /// End a hold of egress queue `queue` of port `port` now. `false`: no such port or queue.
+    /// (The port's open bypass run is closed first, as for [`Ctx::hold_queue`].)
     pub fn release_queue(&mut self, port: u16, queue: u8) -> bool {
-        self.tm_of(port).is_some_and(|tm| tm.release(queue))
+        self.port_closed(port).is_some_and(|tm| tm.release(queue))
+    }
+
+    /// The traffic manager of port `port`, its open bypass run closed.
+    fn port_closed(&mut self, port: u16) -> Option<&mut TrafficManager<P::Buf>> {
+        let idx = *self.port_index.get(port as usize)?;
+        let p = self.tms.get_mut(idx as usize)?;
+        p.close_run();
+        Some(&mut p.tm)
     }
 }
 
@@ -523,6 +542,18 @@ struct PortState<B: PacketBuf> {
     run_bypassed: u64,
     /// Whether the port is in [`Switch::open_high`] (so that it is listed once).
     run_listed: bool,
+}
+
+impl<B: PacketBuf> PortState<B> {
+    /// Add the port's open bypass run's frames to its counters, and close it (the port stays
+    /// marked in `open_low` or listed in `open_high`).
+    #[inline]
+    fn close_run(&mut self) {
+        if let Some(r) = self.run.take() {
+            self.tm.close_run(r);
+            self.stats.tx_bypassed += core::mem::take(&mut self.run_bypassed);
+        }
+    }
 }
 
 /// Frames one port holds between the bypass and the next `transmit` (one rx burst and what its
@@ -976,14 +1007,29 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             }
         }
         if !L::BURST_INGRESS {
+            // One packet at a time through ingress and admission, what its ingress emitted or
+            // released right after it; the frames to an idle port share its bypass run over the
+            // burst, as burst ingress's frames do (the port's checks made once, its counters
+            // added once). A run changes its port's link clock and ready frames as each frame
+            // alone does, so what a stage reads of the traffic managers (depths, queued bytes)
+            // is the same; what could change what a run checked closes it: a frame queued on
+            // its port, a PFC frame (every run), [`Ctx::hold_queue`] and
+            // [`Ctx::release_queue`] (the port's run).
             for mut pkt in burst.drain(..) {
                 let action = {
                     let mut ctx = ctx!(self, now);
                     self.pipeline.ingress(&mut ctx, &mut pkt)
                 };
-                self.act(now, pkt, action);
-                self.flush_emitted(now);
+                match action {
+                    Action::Forward => self.enqueue_in(now, pkt, true),
+                    Action::Release => self.enqueue_in(now, pkt, false),
+                    _ => self.act(now, pkt, action),
+                }
+                if !self.emitted.is_empty() {
+                    self.flush_emitted_open(now);
+                }
             }
+            self.close_runs();
             return;
         }
         let mut actions = [Action::Forward; MAX_BURST];
@@ -1039,6 +1085,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     fn act(&mut self, now: Nanos, pkt: P::Buf, action: Action) {
         match action {
             Action::Forward => self.enqueue(now, pkt, true),
+            Action::Release => self.enqueue(now, pkt, false),
             Action::Drop(r) => {
                 self.stats.drops.inc(r);
                 self.pool.free(pkt);
@@ -1125,6 +1172,13 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     #[inline(never)]
     fn flush_emitted_slow(&mut self, now: Nanos) {
+        self.flush_emitted_open(now);
+        self.close_runs();
+    }
+
+    /// [`flush_emitted_slow`](Self::flush_emitted_slow) leaving the bypass runs open.
+    #[inline(never)]
+    fn flush_emitted_open(&mut self, now: Nanos) {
         // In the order emitted (a pipeline's held packets of one flow must not be reordered).
         // The list is moved out and back: no allocation, and `enqueue` never emits. Consecutive
         // frames to one idle port share a bypass run, as a received burst's do (the packets a
@@ -1135,7 +1189,6 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         for p in list.drain(..) {
             self.enqueue_in(now, p, false);
         }
-        self.close_runs();
         self.emitted = list;
         self.emit_owner.clear();
     }
@@ -1187,14 +1240,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         }
     }
 
-    /// Add the port's open bypass run's frames to its counters, and close it (the port stays
-    /// marked in `open_low` or listed in `open_high`).
+    /// [`PortState::close_run`].
     #[inline]
     fn close_port_run(port: &mut PortState<P::Buf>) {
-        if let Some(r) = port.run.take() {
-            port.tm.close_run(r);
-            port.stats.tx_bypassed += core::mem::take(&mut port.run_bypassed);
-        }
+        port.close_run();
     }
 
     /// [`enqueue`](Self::enqueue) within a burst's admission: a frame that finds its port idle

@@ -619,19 +619,15 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// The frame just handed out (by [`dequeue`](Self::dequeue) or [`bypass`](Self::bypass)) is
     /// `new_len` bytes on the wire instead of `old_len` (an egress stage added or removed bytes:
     /// INT): the link's busy time and the byte counter follow.
+    /// Inline: an INT source resizes every frame by the same bytes, so the memo answers.
+    #[inline]
     pub fn resize_tx(&mut self, old_len: u64, new_len: u64) {
         if old_len == new_len {
             return;
         }
         let (grow, d) = match self.resize_memo {
             (o, n, grow, d) if o == old_len && n == new_len => (grow, d),
-            _ => {
-                let old = serialization_ns(old_len + self.overhead, self.rate_bps);
-                let new = serialization_ns(new_len + self.overhead, self.rate_bps);
-                let r = (new >= old, new.abs_diff(old));
-                self.resize_memo = (old_len, new_len, r.0, r.1);
-                r
-            }
+            _ => self.resize_memo_miss(old_len, new_len),
         };
         if grow {
             self.busy_until = self.busy_until.saturating_add(d);
@@ -641,6 +637,17 @@ impl<B: PacketBuf> TrafficManager<B> {
             self.stats.busy_ns = self.stats.busy_ns.saturating_sub(d);
         }
         self.stats.tx_bytes = (self.stats.tx_bytes + new_len).saturating_sub(old_len);
+    }
+
+    /// [`resize_tx`](Self::resize_tx)'s change of serialization time (grows, by how much),
+    /// computed and remembered.
+    #[inline(never)]
+    fn resize_memo_miss(&mut self, old_len: u64, new_len: u64) -> (bool, u64) {
+        let old = serialization_ns(old_len + self.overhead, self.rate_bps);
+        let new = serialization_ns(new_len + self.overhead, self.rate_bps);
+        let r = (new >= old, new.abs_diff(old));
+        self.resize_memo = (old_len, new_len, r.0, r.1);
+        r
     }
 
     /// The earliest time at or after `now` at which [`dequeue`](Self::dequeue) returns a frame,

@@ -302,18 +302,17 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         let Some(s) = self.slots.get(i) else {
             return false;
         };
-        if s.flow.is_none()
-            || !s.q.is_empty()
-            || self.cfg.release_on_empty
-            || s.release_pending
-            || !s.shaper.conforms(len, now)
-        {
+        if s.flow.is_none() || !s.q.is_empty() || self.cfg.release_on_empty || s.release_pending {
             return false;
         }
+        // The shaper's refill computed once for the test and the charge.
+        let Some(c) = s.shaper.conforming(len, now) else {
+            return false;
+        };
         if self.next_ready(now).is_some_and(|t| t <= now) {
             return false;
         }
-        self.slots[i].shaper.consume(len, now);
+        self.slots[i].shaper.consume_conforming(c, len, now);
         self.stats.enq_pkts += 1;
         self.stats.deq_pkts += 1;
         self.stats.deq_bytes += len;

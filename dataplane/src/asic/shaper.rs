@@ -24,6 +24,12 @@ use crate::time::{Nanos, NS_PER_SEC};
 /// Tokens per byte: 8 bits of 10^9 tokens each.
 const TOKENS_PER_BYTE: i128 = 8 * NS_PER_SEC as i128;
 
+/// The bucket of a [`Shaper`] at the `now` a frame was found to conform
+/// ([`Shaper::conforming`]), to consume it with ([`Shaper::consume_conforming`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Conforming(i128);
+
 /// A token bucket of `rate_bps` and depth `burst_bytes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shaper {
@@ -86,6 +92,34 @@ impl Shaper {
     #[inline]
     pub fn conforms(&self, len: u64, now: Nanos) -> bool {
         self.tokens_at(now) >= self.need(len)
+    }
+
+    /// [`conforms`](Self::conforms), keeping the bucket it computed at `now` for
+    /// [`consume_conforming`](Self::consume_conforming) (one refill computed for both; the
+    /// 128-bit refill was computed twice by `conforms` then `consume`). `None`: it does not
+    /// conform.
+    #[inline]
+    pub fn conforming(&self, len: u64, now: Nanos) -> Option<Conforming> {
+        let t = self.tokens_at(now);
+        (t >= self.need(len)).then_some(Conforming(t))
+    }
+
+    /// [`consume`](Self::consume) of `len` bytes at `now` with the bucket
+    /// [`conforming`](Self::conforming) found at this same `now`, the shaper unchanged since:
+    /// the same state as `consume` leaves (the refill of `consume` is that bucket: when `now`
+    /// is not after the last update, the bucket is the tokens as they are).
+    #[inline]
+    pub fn consume_conforming(&mut self, c: Conforming, len: u64, now: Nanos) {
+        debug_assert_eq!(
+            c.0,
+            self.tokens_at(now),
+            "a bucket of another time or shaper"
+        );
+        if now > self.last {
+            self.last = now;
+        }
+        self.tokens = c.0.saturating_sub(len as i128 * TOKENS_PER_BYTE);
+        self.consumed_bytes = self.consumed_bytes.saturating_add(len);
     }
 
     /// Take `len` bytes' worth of tokens at `now` (whether or not the frame conformed; the
@@ -261,6 +295,45 @@ mod tests {
     }
 
     proptest! {
+        /// `conforming` then `consume_conforming` answer as `conforms` and leave the state
+        /// `consume` leaves, over random rates, depths, rate and depth changes, lengths and times
+        /// (going backwards too).
+        #[test]
+        fn consume_conforming_is_conforms_then_consume(
+            rate in 0u64..400_000_000_000,
+            burst in 0u64..20_000,
+            ops in proptest::collection::vec((0u8..8, 1u64..9000, 0u64..3000, any::<bool>()), 1..300),
+        ) {
+            let mut a = Shaper::new(rate, burst, 1_000);
+            let mut b = a.clone();
+            let mut now = 1_000u64;
+            for &(op, len, gap, back) in &ops {
+                now = if back { now.saturating_sub(gap / 4) } else { now + gap };
+                match op {
+                    0 => {
+                        a.set_rate(len * 10_000_000, now);
+                        b.set_rate(len * 10_000_000, now);
+                    }
+                    1 => {
+                        a.set_burst(len, now);
+                        b.set_burst(len, now);
+                    }
+                    _ => {
+                        let ok = a.conforms(len, now);
+                        if ok {
+                            a.consume(len, now);
+                        }
+                        let c = b.conforming(len, now);
+                        prop_assert_eq!(ok, c.is_some());
+                        if let Some(c) = c {
+                            b.consume_conforming(c, len, now);
+                        }
+                    }
+                }
+                prop_assert_eq!(&a, &b);
+            }
+        }
+
         /// next_conforming is exact, and the long-run rate never exceeds rate + burst.
         #[test]
         fn exact_and_bounded(

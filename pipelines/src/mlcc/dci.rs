@@ -167,11 +167,20 @@ impl MlccDci {
         self.receivers.heap.as_ref()
     }
 
+    /// [`MlccDci::receiver`], mutable (tests).
+    #[doc(hidden)]
+    pub fn receiver_mut(&mut self) -> Option<&mut Receiver<HeapBuf>> {
+        self.receivers.heap.as_mut()
+    }
+
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action
     where
         Receivers: ReceiverFor<P::Buf>,
     {
         let now = ctx.now;
+        // Whether this packet's ingress emitted anything (a neighbour probe, a Switch-INT): the
+        // receiver's cut-through at ingress keeps the emission order only when it did not.
+        let room = ctx.emit_room();
         let p = self.fwd.parse_meta(pkt);
         let egress = match self.fwd.classify_and_look_up(ctx, pkt, &p) {
             Ok(e) => e,
@@ -217,7 +226,8 @@ impl MlccDci {
         if to_dc {
             if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
                 if let Some(key) = Self::data_key(pkt.data(), l3, pkt.meta().bth_off as usize) {
-                    return rx.on_data(key, pkt.len());
+                    let emitted = ctx.emit_room() != room;
+                    return rx.on_data(ctx, key, pkt, emitted);
                 }
             }
         }

@@ -9,7 +9,8 @@
 //!   queue (its class's queue, as the baseline forwards it; `mlcc.pfq.shared`). A full PFQ drops
 //!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP. A packet that finds its
 //!   PFQ empty with room in its rate, when nothing else is due, goes on at once (as the dequeue
-//!   at that instant would send it: [`Receiver::hold`]).
+//!   at that instant would send it): from the ingress (`Action::Release`, [`Receiver::on_data`])
+//!   or, when its ingress emitted something, from [`Receiver::hold`].
 //! - **Dequeue** ([`Receiver::on_time`]): round robin over the PFQs whose head conforms to its
 //!   rate, while the head's DC port holds less than `port_backlog_bytes` (the PFQs feed the port's
 //!   queue, they do not flood it). Each packet carries its flow's `C_D` in `meta.user` to the
@@ -86,7 +87,12 @@ pub struct Receiver<B: PacketBuf> {
     next_scan: Nanos,
     /// The flow (and its slot, when it has one) of the packet `on_data` answered `Hold` for
     /// (the engine hands it over next).
-    pending: Option<(FlowKey, Option<usize>)>,
+    /// The third field: whether [`Receiver::hold`] is still to try the pass-through (`false`
+    /// when `on_data` tried it already).
+    pending: Option<(FlowKey, Option<usize>, bool)>,
+    /// Whether [`Receiver::on_data`] may send a packet on at once (`Release`); `false` only in
+    /// tests, which compare it with the hold's pass-through ([`Receiver::pass_through`]).
+    release_at_ingress: bool,
     pub stats: ReceiverStats,
 }
 
@@ -147,8 +153,16 @@ impl<B: PacketBuf> Receiver<B> {
             deadline: None,
             next_scan: 0,
             pending: None,
+            release_at_ingress: true,
             stats: ReceiverStats::default(),
         }
+    }
+
+    /// Tests only: `false` sends every packet [`Receiver::on_data`] admits through the engine's
+    /// hold ([`Receiver::hold`]), the general path its `Release` stands beside.
+    #[doc(hidden)]
+    pub fn set_release_at_ingress(&mut self, on: bool) {
+        self.release_at_ingress = on;
     }
 
     /// DQM's parameters.
@@ -184,10 +198,31 @@ impl<B: PacketBuf> Receiver<B> {
     /// WAN -> DC RoCE data of flow `key` routed to a DC port (`meta.egress_port`, class set,
     /// INT erased), `len` bytes: `Hold` when its PFQ takes it (then [`Receiver::hold`]),
     /// `Forward` through the shared queue when every PFQ is in use, `Drop` when its PFQ is full.
-    pub fn on_data(&mut self, key: FlowKey, len: usize) -> Action {
-        match self.pfq.admits(&key, len) {
+    ///
+    /// When the packet would pass its PFQ at once ([`Receiver::pass_through`]) and its ingress
+    /// emitted nothing (`emitted`: [`Ctx::emit_room`] fell since the ingress began), it goes on
+    /// from here, `Release`: what [`Receiver::hold`] would do with it, without the round trip
+    /// through the engine's hold and emit list (the same admission, right after the packet's
+    /// ingress; with something emitted, the hold keeps the order: that first, then the packet).
+    #[inline]
+    pub fn on_data<P: BufPool<Buf = B>>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        key: FlowKey,
+        pkt: &mut B,
+        emitted: bool,
+    ) -> Action {
+        match self.pfq.admits(&key, pkt.len()) {
+            Admission::Yes(Some(i)) if !emitted && self.release_at_ingress => {
+                if self.cut_through(ctx, i, pkt) {
+                    Action::Release
+                } else {
+                    self.pending = Some((key, Some(i), false));
+                    Action::Hold
+                }
+            }
             Admission::Yes(slot) => {
-                self.pending = Some((key, slot));
+                self.pending = Some((key, slot, true));
                 Action::Hold
             }
             Admission::QueueFull => {
@@ -206,15 +241,15 @@ impl<B: PacketBuf> Receiver<B> {
     /// [`Receiver::pass_through`]).
     pub fn hold<P: BufPool<Buf = B>>(&mut self, ctx: &mut Ctx<'_, P>, pkt: B) -> Result<(), B> {
         let now = ctx.now;
-        let Some((key, slot)) = self.pending.take() else {
+        let Some((key, slot, try_pass)) = self.pending.take() else {
             return Err(pkt);
         };
         let pkt = match slot {
-            Some(i) => match self.pass_through(ctx, i, pkt) {
+            Some(i) if try_pass => match self.pass_through(ctx, i, pkt) {
                 Ok(()) => return Ok(()),
                 Err(p) => p,
             },
-            None => pkt,
+            _ => pkt,
         };
         match self.pfq.enqueue_admitted(key, slot, pkt, now) {
             Ok((slot, new)) => {
@@ -258,27 +293,42 @@ impl<B: PacketBuf> Receiver<B> {
         i: usize,
         mut pkt: B,
     ) -> Result<(), B> {
+        if !self.cut_through(ctx, i, &mut pkt) {
+            return Err(pkt);
+        }
+        ctx.inject(pkt);
+        Ok(())
+    }
+
+    /// [`Receiver::pass_through`]'s test and accounting (`true`: the packet goes on now, C_D in
+    /// `meta.user`; the caller sends it); `false`: nothing changed.
+    #[inline(always)]
+    fn cut_through<P: BufPool<Buf = B>>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        i: usize,
+        pkt: &mut B,
+    ) -> bool {
         let now = ctx.now;
         if self.deadline.is_some_and(|d| d <= now) || ctx.emit_room() == 0 {
-            return Err(pkt);
+            return false;
         }
         let port = pkt.meta().egress_port;
         if ctx.port_queued_bytes(port) >= self.cfg.port_backlog_bytes {
-            return Err(pkt);
+            return false;
         }
         if !self.pfq.pass_through(i, pkt.len() as u64, now) {
-            return Err(pkt);
+            return false;
         }
         let Some(f) = self.flows.get_mut(i) else {
-            return Err(pkt);
+            return false; // unreachable: a flow state per slot
         };
         f.last_seen = now;
         pkt.meta_mut().user = f.dqm.c_d().map_or(0, |c| USER_C_D | c as u32);
         f.dqm.on_data(now);
         self.stats.enqueued += 1;
         self.stats.dequeued += 1;
-        ctx.inject(pkt);
-        Ok(())
+        true
     }
 
     /// DC -> WAN RC ACK (IP header at `l3`): the credit loop and DQM as the module doc says.
