@@ -199,7 +199,9 @@ pub fn advance<P, L, I, S>(
 
         // 0. Control commands due by now (before the packets of this instant: a command takes
         // effect on the next packets and not before).
-        sw.apply_commands(now, now);
+        if sw.commands_pending() {
+            sw.apply_commands(now, now);
+        }
 
         // 1. Every input frame that has arrived by `now`, in bursts per port.
         let mut burst_port = usize::MAX;
