@@ -1104,6 +1104,26 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         idx < self.ports.len() && self.mac_control(idx, now, frame)
     }
 
+    /// The first port index `from` or later that [`Switch::port_has_frames`], if any: one scan
+    /// of the ports for a driver that visits those with frames in order (the replay driver
+    /// asked port by port, a bounds check and a call's worth more per port and step).
+    #[inline]
+    pub fn next_port_with_frames(&self, from: usize) -> Option<usize> {
+        let next = self
+            .ports
+            .get(from..)?
+            .iter()
+            .position(|p| !p.ready.is_empty() || !p.tm.is_empty())
+            .map(|k| from + k);
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            next,
+            (from..self.ports.len()).find(|&i| self.port_has_frames(i)),
+            "next_port_with_frames({from})"
+        );
+        next
+    }
+
     /// Whether port `idx` has frames waiting to be sent (queued, or past the empty-queue bypass).
     #[inline]
     pub fn port_has_frames(&self, idx: usize) -> bool {
