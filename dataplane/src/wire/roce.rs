@@ -610,13 +610,13 @@ pub fn build_roce_v4_in_place(
     )?;
     off += write_bth(&mut buf[off..], bth)?;
     debug_assert_eq!(off, ROCE_V4_AFTER_BTH);
+    // The layout just written (what `IcrcLayout::locate` would find: the test
+    // `built_frames_fill_the_located_layout` checks it).
+    let lay = icrc::IcrcLayout::built(l3, true, total);
     if zero_tail == 0 {
-        // The layout just written (what `IcrcLayout::locate` would find: the test
-        // `built_frames_fill_the_located_layout` checks it).
-        let lay = icrc::IcrcLayout::built(l3, true, total);
         icrc::fill_with(&mut buf[..total], &lay)?;
     } else {
-        icrc::fill_zero_tail(&mut buf[..total], l3, zero_tail)?;
+        icrc::fill_zero_tail_with(&mut buf[..total], &lay, zero_tail)?;
     }
     Ok(total)
 }

@@ -39,7 +39,7 @@ use longhaul_dataplane::wire::parse::{parse, ParseOptions};
 use longhaul_dataplane::wire::pfc::{self, MacControl};
 use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_cnp_v4, build_roce_v4_in_place, opcode, write_reth, AckSpec, Aeth, Bth,
-    BthRepr, RoceAddrs, PKEY_DEFAULT, RETH_LEN, ROCE_V4_AFTER_BTH,
+    BthRepr, RoceAddrs, AETH_LEN, CNP_PAYLOAD_LEN, PKEY_DEFAULT, RETH_LEN, ROCE_V4_AFTER_BTH,
 };
 use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
 use longhaul_dataplane::wire::{ecn, icrc};
@@ -64,6 +64,10 @@ pub const WIRE_OVERHEAD: u64 = 24;
 const SYNDROME_ACK: u8 = 0x1f;
 /// AETH syndrome of a PSN-sequence-error NAK.
 const SYNDROME_NAK_PSN: u8 = 0x60;
+
+/// Lengths of the ACK/NAK and CNP frames the hosts build (`build_ack_v4`, `build_cnp_v4`).
+const ACK_V4_LEN: usize = ROCE_V4_AFTER_BTH + AETH_LEN + icrc::ICRC_LEN;
+const CNP_V4_LEN: usize = ROCE_V4_AFTER_BTH + CNP_PAYLOAD_LEN + icrc::ICRC_LEN;
 
 /// Time to put `bytes` (a frame, without FCS) on a link of `rate_bps`.
 pub fn wire_time(bytes: usize, rate_bps: u64) -> Nanos {
@@ -466,7 +470,8 @@ impl Host {
         let a = self.addrs(peer, sport, self.p.control_dscp, ecn::NOT_ECT);
         if cnp {
             let mut buf = pool.get();
-            buf.resize(128, 0);
+            // The frame's exact length: the builder writes every byte (no zeroing beyond it).
+            buf.resize(CNP_V4_LEN, 0);
             if let Ok(n) = build_cnp_v4(
                 &mut buf,
                 a.src_mac,
@@ -498,7 +503,7 @@ impl Host {
             pkey: PKEY_DEFAULT,
         };
         let mut buf = pool.get();
-        buf.resize(128, 0);
+        buf.resize(ACK_V4_LEN, 0);
         if let Ok(n) = build_ack_v4(&mut buf, &a, &spec) {
             buf.truncate(n);
             self.ctrl.push_back(buf);
