@@ -79,9 +79,32 @@ pub struct ThemisS {
     paths: FastMod,
     last_nack: Vec<u32>,
     avoid: Vec<u32>,
+    /// Per QP: the `P_base` last computed and the (source, UDP ports) it was computed for
+    /// ([`ThemisS::base_of`]).
+    base_memo: Vec<BaseMemo>,
     rng: Rng,
     pub stats: SourceStats,
 }
+
+/// A QP's `P_base` and the part of the 5-tuple that its QP key (destination, QPN) does not fix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BaseMemo {
+    src_lo: u64,
+    src_hi: u64,
+    ports: u32,
+    /// [`NO_BASE`]: nothing computed yet.
+    base: u32,
+}
+
+/// No `P_base` in a [`BaseMemo`] (a `P_base` is below N).
+const NO_BASE: u32 = u32::MAX;
+
+const EMPTY_MEMO: BaseMemo = BaseMemo {
+    src_lo: 0,
+    src_hi: 0,
+    ports: 0,
+    base: NO_BASE,
+};
 
 /// `P_base`: the flow's ECMP hash (5-tuple, seeded) modulo N: the dataplane's ECMP hash
 /// ([`ecmp::hash5`], the one the baseline's ECMP routes use too), over UDP. `n` is N's
@@ -105,6 +128,7 @@ impl ThemisS {
             paths: FastMod::new(p.paths),
             last_nack: vec![NO_NACK; p.capacity],
             avoid: vec![0; p.capacity * p.paths as usize],
+            base_memo: vec![EMPTY_MEMO; p.capacity],
             rng: Rng::new(p.seed ^ 0x0073_7072_6179),
             stats: SourceStats::default(),
         })
@@ -132,8 +156,44 @@ impl ThemisS {
             .unwrap_or(0)
     }
 
+    /// `P_base` for a packet of QP `slot` from `src` with UDP ports `sport`, `dport`: `compute`
+    /// (the hash, [`p_base`]) runs only when the slot's memo was computed for another source or
+    /// other ports (or never). The QP's key fixes the destination and the protocol, and a QP's
+    /// packets keep their source and ports, so the hash runs once per QP instead of once per
+    /// packet; the memo is exact whatever comes (a packet with another source or ports
+    /// recomputes and replaces it). Inlined into the spraying ToR's ingress.
+    #[inline(always)]
+    pub fn base_of(
+        &mut self,
+        slot: usize,
+        src: u128,
+        sport: u16,
+        dport: u16,
+        compute: impl FnOnce() -> u32,
+    ) -> u32 {
+        let ports = (u32::from(sport) << 16) | u32::from(dport);
+        let (src_lo, src_hi) = (src as u64, (src >> 64) as u64);
+        let Some(m) = self.base_memo.get_mut(slot) else {
+            return compute();
+        };
+        if m.base != NO_BASE && m.src_lo == src_lo && m.src_hi == src_hi && m.ports == ports {
+            return m.base;
+        }
+        let base = compute();
+        *m = BaseMemo {
+            src_lo,
+            src_hi,
+            ports,
+            base,
+        };
+        base
+    }
+
     /// Forget QP `slot`.
     pub fn reset(&mut self, slot: usize) {
+        if let Some(m) = self.base_memo.get_mut(slot) {
+            *m = EMPTY_MEMO;
+        }
         let n = self.p.paths as usize;
         if let Some(v) = self.last_nack.get_mut(slot) {
             *v = NO_NACK;
@@ -320,6 +380,46 @@ mod tests {
         })
         .unwrap();
         assert_eq!(t.bytes_per_qp(), 516);
+    }
+
+    proptest::proptest! {
+        /// The memo of `P_base` per QP is exact: for any sequence of packets (QP slot, source,
+        /// ports; slots out of range included, sources differing only in their upper half, a
+        /// reset between), `base_of` gives what the hash gives, and hashes only when the slot's
+        /// last packet had another source or other ports, or after a reset.
+        #[test]
+        fn base_memo_is_the_hash(
+            pkts in proptest::collection::vec(
+                (0usize..3, 0u8..3, 0u16..3, proptest::bool::ANY, 0u8..8),
+                1..200,
+            )
+        ) {
+            let mut t = s(5, 10);
+            let n = FastMod::new(5);
+            let mut last: [Option<(u128, u16, u16)>; 2] = [None; 2];
+            for (slot, src, sport, roce, op) in pkts {
+                // Sources that share their lower 64 bits: both halves are compared.
+                let src = (u128::from(src) << 64) | 0xffff_0a00_0001;
+                let (sport, dport) = (0xc000 + sport, if roce { 4791 } else { 4792 });
+                if op == 0 {
+                    t.reset(slot.min(1));
+                    last[slot.min(1)] = None;
+                    continue;
+                }
+                let want = p_base(src, 7, sport, dport, 3, &n);
+                let mut hashed = false;
+                let got = t.base_of(slot, src, sport, dport, || {
+                    hashed = true;
+                    p_base(src, 7, sport, dport, 3, &n)
+                });
+                proptest::prop_assert_eq!(got, want);
+                let fresh = last.get(slot).is_none_or(|l| *l != Some((src, sport, dport)));
+                proptest::prop_assert_eq!(hashed, fresh);
+                if let Some(l) = last.get_mut(slot) {
+                    *l = Some((src, sport, dport));
+                }
+            }
+        }
     }
 
     #[test]

@@ -288,7 +288,10 @@ impl SprayTor {
         let mut mark = true;
         let mut hop = None;
         if is_write(op) {
-            let base = p_base(src, dst, p.src_port, p.dst_port, self.seed, &self.n);
+            let (seed, n) = (self.seed, &self.n);
+            let base = s.base_of(slot, src, p.src_port, p.dst_port, || {
+                p_base(src, dst, p.src_port, p.dst_port, seed, n)
+            });
             let c = s.choose(slot, psn, base);
             mark = c.route != Route::Policy;
             let delta = match &self.path_map {
