@@ -346,6 +346,38 @@ fn ndt_wrr_shares_and_egress_timestamp() {
     assert_eq!(counter(&h, "reflex.ndt.ts_rewritten"), 2 * n as u64 + 2);
 }
 
+/// Flows A (wan0) and B (wan1) send `n` 1082-byte frames each into dc0 from 100 us on, 85 ns
+/// apart on each port (about twice dc0's rate), with `more(h, k, t)` after frame k; A's ACK at
+/// frame n/2 measures 30 us in the destination DC (Congested). Returns that ACK's time.
+fn burst_turning_a_congested(
+    h: &mut Harness<HeapPool, ReflexEsw>,
+    qa: u32,
+    qb: u32,
+    n: u32,
+    mut more: impl FnMut(&mut Harness<HeapPool, ReflexEsw>, u32, u64),
+) -> u64 {
+    let mut t_ack = 0;
+    for k in 0..n {
+        let t = 100_000 + k as u64 * 85;
+        h.put(
+            WAN0,
+            t,
+            &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, k, t, 1024),
+        );
+        h.put(
+            WAN1,
+            t,
+            &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qb, k, t, 1024),
+        );
+        more(h, k, t);
+        if k == n / 2 {
+            h.put(DC0, t, &ack(qa, 0, t - 30_000));
+            t_ack = t;
+        }
+    }
+    t_ack
+}
+
 /// Normal -> Congested while the flow's packets still wait in the Normal queue (section III-D
 /// 2 covers only the other direction; docs/reflex.md, the barrier): flows A (wan0) and B (wan1),
 /// both Normal, burst into dc0 at twice its rate; halfway, an ACK turns A Congested. A's next
@@ -357,25 +389,8 @@ fn normal_to_congested_keeps_order() {
     let cfg = config(|t| t);
     let mut h = harness(&cfg);
     let (qa, qb) = (0x3a, 0x3b);
-    let t1 = 100_000u64;
     let n = 120u32;
-    for k in 0..n {
-        let t = t1 + k as u64 * 85; // 1082-byte frames every 85 ns on each port: ~2x of dc0
-        h.put(
-            WAN0,
-            t,
-            &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, k, t, 1024),
-        );
-        h.put(
-            WAN1,
-            t,
-            &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qb, k, t, 1024),
-        );
-        if k == n / 2 {
-            // A's ACK measures 30 us in the destination DC: Congested.
-            h.put(DC0, t, &ack(qa, 0, t - 30_000));
-        }
-    }
+    burst_turning_a_congested(&mut h, qa, qb, n, |_, _, _| {});
     h.run_to_idle();
     let out = h.take();
     let a: Vec<u32> = on(&out, DC0)
@@ -419,21 +434,8 @@ fn barrier_lets_the_packets_ahead_leave() {
         &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qc, 0, 1, 1024),
     );
     h.put(DC0, 60_000, &ack(qc, 0, 30_000));
-    let t1 = 100_000u64;
     let n = 120u32;
-    let mut t_ack = 0;
-    for k in 0..n {
-        let t = t1 + k as u64 * 85;
-        h.put(
-            WAN0,
-            t,
-            &data(PEER_NH, WAN0_MAC, REMOTE, LOCAL, qa, k, t, 1024),
-        );
-        h.put(
-            WAN1,
-            t,
-            &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qb, k, t, 1024),
-        );
+    let t_ack = burst_turning_a_congested(&mut h, qa, qb, n, |h, k, t| {
         if k % 2 == 0 {
             h.put(
                 WAN1,
@@ -441,11 +443,7 @@ fn barrier_lets_the_packets_ahead_leave() {
                 &data(PEER_NH, WAN1_MAC, REMOTE, LOCAL, qc, 1 + k / 2, t, 1024),
             );
         }
-        if k == n / 2 {
-            h.put(DC0, t, &ack(qa, 0, t - 30_000));
-            t_ack = t;
-        }
-    }
+    });
     h.run_to_idle();
     let out = h.take();
     let dc0: Vec<(u32, u32, u64)> = on(&out, DC0)
