@@ -31,6 +31,7 @@ use crate::packet::{
 use crate::time::Nanos;
 use crate::tm::{BypassRun, TmConfig, TrafficManager};
 use crate::wire::pfc as wpfc;
+use std::sync::Arc;
 
 /// What the ingress (or egress) pipeline decided for a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +118,8 @@ pub trait Pipeline<P: BufPool> {
     /// Whether [`Pipeline::egress`] may do anything at all with the current configuration
     /// (`true`, the default, when unsure). `false` lets the engine skip the call for every
     /// packet it transmits, and building the [`Ctx`] the call takes (about 20 instructions per
-    /// frame, perf/README.md): the baseline without INT.
+    /// frame when the context was 13 references; a build is three stores since, perf/README.md):
+    /// the baseline without INT.
     #[inline]
     fn egress_active(&self) -> bool {
         true
@@ -322,23 +324,36 @@ impl SwitchSnapshot {
 
 /// What a stage sees of the switch: the clock, the buffer pool, the ports, and a way to emit
 /// packets it generates.
+///
+/// Built per stage call (a packet's ingress, its egress, ...): the clock, the index of the
+/// burst's packet being handled, and one reference to the switch's `CtxState`, so that a
+/// build is three stores (it was thirteen references, about 19 instructions a build).
 pub struct Ctx<'a, P: BufPool> {
     /// The engine's clock (TSC or virtual), ns.
     pub now: Nanos,
+    /// The index in the burst of the packet whose processing emits now (see
+    /// [`Ctx::at_packet`]).
+    current: u16,
+    st: &'a mut CtxState<P>,
+}
+
+/// The part of a [`Switch`] its stages see through [`Ctx`], one field of the switch so that a
+/// context borrows it whole while `Switch::pipeline` stays free to be called with it.
+struct CtxState<P: BufPool> {
     /// Where generated packets come from.
-    pub pool: &'a mut P,
-    ports: &'a [PortInfo],
-    port_index: &'a [u16],
-    emitted: &'a mut Vec<P::Buf>,
+    pool: P,
+    ports: Vec<PortState<P::Buf>>,
+    infos: Vec<PortInfo>,
+    /// Port id -> index into `ports` (`u16::MAX` = no such port).
+    port_index: Vec<u16>,
+    emitted: Vec<P::Buf>,
     /// For each packet in `emitted`, the index in the burst of the packet whose processing
     /// emitted it (`current` at the time).
-    emit_owner: &'a mut Vec<u16>,
-    current: u16,
-    emit_drops: &'a mut u64,
-    generated: &'a mut u64,
-    punts: Option<&'a crossbeam_queue::ArrayQueue<Punt>>,
-    ctl: &'a mut ControlStats,
-    tms: &'a mut [PortState<P::Buf>],
+    emit_owner: Vec<u16>,
+    stats: SwitchStats,
+    /// The channel's punt ring (the worker's handle on it).
+    punts: Arc<crossbeam_queue::ArrayQueue<Punt>>,
+    ctl: ControlStats,
 }
 
 impl<'a, P: BufPool> Ctx<'a, P> {
@@ -346,16 +361,19 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     /// drop (`punt_drops`); the dataplane never waits.
     #[inline]
     pub fn punt(&mut self, p: Punt) -> bool {
-        match self.punts.map(|r| r.push(p).is_ok()) {
-            Some(true) => {
-                self.ctl.punts += 1;
-                true
-            }
-            _ => {
-                self.ctl.punt_drops += 1;
-                false
-            }
+        if self.st.punts.push(p).is_ok() {
+            self.st.ctl.punts += 1;
+            true
+        } else {
+            self.st.ctl.punt_drops += 1;
+            false
         }
+    }
+
+    /// Where generated packets come from.
+    #[inline(always)]
+    pub fn pool(&mut self) -> &mut P {
+        &mut self.st.pool
     }
 
     /// Punt a truncated copy of `pkt` with `reason`.
@@ -370,13 +388,13 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     /// is freed and counted (`emit_drops`).
     pub fn emit(&mut self, mut pkt: P::Buf) {
         pkt.meta_mut().flags |= FLAG_GENERATED;
-        *self.generated += 1;
-        if self.emitted.len() < self.emitted.capacity() {
-            self.emitted.push(pkt);
-            self.emit_owner.push(self.current);
+        self.st.stats.generated += 1;
+        if self.st.emitted.len() < self.st.emitted.capacity() {
+            self.st.emitted.push(pkt);
+            self.st.emit_owner.push(self.current);
         } else {
-            *self.emit_drops += 1;
-            self.pool.free(pkt);
+            self.st.stats.emit_drops += 1;
+            self.st.pool.free(pkt);
         }
     }
 
@@ -385,13 +403,13 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     /// `false` (packet freed, counted in `emit_drops`) when the per-burst list is full: check
     /// [`Ctx::emit_room`] first.
     pub fn inject(&mut self, pkt: P::Buf) -> bool {
-        if self.emitted.len() < self.emitted.capacity() {
-            self.emitted.push(pkt);
-            self.emit_owner.push(self.current);
+        if self.st.emitted.len() < self.st.emitted.capacity() {
+            self.st.emitted.push(pkt);
+            self.st.emit_owner.push(self.current);
             true
         } else {
-            *self.emit_drops += 1;
-            self.pool.free(pkt);
+            self.st.stats.emit_drops += 1;
+            self.st.pool.free(pkt);
             false
         }
     }
@@ -406,29 +424,32 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     /// How many more packets [`Ctx::emit`] / [`Ctx::inject`] take before the next flush.
     #[inline]
     pub fn emit_room(&self) -> usize {
-        self.emitted.capacity() - self.emitted.len()
+        self.st.emitted.capacity() - self.st.emitted.len()
     }
 
     /// Bytes port `id` has sent so far (0 for no such port): INT's tx bytes.
     #[inline]
     pub fn port_tx_bytes(&self, id: u16) -> u64 {
-        let Some(&idx) = self.port_index.get(id as usize) else {
+        let Some(&idx) = self.st.port_index.get(id as usize) else {
             return 0;
         };
-        self.tms.get(idx as usize).map_or(0, |p| p.stats.tx_bytes)
+        self.st
+            .ports
+            .get(idx as usize)
+            .map_or(0, |p| p.stats.tx_bytes)
     }
 
     /// Static facts about port `id`, if it exists.
     #[inline]
     pub fn port(&self, id: u16) -> Option<&PortInfo> {
-        let idx = *self.port_index.get(id as usize)?;
-        self.ports.get(idx as usize)
+        let idx = *self.st.port_index.get(id as usize)?;
+        self.st.infos.get(idx as usize)
     }
 
     #[inline]
     fn tm_of(&mut self, port: u16) -> Option<&mut TrafficManager<P::Buf>> {
-        let idx = *self.port_index.get(port as usize)?;
-        self.tms.get_mut(idx as usize).map(|p| &mut p.tm)
+        let idx = *self.st.port_index.get(port as usize)?;
+        self.st.ports.get_mut(idx as usize).map(|p| &mut p.tm)
     }
 
     /// Depth of egress queue `queue` of port `port` as (bytes, packets); `None` for no such
@@ -463,8 +484,8 @@ impl<'a, P: BufPool> Ctx<'a, P> {
 
     /// The traffic manager of port `port`, its open bypass run closed.
     fn port_closed(&mut self, port: u16) -> Option<&mut TrafficManager<P::Buf>> {
-        let idx = *self.port_index.get(port as usize)?;
-        let p = self.tms.get_mut(idx as usize)?;
+        let idx = *self.st.port_index.get(port as usize)?;
+        let p = self.st.ports.get_mut(idx as usize)?;
         p.close_run();
         Some(&mut p.tm)
     }
@@ -609,53 +630,36 @@ pub struct SwitchStats {
 
 /// One worker's switch: ports with their traffic managers, the pipeline, PFC, recirculation.
 pub struct Switch<P: BufPool, L: Pipeline<P>> {
-    pool: P,
+    /// What the stages see ([`Ctx`]): the pool, the ports, the emit list, the counters.
+    st: CtxState<P>,
     pipeline: L,
-    ports: Vec<PortState<P::Buf>>,
-    infos: Vec<PortInfo>,
-    /// Port id -> index into `ports` (`u16::MAX` = no such port).
-    port_index: Vec<u16>,
     pfc: Option<PfcGenerator>,
     bifrost: Option<BifrostGenerator>,
     pfc_actions: ActionBuf,
     recirc: Option<RecircPort<P::Buf>>,
     shared_limit: u64,
-    emitted: Vec<P::Buf>,
-    /// Parallel to `emitted` (see [`Ctx::at_packet`]).
-    emit_owner: Vec<u16>,
     /// The ports whose bypass run was opened since the runs were last closed
     /// ([`Switch::close_runs`]): bit i for port index i below 64 (a frame alone sets and clears
     /// one bit), the others listed in `open_high`, each once (the capacity, one per port, is
     /// never exceeded).
     open_low: u64,
     open_high: Vec<usize>,
-    stats: SwitchStats,
     channel: Channel<L::Command>,
     /// A command taken off the ring whose `at` is still in the future (replay).
     held: Option<Envelope<L::Command>>,
-    ctl: ControlStats,
     /// Replay: the control thread's punt handler, run inline with a fixed control latency.
     inline_control: Option<InlineControl<L::Command>>,
     next_seq: u64,
 }
 
-/// The stages' view of the switch at `now`, borrowing the switch's fields one by one so that
+/// The stages' view of the switch at `now`, borrowing the switch's `st` only so that
 /// `self.pipeline` stays free to be called with it.
 macro_rules! ctx {
     ($sw:ident, $now:expr) => {
         Ctx {
             now: $now,
-            pool: &mut $sw.pool,
-            ports: &$sw.infos,
-            port_index: &$sw.port_index,
-            emitted: &mut $sw.emitted,
-            emit_owner: &mut $sw.emit_owner,
             current: 0,
-            emit_drops: &mut $sw.stats.emit_drops,
-            generated: &mut $sw.stats.generated,
-            punts: Some(&$sw.channel.punts),
-            ctl: &mut $sw.ctl,
-            tms: &mut $sw.ports,
+            st: &mut $sw.st,
         }
     };
 }
@@ -705,25 +709,29 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         let bifrost = spec
             .bifrost
             .map(|params| BifrostGenerator::new(ports.len(), params));
+        let channel = Channel::new(spec.command_ring, spec.punt_ring);
         Switch {
-            pool,
             pipeline,
-            infos,
-            port_index,
             pfc,
             bifrost,
             pfc_actions: ActionBuf::new(),
             recirc: spec.recirc.map(RecircPort::new),
             shared_limit: spec.shared_buffer_bytes,
-            emitted: Vec::with_capacity(spec.emit_capacity.max(1)),
-            emit_owner: Vec::with_capacity(spec.emit_capacity.max(1)),
             open_low: 0,
             open_high: Vec::with_capacity(ports.len().saturating_sub(64)),
-            ports,
-            stats: SwitchStats::default(),
-            channel: Channel::new(spec.command_ring, spec.punt_ring),
+            st: CtxState {
+                pool,
+                ports,
+                infos,
+                port_index,
+                emitted: Vec::with_capacity(spec.emit_capacity.max(1)),
+                emit_owner: Vec::with_capacity(spec.emit_capacity.max(1)),
+                stats: SwitchStats::default(),
+                punts: channel.punts.clone(),
+                ctl: ControlStats::default(),
+            },
+            channel,
             held: None,
-            ctl: ControlStats::default(),
             inline_control: None,
             next_seq: 0,
         }
@@ -736,7 +744,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// Control-channel counters (commands applied/refused, punts, latency histogram).
     pub fn control_stats(&self) -> &ControlStats {
-        &self.ctl
+        &self.st.ctl
     }
 
     /// Replay: handle punts inline with `handler`, each resulting command taking effect
@@ -782,7 +790,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         let latency = *latency;
         let ring = self.channel.commands.clone();
         let seq = &mut self.next_seq;
-        let refused = &mut self.ctl.refused;
+        let refused = &mut self.st.ctl.refused;
         while let Some(p) = self.channel.punts.pop() {
             let at = p.ts.saturating_add(latency);
             handler.on_punt(&p, &mut |cmd| {
@@ -833,14 +841,15 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 break;
             }
             n += 1;
-            self.ctl
+            self.st
+                .ctl
                 .latency_hist
                 .record(mono_now.saturating_sub(env.issued_ns));
             let ok = self.apply_one(now, env.cmd);
             if ok {
-                self.ctl.applied += 1;
+                self.st.ctl.applied += 1;
             } else {
-                self.ctl.refused += 1;
+                self.st.ctl.refused += 1;
             }
         }
         n
@@ -862,9 +871,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 let Some(idx) = self.port_idx(port) else {
                     return false;
                 };
-                self.stats.injected += 1;
-                let Some(mut pkt) = self.pool.alloc_from(&frame) else {
-                    self.stats.drops.inc(DropReason::PoolEmpty);
+                self.st.stats.injected += 1;
+                let Some(mut pkt) = self.st.pool.alloc_from(&frame) else {
+                    self.st.stats.drops.inc(DropReason::PoolEmpty);
                     return false;
                 };
                 let m = pkt.meta_mut();
@@ -879,9 +888,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             }
             Command::SetPortRate { port, rate_bps } => match self.port_idx(port) {
                 Some(i) => {
-                    self.ports[i].tm.set_rate(rate_bps);
-                    self.ports[i].info.rate_bps = rate_bps;
-                    self.infos[i].rate_bps = rate_bps;
+                    self.st.ports[i].tm.set_rate(rate_bps);
+                    self.st.ports[i].info.rate_bps = rate_bps;
+                    self.st.infos[i].rate_bps = rate_bps;
                     true
                 }
                 None => false,
@@ -893,7 +902,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Index of port `id`, if it exists.
     #[inline]
     pub fn port_idx(&self, id: u16) -> Option<usize> {
-        match self.port_index.get(id as usize) {
+        match self.st.port_index.get(id as usize) {
             Some(&i) if i != NO_INDEX => Some(i as usize),
             _ => None,
         }
@@ -901,11 +910,11 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// The ports, in index order.
     pub fn ports(&self) -> &[PortInfo] {
-        &self.infos
+        &self.st.infos
     }
 
     pub fn pool(&mut self) -> &mut P {
-        &mut self.pool
+        &mut self.st.pool
     }
 
     /// Run `f` with the pipeline and a stage context at engine time `now`: benchmarks and tests
@@ -915,9 +924,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             let mut ctx = ctx!(self, now);
             f(&mut self.pipeline, &mut ctx)
         };
-        while let Some(p) = self.emitted.pop() {
-            self.stats.consumed += 1;
-            self.pool.free(p);
+        while let Some(p) = self.st.emitted.pop() {
+            self.st.stats.consumed += 1;
+            self.st.pool.free(p);
         }
         r
     }
@@ -931,32 +940,32 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     pub fn stats(&self) -> &SwitchStats {
-        &self.stats
+        &self.st.stats
     }
 
     /// Count a frame that arrived but was dropped before the switch took it (e.g. the driver
     /// could not get a buffer for it): a drop by `r`, and an input of the ledger.
     pub fn note_drop(&mut self, r: DropReason) {
-        self.stats.drops.inc(r);
-        self.stats.arrived_dropped += 1;
+        self.st.stats.drops.inc(r);
+        self.st.stats.arrived_dropped += 1;
     }
 
     /// Counters of port `idx`.
     pub fn port_stats(&self, idx: usize) -> Option<&PortStats> {
-        self.ports.get(idx).map(|p| &p.stats)
+        self.st.ports.get(idx).map(|p| &p.stats)
     }
 
     /// Let every port's link clock lag `now` by up to `slack_ns` (live drivers; see
     /// [`TrafficManager::set_tx_slack`]). Replay keeps the default 0.
     pub fn set_tx_slack(&mut self, slack_ns: Nanos) {
-        for p in &mut self.ports {
+        for p in &mut self.st.ports {
             p.tm.set_tx_slack(slack_ns);
         }
     }
 
     /// The traffic manager of port `idx` (its per-class counters).
     pub fn tm(&self, idx: usize) -> Option<&TrafficManager<P::Buf>> {
-        self.ports.get(idx).map(|p| &p.tm)
+        self.st.ports.get(idx).map(|p| &p.tm)
     }
 
     /// The PFC generator, if PFC is enabled.
@@ -983,11 +992,11 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// enqueue of each packet in order, each followed by what the pipeline emitted while
     /// handling it; otherwise ingress, admission and enqueue one packet at a time.
     pub fn receive_burst(&mut self, idx: usize, now: Nanos, burst: &mut Vec<P::Buf>) {
-        let Some(port) = self.ports.get_mut(idx) else {
+        let Some(port) = self.st.ports.get_mut(idx) else {
             for p in burst.drain(..) {
-                self.stats.drops.inc(DropReason::BadPort);
-                self.stats.arrived_dropped += 1;
-                self.pool.free(p);
+                self.st.stats.drops.inc(DropReason::BadPort);
+                self.st.stats.arrived_dropped += 1;
+                self.st.pool.free(p);
             }
             return;
         };
@@ -1010,8 +1019,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             while i < burst.len() {
                 if self.mac_control(idx, now, burst[i].data()) {
                     let p = burst.remove(i);
-                    self.stats.consumed += 1;
-                    self.pool.free(p);
+                    self.st.stats.consumed += 1;
+                    self.st.pool.free(p);
                 } else {
                     i += 1;
                 }
@@ -1036,7 +1045,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     Action::Release => self.enqueue_in(now, pkt, false),
                     _ => self.act(now, pkt, action),
                 }
-                if !self.emitted.is_empty() {
+                if !self.st.emitted.is_empty() {
                     self.flush_emitted_open(now);
                 }
             }
@@ -1065,7 +1074,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     self.close_runs();
                     self.act(now, pkt, action);
                 }
-                if self.emit_owner.first().is_some_and(|&o| o <= i as u16) {
+                if self.st.emit_owner.first().is_some_and(|&o| o <= i as u16) {
                     self.close_runs();
                     self.flush_emitted_upto_slow(now, i as u16);
                 }
@@ -1079,8 +1088,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// One received (or recirculated) packet through MAC control and the ingress pipeline.
     fn receive_one(&mut self, idx: usize, now: Nanos, mut pkt: P::Buf) {
         if self.mac_control(idx, now, pkt.data()) {
-            self.stats.consumed += 1;
-            self.pool.free(pkt);
+            self.st.stats.consumed += 1;
+            self.st.pool.free(pkt);
             return;
         }
         let action = {
@@ -1098,19 +1107,19 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             Action::Forward => self.enqueue(now, pkt, true),
             Action::Release => self.enqueue(now, pkt, false),
             Action::Drop(r) => {
-                self.stats.drops.inc(r);
-                self.pool.free(pkt);
+                self.st.stats.drops.inc(r);
+                self.st.pool.free(pkt);
             }
             Action::Recirculate => self.recirculate(now, pkt),
             Action::Consume => {
-                self.stats.consumed += 1;
-                self.pool.free(pkt);
+                self.st.stats.consumed += 1;
+                self.st.pool.free(pkt);
             }
             Action::Hold => {
                 let mut ctx = ctx!(self, now);
                 if let Err(pkt) = self.pipeline.hold(&mut ctx, pkt) {
-                    self.stats.drops.inc(DropReason::Pipeline);
-                    self.pool.free(pkt);
+                    self.st.stats.drops.inc(DropReason::Pipeline);
+                    self.st.pool.free(pkt);
                 }
             }
         }
@@ -1123,7 +1132,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         if !is_mac_control(d) {
             return false;
         }
-        let port = &mut self.ports[idx];
+        let port = &mut self.st.ports[idx];
         match wpfc::parse(d) {
             Ok(wpfc::MacControl::Pfc { enable, times }) => {
                 port.tm.on_pfc_received(enable, times, now);
@@ -1148,7 +1157,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// switch, while this one drains its queues: the link's pauses apply to both). Counts the
     /// frame in `pfc_rx` only, not as received; `false` when `frame` is not MAC control.
     pub fn honor_mac_control(&mut self, idx: usize, now: Nanos, frame: &[u8]) -> bool {
-        idx < self.ports.len() && self.mac_control(idx, now, frame)
+        idx < self.st.ports.len() && self.mac_control(idx, now, frame)
     }
 
     /// The first port index `from` or later that [`Switch::port_has_frames`], if any: one scan
@@ -1157,6 +1166,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     #[inline]
     pub fn next_port_with_frames(&self, from: usize) -> Option<usize> {
         let next = self
+            .st
             .ports
             .get(from..)?
             .iter()
@@ -1165,7 +1175,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         #[cfg(debug_assertions)]
         assert_eq!(
             next,
-            (from..self.ports.len()).find(|&i| self.port_has_frames(i)),
+            (from..self.st.ports.len()).find(|&i| self.port_has_frames(i)),
             "next_port_with_frames({from})"
         );
         next
@@ -1174,7 +1184,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Whether port `idx` has frames waiting to be sent (queued, or past the empty-queue bypass).
     #[inline]
     pub fn port_has_frames(&self, idx: usize) -> bool {
-        self.ports
+        self.st
+            .ports
             .get(idx)
             .is_some_and(|p| !p.ready.is_empty() || !p.tm.is_empty())
     }
@@ -1183,20 +1194,20 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         match self.recirc.as_mut() {
             Some(r) => {
                 if let Err(p) = r.push(pkt, now) {
-                    self.stats.drops.inc(DropReason::RecircFull);
-                    self.pool.free(p);
+                    self.st.stats.drops.inc(DropReason::RecircFull);
+                    self.st.pool.free(p);
                 }
             }
             None => {
-                self.stats.drops.inc(DropReason::Pipeline);
-                self.pool.free(pkt);
+                self.st.stats.drops.inc(DropReason::Pipeline);
+                self.st.pool.free(pkt);
             }
         }
     }
 
     #[inline(always)]
     fn flush_emitted(&mut self, now: Nanos) {
-        if !self.emitted.is_empty() {
+        if !self.st.emitted.is_empty() {
             self.flush_emitted_slow(now);
         }
     }
@@ -1216,26 +1227,26 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         // pipeline releases from its own queues, `Ctx::inject`, come here a poll's worth at a
         // time): the port's checks made once, its counters added once; admission stays per
         // frame.
-        let mut list = core::mem::take(&mut self.emitted);
+        let mut list = core::mem::take(&mut self.st.emitted);
         for p in list.drain(..) {
             self.enqueue_in(now, p, false);
         }
-        self.emitted = list;
-        self.emit_owner.clear();
+        self.st.emitted = list;
+        self.st.emit_owner.clear();
     }
 
     /// Enqueue what was emitted while handling the burst's packets `0..=i` (in emission order).
     /// The caller tests first that something is (`emit_owner`'s first entry at most `i`).
     #[inline(never)]
     fn flush_emitted_upto_slow(&mut self, now: Nanos, i: u16) {
-        let k = self.emit_owner.iter().take_while(|&&o| o <= i).count();
-        let mut list = core::mem::take(&mut self.emitted);
+        let k = self.st.emit_owner.iter().take_while(|&&o| o <= i).count();
+        let mut list = core::mem::take(&mut self.st.emitted);
         for p in list.drain(..k) {
             self.enqueue_in(now, p, false);
         }
         self.close_runs();
-        self.emitted = list;
-        self.emit_owner.drain(..k);
+        self.st.emitted = list;
+        self.st.emit_owner.drain(..k);
     }
 
     /// Admission (shared buffer, PFC headroom) and enqueue on the egress traffic manager.
@@ -1252,7 +1263,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         while m != 0 {
             let e = m.trailing_zeros() as usize;
             m &= m - 1;
-            if let Some(port) = self.ports.get_mut(e) {
+            if let Some(port) = self.st.ports.get_mut(e) {
                 Self::close_port_run(port);
             }
         }
@@ -1264,7 +1275,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     #[inline(never)]
     fn close_high_runs(&mut self) {
         for e in self.open_high.drain(..) {
-            if let Some(port) = self.ports.get_mut(e) {
+            if let Some(port) = self.st.ports.get_mut(e) {
                 Self::close_port_run(port);
                 port.run_listed = false;
             }
@@ -1289,19 +1300,19 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     fn enqueue_in(&mut self, now: Nanos, mut pkt: P::Buf, account: bool) {
         let m = *pkt.meta();
         let Some(e) = self.port_idx(m.egress_port) else {
-            self.stats.drops.inc(DropReason::BadPort);
-            self.pool.free(pkt);
+            self.st.stats.drops.inc(DropReason::BadPort);
+            self.st.pool.free(pkt);
             return;
         };
         let len = pkt.len() as u64;
-        if len > self.ports[e].info.mtu as u64 {
-            self.stats.drops.inc(DropReason::TooBig);
-            self.pool.free(pkt);
+        if len > self.st.ports[e].info.mtu as u64 {
+            self.st.stats.drops.inc(DropReason::TooBig);
+            self.st.pool.free(pkt);
             return;
         }
-        if self.stats.buffer_bytes + len > self.shared_limit {
-            self.stats.drops.inc(DropReason::QueueFull);
-            self.pool.free(pkt);
+        if self.st.stats.buffer_bytes + len > self.shared_limit {
+            self.st.stats.drops.inc(DropReason::QueueFull);
+            self.st.pool.free(pkt);
             return;
         }
         let class = m.class.min(NUM_CLASSES as u8 - 1);
@@ -1319,8 +1330,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 match bf.on_enqueue(i as u16, class, len, now) {
                     Admit::Accept => pkt.meta_mut().flags |= FLAG_PFC_ACCOUNTED,
                     Admit::Drop(r) => {
-                        self.stats.drops.inc(r);
-                        self.pool.free(pkt);
+                        self.st.stats.drops.inc(r);
+                        self.st.pool.free(pkt);
                         return;
                     }
                 }
@@ -1330,15 +1341,15 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             match pfc.on_enqueue(i as u16, class, len, now, &mut self.pfc_actions) {
                 Admit::Accept => pkt.meta_mut().flags |= FLAG_PFC_ACCOUNTED,
                 Admit::Drop(r) => {
-                    self.stats.drops.inc(r);
-                    self.pool.free(pkt);
+                    self.st.stats.drops.inc(r);
+                    self.st.pool.free(pkt);
                     self.send_pfc_actions_in(now);
                     return;
                 }
             }
         }
         let queue = pkt.meta().egress_queue();
-        let port = &mut self.ports[e];
+        let port = &mut self.st.ports[e];
         if port.run.as_ref().is_some_and(|r| r.queue() != queue) {
             Self::close_port_run(port);
         }
@@ -1360,16 +1371,19 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                         match port.ready.push_back(p) {
                             Ok(()) => {
                                 port.run_bypassed += 1;
-                                self.stats.buffer_bytes += len;
-                                self.stats.buffer_max_bytes =
-                                    self.stats.buffer_max_bytes.max(self.stats.buffer_bytes);
+                                self.st.stats.buffer_bytes += len;
+                                self.st.stats.buffer_max_bytes = self
+                                    .st
+                                    .stats
+                                    .buffer_max_bytes
+                                    .max(self.st.stats.buffer_bytes);
                             }
                             // Unreachable (room checked above), but never lose a frame
                             // uncounted.
                             Err(p) => {
                                 self.release_pfc(now, &p);
-                                self.stats.drops.inc(DropReason::QueueFull);
-                                self.pool.free(p);
+                                self.st.stats.drops.inc(DropReason::QueueFull);
+                                self.st.pool.free(p);
                             }
                         }
                         self.send_pfc_actions_in(now);
@@ -1389,18 +1403,21 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         };
         // The frame is queued: the port's run still open (its bypassed frames fill the ring)
         // ends.
-        let port = &mut self.ports[e];
+        let port = &mut self.st.ports[e];
         Self::close_port_run(port);
         match port.tm.enqueue(pkt, now) {
             Ok(_) => {
-                self.stats.buffer_bytes += len;
-                self.stats.buffer_max_bytes =
-                    self.stats.buffer_max_bytes.max(self.stats.buffer_bytes);
+                self.st.stats.buffer_bytes += len;
+                self.st.stats.buffer_max_bytes = self
+                    .st
+                    .stats
+                    .buffer_max_bytes
+                    .max(self.st.stats.buffer_bytes);
             }
             Err((p, r)) => {
                 self.release_pfc(now, &p);
-                self.stats.drops.inc(r);
-                self.pool.free(p);
+                self.st.stats.drops.inc(r);
+                self.st.pool.free(p);
             }
         }
         self.send_pfc_actions_in(now);
@@ -1464,23 +1481,23 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     fn send_pfc(&mut self, now: Nanos, a: PfcAction) {
         let idx = a.port as usize;
-        let Some(port) = self.ports.get_mut(idx) else {
+        let Some(port) = self.st.ports.get_mut(idx) else {
             return;
         };
-        self.stats.control_generated += 1;
-        let Some(mut pkt) = self.pool.alloc() else {
-            self.stats.drops.inc(DropReason::PoolEmpty);
+        self.st.stats.control_generated += 1;
+        let Some(mut pkt) = self.st.pool.alloc() else {
+            self.st.stats.drops.inc(DropReason::PoolEmpty);
             return;
         };
         let Some(buf) = pkt.append(wpfc::PFC_FRAME_LEN) else {
-            self.stats.drops.inc(DropReason::PoolEmpty);
-            self.pool.free(pkt);
+            self.st.stats.drops.inc(DropReason::PoolEmpty);
+            self.st.pool.free(pkt);
             return;
         };
         if wpfc::build_pfc(buf, port.info.mac, a.class_enable, a.times).is_err() {
             // Unreachable (the buffer was sized for the frame), but never lose one uncounted.
-            self.stats.drops.inc(DropReason::Pipeline);
-            self.pool.free(pkt);
+            self.st.stats.drops.inc(DropReason::Pipeline);
+            self.st.pool.free(pkt);
             return;
         }
         let m = pkt.meta_mut();
@@ -1490,8 +1507,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         match port.tm.enqueue_control(pkt, now) {
             Ok(()) => port.stats.pfc_tx += 1,
             Err((p, r)) => {
-                self.stats.drops.inc(r);
-                self.pool.free(p);
+                self.st.stats.drops.inc(r);
+                self.st.pool.free(p);
             }
         }
     }
@@ -1499,7 +1516,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Time-driven work at `now`: recirculated packets coming back, PFC refreshes, pipeline timers.
     pub fn poll(&mut self, now: Nanos) {
         while let Some(pkt) = self.recirc.as_mut().and_then(|r| r.pop_ready(now)) {
-            self.stats.recirculated += 1;
+            self.st.stats.recirculated += 1;
             let idx = self.port_idx(pkt.meta().ingress_port).unwrap_or(0);
             self.receive_one(idx, now, pkt);
         }
@@ -1554,7 +1571,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     ) -> usize {
         let mut n = self.transmit_bypassed(idx, now, max, tx);
         while n < max {
-            let Some(port) = self.ports.get_mut(idx) else {
+            let Some(port) = self.st.ports.get_mut(idx) else {
                 return n;
             };
             let id = port.info.id;
@@ -1564,7 +1581,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             let len = pkt.len() as u64;
             let data = pkt.meta().flags & FLAG_CONTROL == 0;
             if data {
-                self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
+                self.st.stats.buffer_bytes = self.st.stats.buffer_bytes.saturating_sub(len);
                 self.release_pfc(now, &pkt);
             }
             if data && self.pipeline.egress_active_on(id) {
@@ -1575,8 +1592,8 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                         Action::Drop(r) => r,
                         _ => DropReason::Pipeline,
                     };
-                    self.stats.drops.inc(r);
-                    self.pool.free(pkt);
+                    self.st.stats.drops.inc(r);
+                    self.st.pool.free(pkt);
                     self.send_pfc_actions(now);
                     self.flush_emitted(now);
                     continue;
@@ -1585,7 +1602,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             // An egress stage may have grown or shrunk the frame (INT): the wire time and the
             // port's bytes are those of what is sent.
             let sent = pkt.len() as u64;
-            let port = &mut self.ports[idx];
+            let port = &mut self.st.ports[idx];
             if sent != len {
                 port.tm.resize_tx(len, sent);
             }
@@ -1619,7 +1636,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         max: usize,
         tx: &mut impl FnMut(P::Buf),
     ) -> usize {
-        let Some(port) = self.ports.get(idx) else {
+        let Some(port) = self.st.ports.get(idx) else {
             return 0;
         };
         let k = port.ready.len().min(max);
@@ -1635,7 +1652,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             // takes the burst's sum too.
             let mut data_bytes = 0u64;
             for _ in 0..k {
-                let Some(pkt) = self.ports[idx].ready.pop_front() else {
+                let Some(pkt) = self.st.ports[idx].ready.pop_front() else {
                     break;
                 };
                 let len = pkt.len() as u64;
@@ -1651,10 +1668,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 tx(pkt);
                 sent += 1;
             }
-            self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(data_bytes);
+            self.st.stats.buffer_bytes = self.st.stats.buffer_bytes.saturating_sub(data_bytes);
         } else {
             for _ in 0..k {
-                let Some(mut pkt) = self.ports[idx].ready.pop_front() else {
+                let Some(mut pkt) = self.st.ports[idx].ready.pop_front() else {
                     break;
                 };
                 let len = pkt.len() as u64;
@@ -1666,7 +1683,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     continue;
                 }
                 // Before egress, as `transmit` does: what it emits meets the buffer as it is.
-                self.stats.buffer_bytes = self.stats.buffer_bytes.saturating_sub(len);
+                self.st.stats.buffer_bytes = self.st.stats.buffer_bytes.saturating_sub(len);
                 if let Some((i, c, b)) = run.add(m, len) {
                     self.release_pfc_bytes(now, i, c, b);
                     self.send_pfc_actions(now);
@@ -1680,7 +1697,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                     // and the port's bytes are those of what is sent.
                     let out = pkt.len() as u64;
                     if out != len {
-                        self.ports[idx].tm.resize_tx(len, out);
+                        self.st.ports[idx].tm.resize_tx(len, out);
                     }
                     bytes += out;
                     tx(pkt);
@@ -1690,10 +1707,10 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                         Action::Drop(r) => r,
                         _ => DropReason::Pipeline,
                     };
-                    self.stats.drops.inc(r);
-                    self.pool.free(pkt);
+                    self.st.stats.drops.inc(r);
+                    self.st.pool.free(pkt);
                 }
-                if !self.emitted.is_empty() {
+                if !self.st.emitted.is_empty() {
                     if let Some((i, c, b)) = run.0.take() {
                         self.release_pfc_bytes(now, i, c, b);
                     }
@@ -1702,7 +1719,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 }
             }
         }
-        let st = &mut self.ports[idx].stats;
+        let st = &mut self.st.ports[idx].stats;
         st.tx_pkts += sent as u64;
         st.tx_bytes += bytes;
         if let Some((i, c, b)) = run.0 {
@@ -1715,8 +1732,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Copy every counter into `snap` (reusing its memory).
     pub fn snapshot_into(&self, now: Nanos, snap: &mut SwitchSnapshot) {
         snap.taken_at = now;
-        if snap.ports.len() != self.ports.len() {
+        if snap.ports.len() != self.st.ports.len() {
             snap.ports = self
+                .st
                 .ports
                 .iter()
                 .map(|p| PortSnapshot {
@@ -1726,14 +1744,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 })
                 .collect();
         }
-        for (s, p) in snap.ports.iter_mut().zip(self.ports.iter()) {
+        for (s, p) in snap.ports.iter_mut().zip(self.st.ports.iter()) {
             s.stats = p.stats;
             for (c, cs) in s.classes.iter_mut().enumerate() {
                 *cs = p.tm.class_stats(c as u8);
             }
         }
-        snap.stats.clone_from(&self.stats);
-        snap.control.clone_from(&self.ctl);
+        snap.stats.clone_from(&self.st.stats);
+        snap.control.clone_from(&self.st.ctl);
         snap.pfc = self.pfc.as_ref().map(|p| *p.stats());
         match (&mut snap.bifrost, &self.bifrost) {
             (Some(s), Some(b)) => s.clone_from(b.stats()),
@@ -1764,7 +1782,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         // Most ports are idle at most steps (the emulator asks at every one): an idle port
         // costs two emptiness checks, not a call into its traffic manager. A port with
         // bypassed frames is due now, the earliest its queues could be.
-        for p in &self.ports {
+        for p in &self.st.ports {
             if !p.ready.is_empty() {
                 take(Some(now));
             } else if !p.tm.is_empty() {
@@ -1791,16 +1809,19 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Frame counts for packet conservation ([`crate::conservation`]): balanced whenever no
     /// frame was lost without a counter. Cheap (no allocation): tests check it after every step.
     pub fn ledger(&self) -> Ledger {
-        let (received, sent) = self.ports.iter().fold((0, 0), |(r, t), p| {
+        let (received, sent) = self.st.ports.iter().fold((0, 0), |(r, t), p| {
             (r + p.stats.rx_pkts, t + p.stats.tx_pkts)
         });
-        self.stats.ledger(received, sent, self.buffered_packets())
+        self.st
+            .stats
+            .ledger(received, sent, self.buffered_packets())
     }
 
     /// Packets held in egress queues (control frames included), bypassed frames not yet handed to
     /// `transmit`, the recirculation loop and the pipeline's own queues.
     pub fn buffered_packets(&self) -> u64 {
         let q: u64 = self
+            .st
             .ports
             .iter()
             .map(|p| p.tm.queued_pkts() + p.ready.len() as u64)
@@ -1810,7 +1831,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// Packets in egress queues, the recirculation loop and the pipeline's own queues.
     pub fn buffered_bytes(&self) -> u64 {
-        self.stats.buffer_bytes
+        self.st.stats.buffer_bytes
             + self.recirc.as_ref().map_or(0, |r| r.bytes())
             + self.pipeline.held_bytes()
     }

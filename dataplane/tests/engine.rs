@@ -44,7 +44,7 @@ impl<P: BufPool> Pipeline<P> for Test {
             return Action::Recirculate;
         }
         if gen != 0 {
-            if let Some(mut g) = ctx.pool.alloc_from(&[0xee; 64]) {
+            if let Some(mut g) = ctx.pool().alloc_from(&[0xee; 64]) {
                 g.meta_mut().egress_port = (gen - 1) as u16;
                 g.meta_mut().class = 6;
                 ctx.emit(g);
@@ -959,13 +959,13 @@ impl Pipeline<HeapPool> for HoldTest {
         self.held.push(pkt.data().to_vec());
         self.held_meta.push(m);
         self.at = Some(ctx.now);
-        ctx.pool.free(pkt);
+        ctx.pool().free(pkt);
         Ok(())
     }
 
     fn on_time(&mut self, ctx: &mut Ctx<'_, HeapPool>) {
         for (f, (port, class)) in self.held.drain(..).zip(self.held_meta.drain(..)) {
-            let mut b = ctx.pool.alloc_from(&f).expect("a buffer");
+            let mut b = ctx.pool().alloc_from(&f).expect("a buffer");
             let m = b.meta_mut();
             m.egress_port = port;
             m.class = class;

@@ -297,7 +297,7 @@ impl Neighbors {
 
     /// Emit `scratch[..n]` out of `port`.
     fn send<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, n: usize, port: u16) -> bool {
-        let Some(mut g) = ctx.pool.alloc_from(&self.scratch[..n]) else {
+        let Some(mut g) = ctx.pool().alloc_from(&self.scratch[..n]) else {
             self.stats.no_buffer += 1;
             return false;
         };

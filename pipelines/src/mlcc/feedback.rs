@@ -77,14 +77,14 @@ impl Feedback {
         else {
             return;
         };
-        let Some(mut g) = ctx.pool.alloc_from(&self.scratch[..n]) else {
+        let Some(mut g) = ctx.pool().alloc_from(&self.scratch[..n]) else {
             self.stats.no_buffer += 1;
             return;
         };
         g.meta_mut().ingress_port = in_port;
         if !fwd.route_generated(ctx, &mut g) {
             self.stats.no_route += 1;
-            ctx.pool.free(g);
+            ctx.pool().free(g);
             return;
         }
         g.meta_mut().class = self.class;

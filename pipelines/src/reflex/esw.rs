@@ -424,7 +424,7 @@ impl ReflexEsw {
         let Some((src, dst)) = self.fwd.reply_macs(m.ingress_port, frame) else {
             return;
         };
-        let Some(mut g) = ctx.pool.alloc() else {
+        let Some(mut g) = ctx.pool().alloc() else {
             nsf.stats.emit_nobuf += 1;
             return;
         };
@@ -434,7 +434,7 @@ impl ReflexEsw {
             Err(e) => {
                 // A buffer too small for it is a buffer lost, as when the pool is empty.
                 nsf.stats.emit_nobuf += (e == WireError::NoRoom) as u64;
-                ctx.pool.free(g);
+                ctx.pool().free(g);
                 return;
             }
         };
@@ -443,7 +443,7 @@ impl ReflexEsw {
         // route lookup itself stays (the way back may differ from the way the data came).
         if !self.fwd.route_built_udp(ctx, &mut g, v4) {
             nsf.stats.pseudo_ack_no_route += 1;
-            ctx.pool.free(g);
+            ctx.pool().free(g);
             return;
         }
         g.meta_mut().class = self.ack_class;

@@ -555,7 +555,7 @@ impl SprayTor {
                 *b |= PATH_AVOIDANCE_BIT;
             }
         }
-        let Some(mut g) = ctx.pool.alloc_from(&self.scratch[..len]) else {
+        let Some(mut g) = ctx.pool().alloc_from(&self.scratch[..len]) else {
             self.stats.emit_nobuf += 1;
             return;
         };
@@ -563,7 +563,7 @@ impl SprayTor {
         g.meta_mut().ingress_port = m.ingress_port;
         if !self.fwd.route_generated(ctx, &mut g) {
             self.stats.nack_no_route += 1;
-            ctx.pool.free(g);
+            ctx.pool().free(g);
             return;
         }
         g.meta_mut().class = self.fwd.classify(&gp);

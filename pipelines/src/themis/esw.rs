@@ -195,7 +195,7 @@ impl ThemisEsw {
     }
 
     fn emit<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, len: usize, port: u16, class: u8) -> bool {
-        let Some(mut g) = ctx.pool.alloc_from(&self.scratch[..len]) else {
+        let Some(mut g) = ctx.pool().alloc_from(&self.scratch[..len]) else {
             self.stats.emit_nobuf += 1;
             return false;
         };
