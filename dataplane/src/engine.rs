@@ -223,6 +223,14 @@ impl SwitchSnapshot {
 }
 
 impl SwitchStats {
+    /// `len` bytes entered the shared buffer (a queue or the bypass ring): its occupancy and
+    /// peak.
+    #[inline(always)]
+    fn buffer_in(&mut self, len: u64) {
+        self.buffer_bytes += len;
+        self.buffer_max_bytes = self.buffer_max_bytes.max(self.buffer_bytes);
+    }
+
     /// The ledger, given what the ports received and sent and what is inside.
     fn ledger(&self, received: u64, sent: u64, queued: u64) -> Ledger {
         Ledger {
@@ -1371,12 +1379,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                         match port.ready.push_back(p) {
                             Ok(()) => {
                                 port.run_bypassed += 1;
-                                self.st.stats.buffer_bytes += len;
-                                self.st.stats.buffer_max_bytes = self
-                                    .st
-                                    .stats
-                                    .buffer_max_bytes
-                                    .max(self.st.stats.buffer_bytes);
+                                self.st.stats.buffer_in(len);
                             }
                             // Unreachable (room checked above), but never lose a frame
                             // uncounted.
@@ -1407,12 +1410,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
         Self::close_port_run(port);
         match port.tm.enqueue(pkt, now) {
             Ok(_) => {
-                self.st.stats.buffer_bytes += len;
-                self.st.stats.buffer_max_bytes = self
-                    .st
-                    .stats
-                    .buffer_max_bytes
-                    .max(self.st.stats.buffer_bytes);
+                self.st.stats.buffer_in(len);
             }
             Err((p, r)) => {
                 self.release_pfc(now, &p);
