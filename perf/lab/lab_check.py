@@ -525,16 +525,19 @@ def cmd_stats(a):
                 print(f"  {n}.{k} {p1[(n, k)]}")
     for k, v in sorted(d1.items()):
         if v:
-            print(f"  drop.{k} {v}")
+            print(f"  drop.{k} {v - d0[k]}  [{v}]")
     for k, v in sorted(q1.items()):
         if v:
             print(f"  {k} {v}")
     for n in names:
         print(f"TX_{n}={p1[(n, 'tx_pkts')] - p0[(n, 'tx_pkts')]}")
     errs = sum(p1[(n, k)] for n in names for k in ("rx_errors", "tx_errors", "rx_nobuf"))
-    print(f"DROPS={sum(d1.values())}")
+    # Drops during the checks, and before them (the hosts' kernels' own frames, if any).
+    print(f"DROPS={sum(d1.values()) - sum(d0.values())}")
     for k, v in sorted(d1.items()):
-        print(f"DROP_{k}={v}")
+        print(f"DROP_{k}={v - d0[k]}")
+    print(f"DROPS_BEFORE={sum(d0.values())}")
+    print(f"DROPS_BEFORE_NO_ROUTE={d0['no_route']}")
     print(f"ERRORS={errs}")
 
 

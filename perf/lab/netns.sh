@@ -33,8 +33,9 @@
 # first, then CNPs expected back at h1 with valid ICRCs and CE cleared toward h2; other configs:
 # CE kept, no CNPs), the hosts' neighbour entries (dynamic in routed-arp and wire modes),
 # longhaul's ARP / ND frames decoded by scapy and its neighbour counters (routed-arp), longhaul's
-# tx counters against the captures, no drops (routed-arp: only the first packets toward a host
-# not resolved yet), and a clean stop. Exit status 1 if any check fails.
+# tx counters against the captures, no drops during the checks (routed-arp: only the first
+# packets toward a host not resolved yet; before the checks, only drop.no_route of the hosts'
+# kernels' own frames to neither host), and a clean stop. Exit status 1 if any check fails.
 #
 # --config FILE   longhaul config (default perf/lab/lab-baseline.toml; lab-themis.toml runs
 #                 THEMIS, lab-routed-arp.toml and lab-wire.toml the other modes). It must have
@@ -288,9 +289,33 @@ if [ -n "$H1_ADDR6" ]; then
   sleep 0.2
 fi
 
+# ---- captures ---------------------------------------------------------------------------------
+
+capture() { # ns interface file: what the interface receives
+  ip netns exec "$1" tcpdump -i "$2" -Q in -n --immediate-mode -U -s 0 -B 8192 -Z root -w "$3" 2>"$3.log" &
+  CAP_PIDS+=($!)
+  for _ in $(seq 100); do
+    grep -q "listening on" "$3.log" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  cat "$3.log"
+  return 1
+}
+stop_captures() {
+  for p in "${CAP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${CAP_PIDS[@]}"; do wait "$p" || true; done
+  CAP_PIDS=()
+}
+
+# What the hosts' kernels send toward longhaul before the checks start (longhaul's side of each
+# veth pair): shown if longhaul counted drops then (see "longhaul's counters").
+capture "$NS_SW" sw-h1 "$WORK/pre-sw-h1.pcap" || { fail "tcpdump did not start on sw-h1"; exit 1; }
+capture "$NS_SW" sw-h2 "$WORK/pre-sw-h2.pcap" || { fail "tcpdump did not start on sw-h2"; exit 1; }
+
 # ---- longhaul ---------------------------------------------------------------------------------
 
 step "longhaul run in $NS_SW"
+T_LH=$(date +%s.%N)
 ip netns exec "$NS_SW" "$LH" run --config "$WORK/config.toml" >"$WORK/longhaul.out" 2>"$WORK/longhaul.err" &
 LH_PID=$!
 T0=$SECONDS
@@ -311,22 +336,15 @@ else
   exit 1
 fi
 
-# ---- captures ---------------------------------------------------------------------------------
-
-capture() { # ns file: what the host receives
-  ip netns exec "$1" tcpdump -i eth0 -Q in -n --immediate-mode -U -s 0 -B 8192 -Z root -w "$2" 2>"$2.log" &
-  CAP_PIDS+=($!)
-  for _ in $(seq 100); do
-    grep -q "listening on" "$2.log" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  cat "$2.log"
-  return 1
-}
-capture "$NS_H1" "$WORK/h1.pcap" || { fail "tcpdump did not start on h1"; exit 1; }
-capture "$NS_H2" "$WORK/h2.pcap" || { fail "tcpdump did not start on h2"; exit 1; }
+capture "$NS_H1" eth0 "$WORK/h1.pcap" || { fail "tcpdump did not start on h1"; exit 1; }
+capture "$NS_H2" eth0 "$WORK/h2.pcap" || { fail "tcpdump did not start on h2"; exit 1; }
 sleep 0.3
 ip netns exec "$NS_SW" "${CTL[@]}" stats --json >"$WORK/stats0.json"
+# The switch-side captures end here (the host captures go on): the traffic below is the lab's.
+kill -INT "${CAP_PIDS[0]}" "${CAP_PIDS[1]}" 2>/dev/null || true
+wait "${CAP_PIDS[0]}" "${CAP_PIDS[1]}" || true
+CAP_PIDS=("${CAP_PIDS[@]:2}")
+
 
 # ---- traffic ----------------------------------------------------------------------------------
 
@@ -433,9 +451,7 @@ fi
 
 sleep 0.5 # stats_interval and the last frames
 ip netns exec "$NS_SW" "${CTL[@]}" stats --json >"$WORK/stats1.json"
-for p in "${CAP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-for p in "${CAP_PIDS[@]}"; do wait "$p" || true; done
-CAP_PIDS=()
+stop_captures
 
 # ---- what the hosts received --------------------------------------------------------------------
 
@@ -662,6 +678,27 @@ else
     pass "no drops, no rx/tx errors in longhaul's counters"
   else
     fail "longhaul counted $DROPS drops and $ERRORS rx/tx errors (above)"
+  fi
+fi
+# Before the checks the hosts send nothing of the lab's, but their kernels may (an IPv6 or ARP
+# frame of their own): a routed port rightly drops what it has no route for, as drop.no_route. Each
+# such drop must match a frame the hosts sent toward longhaul after it started, to neither host.
+BEFORE=$(sed -n 's/^DROPS_BEFORE=//p' <<<"$stats")
+if [ "$BEFORE" != 0 ]; then
+  BEFORE_NR=$(sed -n 's/^DROPS_BEFORE_NO_ROUTE=//p' <<<"$stats")
+  to_hosts="ip.dst == $H1_IP || ip.dst == $H2_IP"
+  if [ -n "$H1_IP6" ]; then to_hosts+=" || ipv6.dst == $H1_IP6 || ipv6.dst == $H2_IP6"; fi
+  stray="frame.time_epoch >= $T_LH && !($to_hosts)"
+  n_stray=0
+  for i in sw-h1 sw-h2; do
+    echo "  frames from ${i#sw-} toward longhaul after it started, before the checks, to neither host:"
+    tshark -r "$WORK/pre-$i.pcap" -Y "$stray" 2>/dev/null | indent
+    n_stray=$((n_stray + $(nframes "$WORK/pre-$i.pcap" "$stray")))
+  done
+  if [ "$CFG_MODE" != wire ] && [ "$BEFORE_NR" = "$BEFORE" ] && [ "$BEFORE" -le "$n_stray" ]; then
+    pass "before the checks: drop.no_route $BEFORE, within the $n_stray frames the hosts' kernels sent to neither host (above)"
+  else
+    fail "before the checks: longhaul counted $BEFORE drops (drop.no_route ${BEFORE_NR:-0}), the hosts sent $n_stray frames to neither host (expected: only drop.no_route, at most that many; none through a wire pair)"
   fi
 fi
 if [ "$CFG_MODE" = wire ]; then
