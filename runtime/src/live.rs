@@ -65,31 +65,67 @@ pub const DRAIN_DEADLINE_NS: Nanos = 1_000_000_000;
 /// Bifrost's T of 10 us. That bounds the timer's lateness (a chunk's time).
 pub const SLOT_CHUNK: usize = 8;
 
-/// What [`SlotPacer`] assumes a frame may take at most in one phase of the worker (its rx and
-/// pipeline, or its transmit): about 100 ns on the perf/ configs, with margin.
+/// The most [`SlotPacer`] assumes a frame may take in one phase of the worker (its rx and
+/// pipeline, or its transmit), and what it assumes before it has measured: about 100 ns on the
+/// perf/ configs, with margin.
 pub const SLOT_FRAME_NS: Nanos = 250;
+
+/// The least [`SlotPacer`] assumes a frame may take, however fast the frames it measured.
+pub const SLOT_FRAME_MIN_NS: Nanos = 20;
 
 /// When a live worker looks at a slot timer between chunks of its bursts, and when that needs the
 /// clock. Reading the clock is not free: `Instant::now` cost about 120 ns on the project's VM,
 /// more than a frame, and a read after every chunk of [`SLOT_CHUNK`] took 30 ns per frame
-/// (perf/README.md). So a chunk is as long as the time left before the deadline allows at
-/// [`SLOT_FRAME_NS`] a frame (between [`SLOT_CHUNK`] and a burst), and the clock is read after a
-/// chunk only when, counting [`SLOT_FRAME_NS`] for every frame since the last read, the deadline
-/// may have come. A chunk that can cross the deadline is then at most [`SLOT_CHUNK`] frames, and
-/// the timer is looked at right after it: the lateness bound is the old one (a chunk of
-/// [`SLOT_CHUNK`] frames) as long as a frame takes less than [`SLOT_FRAME_NS`]; far from the
-/// deadline, whole bursts go through with no read. A timer disarmed (at rest) is looked at after
-/// the whole burst: an arrival that arms it in the burst's middle has its first slot checked at
-/// the burst's end.
-#[derive(Default)]
+/// (perf/README.md). So a chunk is as long as the time left before the deadline allows at the
+/// pacer's per-frame estimate (between [`SLOT_CHUNK`] and a burst), and the clock is read after a
+/// chunk only when, counting the estimate for every frame since the last read, the deadline may
+/// have come. A chunk that can cross the deadline is then at most [`SLOT_CHUNK`] frames, and the
+/// timer is looked at right after it: the timer is late by at most a chunk of [`SLOT_CHUNK`]
+/// frames as long as a frame takes no longer than the estimate; far from the deadline, whole
+/// bursts go through with no read. A timer disarmed (at rest) is looked at after the whole burst:
+/// an arrival that arms it in the burst's middle has its first slot checked at the burst's end.
+///
+/// The estimate is measured: twice the average time of the frames between two clock reads (at
+/// least [`SLOT_CHUNK`] of them; the time includes the loop's other work, so it errs long), taken
+/// at once when it is longer than the estimate and by an eighth of the difference when shorter,
+/// within [`SLOT_FRAME_MIN_NS`, `SLOT_FRAME_NS`]. At T = 10 us and 35 ns a frame (about the
+/// full rate of the perf/ configs), the fixed [`SLOT_FRAME_NS`] read the clock 15 times a slot,
+/// the measured estimate 7 (`slot_pacer_bounds_the_lateness_and_reads_less_as_frames_get_faster`).
 struct SlotPacer {
-    /// Nanoseconds the frames since the last clock read may have taken, at [`SLOT_FRAME_NS`].
+    /// Nanoseconds the frames since the last clock read may have taken, at `frame_ns` each.
     spent: Nanos,
+    /// What a frame is assumed to take.
+    frame_ns: Nanos,
+    /// The last clock read, and the frames since.
+    read_at: Nanos,
+    frames: u64,
+}
+
+impl Default for SlotPacer {
+    fn default() -> Self {
+        SlotPacer {
+            spent: 0,
+            frame_ns: SLOT_FRAME_NS,
+            read_at: 0,
+            frames: 0,
+        }
+    }
 }
 
 impl SlotPacer {
-    /// The clock was read.
-    fn read(&mut self) {
+    /// The clock was read: `now`.
+    fn read(&mut self, now: Nanos) {
+        if self.frames >= SLOT_CHUNK as u64 {
+            let seen = 2 * (now.saturating_sub(self.read_at) / self.frames);
+            let f = if seen >= self.frame_ns {
+                seen
+            } else {
+                self.frame_ns - (self.frame_ns - seen) / 8
+            };
+            self.frame_ns = f.clamp(SLOT_FRAME_MIN_NS, SLOT_FRAME_NS);
+        }
+        self.read_at = now;
+        self.frames = 0;
         self.spent = 0;
     }
 
@@ -97,13 +133,14 @@ impl SlotPacer {
     /// clock last read at `now`.
     fn chunk(&self, deadline: Option<Nanos>, now: Nanos, left: usize) -> usize {
         let Some(d) = deadline else { return left };
-        let fit = d.saturating_sub(now + self.spent) / SLOT_FRAME_NS;
+        let fit = d.saturating_sub(now + self.spent) / self.frame_ns;
         (fit.min(BURST as Nanos) as usize).max(SLOT_CHUNK).min(left)
     }
 
     /// `k` frames went through; whether the clock must be read now (the deadline may have come).
     fn took(&mut self, k: usize, deadline: Option<Nanos>, now: Nanos) -> bool {
-        self.spent += k as Nanos * SLOT_FRAME_NS;
+        self.frames += k as u64;
+        self.spent += k as Nanos * self.frame_ns;
         deadline.is_some_and(|d| now + self.spent >= d)
     }
 }
@@ -196,7 +233,7 @@ where
             }
         }
         let mut now = mono_ns();
-        pacer.read();
+        pacer.read(now);
         sum.iterations += 1;
         let mut work = sw.apply_commands(now, now) > 0;
         // With a slot timer, bursts go through in chunks with the clock read and the timer
@@ -226,7 +263,7 @@ where
                         }
                         if pacer.took(k, sw.slot_deadline(), now) {
                             now = mono_ns().max(now);
-                            pacer.read();
+                            pacer.read(now);
                             sw.poll_slot_timer(now);
                         }
                     }
@@ -268,7 +305,7 @@ where
                 port.tx_burst(now, &mut txv, sw.pool());
                 if slotted && pacer.took(n, sw.slot_deadline(), now) {
                     now = mono_ns().max(now);
-                    pacer.read();
+                    pacer.read(now);
                     sw.poll_slot_timer(now);
                 }
                 if n < max {
@@ -369,54 +406,120 @@ mod tests {
         // Disarmed: the whole burst, and no clock read for it.
         assert_eq!(p.chunk(None, 0, BURST), BURST);
         assert!(!p.took(BURST, None, 0));
-        p.read();
+        // Read 8 us later: 250 ns a frame measured, twice that clamped to SLOT_FRAME_NS.
+        p.read(8_000);
+        assert_eq!(p.frame_ns, SLOT_FRAME_NS);
         // 20 us away: a whole burst fits (80 frames at SLOT_FRAME_NS), and after it 12 us are
         // left by the estimate: no read.
-        assert_eq!(p.chunk(Some(20_000), 0, BURST), BURST);
-        assert!(!p.took(BURST, Some(20_000), 0));
+        let d = Some(28_000);
+        assert_eq!(p.chunk(d, 8_000, BURST), BURST);
+        assert!(!p.took(BURST, d, 8_000));
         // Now 8 us are spent by the estimate: 48 frames fit, a burst is at most BURST.
-        assert_eq!(p.chunk(Some(20_000), 0, BURST), BURST);
+        assert_eq!(p.chunk(d, 8_000, BURST), BURST);
         // After it 16 us are spent by the estimate: 4 us left, no read yet.
-        assert!(!p.took(BURST, Some(20_000), 0));
+        assert!(!p.took(BURST, d, 8_000));
         // 4 us left by the estimate: 16 frames, then the deadline may have come: read.
-        assert_eq!(p.chunk(Some(20_000), 0, BURST), 16);
-        assert!(p.took(16, Some(20_000), 0));
-        p.read();
+        assert_eq!(p.chunk(d, 8_000, BURST), 16);
+        assert!(p.took(16, d, 8_000));
+        p.read(28_000);
+        assert_eq!(p.frame_ns, SLOT_FRAME_NS);
         // Near or past the deadline: SLOT_CHUNK frames between reads, never fewer.
-        assert_eq!(p.chunk(Some(20_000), 19_900, BURST), SLOT_CHUNK);
-        assert_eq!(p.chunk(Some(20_000), 25_000, BURST), SLOT_CHUNK);
-        assert!(p.took(SLOT_CHUNK, Some(20_000), 25_000));
+        assert_eq!(p.chunk(d, 27_900, BURST), SLOT_CHUNK);
+        assert_eq!(p.chunk(d, 33_000, BURST), SLOT_CHUNK);
+        assert!(p.took(SLOT_CHUNK, d, 33_000));
         // Never more than what is left.
-        p.read();
-        assert_eq!(p.chunk(Some(20_000), 19_900, 3), 3);
+        p.read(33_000);
+        assert_eq!(p.chunk(d, 27_900, 3), 3);
         assert_eq!(p.chunk(Some(1_000_000), 0, 5), 5);
     }
 
     #[test]
-    fn slot_pacer_bounds_the_frames_between_reads_near_the_deadline() {
-        // Frames of SLOT_FRAME_NS each, from the read at `now` toward a deadline `d`: the last
-        // read before the deadline is at most SLOT_CHUNK frames before it, so a timer is never
-        // looked at later than SLOT_CHUNK frames after it is due.
-        for d in (0..30_000).step_by(130) {
-            let mut p = SlotPacer::default();
-            let (mut now, mut frames) = (0u64, 0u64);
-            while now <= d {
-                assert!(
-                    frames < 1_000,
-                    "deadline {d}: no clock read after {frames} frames"
-                );
-                let k = p.chunk(Some(d), now, BURST) as u64;
-                frames += k;
-                if p.took(k as usize, Some(d), now) {
-                    now = frames * SLOT_FRAME_NS;
-                    p.read();
+    fn slot_pacer_measures_the_frames() {
+        let mut p = SlotPacer::default();
+        // Fewer than SLOT_CHUNK frames between two reads: not measured.
+        p.read(0);
+        p.took(SLOT_CHUNK - 1, None, 0);
+        p.read(10);
+        assert_eq!(p.frame_ns, SLOT_FRAME_NS);
+        // 32 frames in 1.6 us: 50 ns each, twice that is below the estimate: an eighth of the
+        // way down.
+        p.took(32, None, 10);
+        p.read(1_610);
+        assert_eq!(p.frame_ns, SLOT_FRAME_NS - (SLOT_FRAME_NS - 100) / 8);
+        for _ in 0..100 {
+            p.took(32, None, 0);
+            let at = p.read_at + 1_600;
+            p.read(at);
+        }
+        assert_eq!(p.frame_ns, 100 + 7, "the eighths stop short of the measure");
+        // Slower frames count at once: 80 ns each.
+        p.took(32, None, 0);
+        p.read(p.read_at + 2_560);
+        assert_eq!(p.frame_ns, 160);
+        // Within [SLOT_FRAME_MIN_NS, SLOT_FRAME_NS].
+        p.took(32, None, 0);
+        p.read(p.read_at + 32 * 1_000);
+        assert_eq!(p.frame_ns, SLOT_FRAME_NS);
+        for _ in 0..200 {
+            p.took(32, None, 0);
+            p.read(p.read_at + 32);
+        }
+        assert_eq!(p.frame_ns, SLOT_FRAME_MIN_NS);
+    }
+
+    /// Slots of `slot` ns, frames of `frame(i)` ns (the i-th frame): the worker's pacing (chunks,
+    /// `took`, a read when it says) from a fresh pacer; per slot from the third on, the timer's
+    /// lateness (the first read at or after the deadline) and the clock reads. Returns the largest
+    /// lateness and the most reads in a slot.
+    fn pace(slot: Nanos, slots: u64, frame: impl Fn(u64) -> Nanos) -> (Nanos, u64) {
+        let mut p = SlotPacer::default();
+        let (mut now, mut i, mut d) = (0, 0u64, slot);
+        let (mut late, mut most, mut reads) = (0, 0, 0);
+        p.read(now);
+        while d <= slots * slot {
+            let k = p.chunk(Some(d), p.read_at, BURST);
+            let mut t = 0;
+            for _ in 0..k {
+                t += frame(i);
+                i += 1;
+            }
+            now += t;
+            if p.took(k, Some(d), p.read_at) {
+                p.read(now);
+                reads += 1;
+                if now >= d {
+                    if d > 2 * slot {
+                        late = late.max(now - d);
+                        most = most.max(reads);
+                    }
+                    reads = 0;
+                    d += slot;
                 }
             }
-            let late = now - d;
-            assert!(
-                late <= SLOT_CHUNK as u64 * SLOT_FRAME_NS,
-                "deadline {d}: late {late}"
-            );
         }
+        (late, most)
+    }
+
+    #[test]
+    fn slot_pacer_bounds_the_lateness_and_reads_less_as_frames_get_faster() {
+        // Frames of the same length: late by at most a chunk of SLOT_CHUNK frames, for every
+        // slot phase (the deadlines step by 130 ns against the frames).
+        for t in [35, 100, 250] {
+            for slot in (9_000..11_000).step_by(130) {
+                let (late, _) = pace(slot, 30, |_| t);
+                assert!(
+                    late <= SLOT_CHUNK as u64 * t,
+                    "frames of {t} ns, slot {slot}: late {late}"
+                );
+            }
+        }
+        // At full rate (35 ns a frame, T = 10 us): 7 reads per slot; with SLOT_FRAME_NS fixed
+        // (the pacer before it measured), 15.
+        let (_, reads) = pace(10_000, 30, |_| 35);
+        assert!(reads <= 7, "{reads} reads in a slot");
+        // Frames alternating between 20 and 60 ns (the rx phase and the transmit): the estimate
+        // covers the slower ones, the lateness stays within a chunk of them.
+        let (late, _) = pace(10_000, 30, |i| if (i / 32) % 2 == 0 { 60 } else { 20 });
+        assert!(late <= SLOT_CHUNK as u64 * 60, "late {late}");
     }
 }
