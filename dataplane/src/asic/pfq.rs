@@ -307,9 +307,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     /// [`enqueue_admitted`](Self::enqueue_admitted) followed by a
     /// [`dequeue_where`](Self::dequeue_where) at `now` would (a shaper's cut-through: a packet
     /// arriving at an empty queue with tokens departs at once). `false`: nothing changed, queue
-    /// it. Inline: one call per packet of MLCC's cut-through, into its ingress (the call's
-    /// saves and restores were about 15 of its 90 instructions, perf/README.md, tenth session).
-    #[inline]
+    /// it.
     pub fn pass_through(&mut self, i: usize, len: u64, now: Nanos) -> bool {
         let Some(s) = self.slots.get(i) else {
             return false;
