@@ -447,6 +447,26 @@ impl<'a, P: BufPool> Ctx<'a, P> {
             .map_or(0, |p| p.stats.tx_bytes)
     }
 
+    /// What an INT hop says of egress port `id` (INT v2.1's egress port facts, as
+    /// [`Ctx::queue_depth`], [`Ctx::port_tx_bytes`] and [`Ctx::port`] give them): the depth in
+    /// bytes of its queue `queue`, the bytes it has sent so far and its rate in bit/s, each 0
+    /// for no such port. One look-up of the port for the three (the INT source writes them into
+    /// every packet it sends toward its DC, MLCC's receiver-side DCI).
+    #[inline]
+    pub fn int_port_state(&self, id: u16, queue: u8) -> (u64, u64, u64) {
+        let Some(&idx) = self.st.port_index.get(id as usize) else {
+            return (0, 0, 0);
+        };
+        let idx = idx as usize;
+        let (depth, tx) = self
+            .st
+            .ports
+            .get(idx)
+            .map_or((0, 0), |p| (p.tm.depth_bytes(queue), p.stats.tx_bytes));
+        let rate = self.st.infos.get(idx).map_or(0, |i| i.rate_bps);
+        (depth, tx, rate)
+    }
+
     /// Static facts about port `id`, if it exists.
     #[inline]
     pub fn port(&self, id: u16) -> Option<&PortInfo> {

@@ -171,6 +171,15 @@ pub struct PerFlowQueues<B: PacketBuf, K: Hash + Eq + Copy = u64> {
     /// Tests: schedule on the heap only (the reference the run is checked against).
     #[cfg(test)]
     heap_only: bool,
+    /// A lower bound of every calendar entry's time, stale entries included (`Nanos::MAX`: the
+    /// calendar is empty): lowered by every push ([`schedule`](Self::schedule); entries
+    /// `dequeue_where` sets aside go back unchanged), still a bound after pops and sweeps (they
+    /// only remove entries), and set to the earliest current entry's time whenever
+    /// [`next_ready`](Self::next_ready) finds it. So when it is after `now` no head is due, and
+    /// [`pass_through`](Self::pass_through)'s "no other head due" test is one compare instead of
+    /// a look at the heap's top and the run's front (paper 001 section 3.2.2's PFQ dequeue:
+    /// which packet goes when does not change; perf/README.md, tenth session).
+    earliest: Nanos,
     /// Per slot: bumped whenever its calendar entry stops being valid.
     gen: Vec<u32>,
     /// Pushes so far (FIFO among queues ready at the same nanosecond: round robin).
@@ -206,6 +215,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
             run: VecDeque::with_capacity(CALENDAR_SLACK * cfg.max_flows + 1),
             #[cfg(test)]
             heap_only: false,
+            earliest: Nanos::MAX,
             gen: vec![0; cfg.max_flows],
             seq: 0,
             blocked: Vec::with_capacity(MAX_REFUSED),
@@ -309,7 +319,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         let Some(c) = s.shaper.conforming(len, now) else {
             return false;
         };
-        if self.next_ready(now).is_some_and(|t| t <= now) {
+        if self.head_due(now) {
             return false;
         }
         self.slots[i].shaper.consume_conforming(c, len, now);
@@ -356,6 +366,7 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
         }
         self.seq += 1;
         let e = CalEntry::new(t, self.seq, i as u32, g);
+        self.earliest = self.earliest.min(t);
         #[cfg(test)]
         if self.heap_only {
             self.calendar.push(Reverse(e));
@@ -475,11 +486,22 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     pub fn next_ready(&mut self, now: Nanos) -> Option<Nanos> {
         while let Some((e, from_run)) = self.first() {
             if self.is_current(&e) {
+                // The earliest entry of all (the calendar's order is by time first).
+                self.earliest = e.time();
                 return Some(e.time().max(now));
             }
             self.pop_first(from_run);
         }
+        self.earliest = Nanos::MAX;
         None
+    }
+
+    /// Is some queue's head due at `now` (`next_ready(now)` at or before `now`)? One compare
+    /// when the calendar's bound is after `now` (the usual case for a packet arriving at its
+    /// empty PFQ: every queue empty or waiting), else [`next_ready`](Self::next_ready).
+    #[inline]
+    fn head_due(&mut self, now: Nanos) -> bool {
+        self.earliest <= now && self.next_ready(now).is_some_and(|t| t <= now)
     }
 
     /// When slot `i`'s head packet conforms (see [`next_ready`](Self::next_ready)); `None` when
@@ -706,6 +728,8 @@ mod tests {
                     3 => prop_assert_eq!(a.release(&flow), b.release(&flow)),
                     _ => dequeue_refusing(&mut a, &mut b, now, x)?,
                 }
+                a.check_bound(now)?;
+                b.check_bound(now)?;
                 prop_assert_eq!(a.next_ready(now), b.next_ready(now));
                 prop_assert_eq!(a.held_pkts(), b.held_pkts());
             }
@@ -761,6 +785,7 @@ mod tests {
                 prop_assert_eq!(a.held_pkts(), b.held_pkts());
                 prop_assert_eq!(a.held_bytes(), b.held_bytes());
                 prop_assert_eq!(a.in_use(), b.in_use());
+                a.check_bound(now)?;
                 prop_assert_eq!(a.next_ready(now), b.next_ready(now));
             }
             drain_both(&mut a, &mut b, now)?;
@@ -790,6 +815,41 @@ mod tests {
         assert_eq!(p.dequeue(300).map(|b| b.data()[0]), Some(2));
         assert!(p.pass_through(i, 100, 300));
         assert_eq!(p.held_pkts(), 0);
+    }
+
+    impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
+        /// `next_ready` without the bound: the earliest current entry of the whole heap and
+        /// run, looked at one by one.
+        fn next_ready_by_scan(&self, now: Nanos) -> Option<Nanos> {
+            let all = self
+                .calendar
+                .iter()
+                .map(|r| r.0)
+                .chain(self.run.iter().copied());
+            let t = all.filter(|e| self.is_current(e)).map(|e| e.time()).min();
+            t.map(|t| t.max(now))
+        }
+
+        /// The bound's invariant (no entry, stale or not, before it), then `head_due` and
+        /// `next_ready` against the scan.
+        fn check_bound(&mut self, now: Nanos) -> Result<(), TestCaseError> {
+            let all = self
+                .calendar
+                .iter()
+                .map(|r| r.0)
+                .chain(self.run.iter().copied());
+            let first = all.map(|e| e.time()).min().unwrap_or(Nanos::MAX);
+            prop_assert!(
+                self.earliest <= first,
+                "bound {} after an entry at {}",
+                self.earliest,
+                first
+            );
+            let scan = self.next_ready_by_scan(now);
+            prop_assert_eq!(self.head_due(now), scan.is_some_and(|t| t <= now));
+            prop_assert_eq!(self.next_ready(now), scan);
+            Ok(())
+        }
     }
 
     /// The two property tests' queues: three flows of four packets or 4000 bytes, 10 Gb/s.

@@ -149,16 +149,14 @@ impl IntStage {
 
     /// The hop this switch pushes for a packet leaving `port` from `queue` now.
     pub fn hop<P: BufPool>(&self, ctx: &mut Ctx<'_, P>, port: u16, queue: u8) -> MlccHop {
-        let qlen = ctx.queue_depth(port, queue).map_or(0, |(b, _)| b);
+        let (qlen, tx_bytes, rate_bps) = ctx.int_port_state(port, queue);
         MlccHop {
             node_id: self.cfg.switch_id,
             queue_id: queue,
             qlen: qlen.min(mlcc::MAX_QLEN as u64) as u32,
             ts: ctx.now,
-            tx_bytes: ctx.port_tx_bytes(port),
-            rate_mbps: ctx
-                .port(port)
-                .map_or(0, |p| (p.rate_bps / 1_000_000).min(u32::MAX as u64) as u32),
+            tx_bytes,
+            rate_mbps: (rate_bps / 1_000_000).min(u32::MAX as u64) as u32,
         }
     }
 
