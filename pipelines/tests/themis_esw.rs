@@ -295,6 +295,9 @@ fn receiver_cnp_throttles_the_opposite_direction_by_recirculation() {
         ]
     );
     assert_eq!(to_dc[2].meta.loop_count, 1);
+    // The CNP_Store slot the looping packet carried in `meta.user` (TRP's hint) is cleared
+    // when it leaves the loop.
+    assert_eq!(to_dc[2].meta.user, 0);
     // The CNP itself was forwarded to the WAN.
     assert_eq!(on(&out, WAN0).len(), 1);
     assert_eq!(counter(&h, "themis.cnp_punts"), 1);

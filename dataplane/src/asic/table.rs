@@ -375,6 +375,52 @@ impl<K: Eq + Hash + Copy, V> ExactTable<K, V> {
         }
     }
 
+    /// As [`lookup`](Self::lookup) (the same counting and refresh), giving the entry's slot
+    /// instead of its value: the index of its node, `0..capacity`, which stays the entry's
+    /// while it lives and is reused after it is removed. For a caller that keeps values of its
+    /// own by slot and looks the same key up again soon ([`hit_slot`](Self::hit_slot)):
+    /// THEMIS's CNP_Store, once per recirculation pass of a throttled packet.
+    #[inline]
+    pub fn lookup_slot(&mut self, k: &K, now: Nanos) -> Option<usize> {
+        let ordered = self.cfg.idle_timeout.is_some();
+        match self.map.get(k) {
+            Some(slot) => {
+                self.stats.hits += 1;
+                let n = slot.node;
+                self.links.touch(n, now, ordered);
+                Some(n)
+            }
+            None => {
+                self.stats.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// A lookup of `k` through a slot an earlier [`lookup_slot`](Self::lookup_slot) gave,
+    /// without hashing. When `slot` holds `k` it is the entry a lookup by key finds (a key has
+    /// one node, and a node freed by `remove`, `expire`, eviction or `clear` holds no key), so
+    /// the hit is counted and refreshed as [`lookup`](Self::lookup) counts it, and `true` is
+    /// returned. Otherwise (the entry was removed since, its slot reused, or `slot` is out of
+    /// range) `false`, nothing counted: the caller looks `k` up by key, which counts the hit or
+    /// the miss.
+    #[inline]
+    pub fn hit_slot(&mut self, slot: usize, k: &K, now: Nanos) -> bool {
+        if self.links.nodes.get(slot).and_then(|n| n.key.as_ref()) != Some(k) {
+            return false;
+        }
+        self.stats.hits += 1;
+        self.links.touch(slot, now, self.cfg.idle_timeout.is_some());
+        true
+    }
+
+    /// The slot of `k` (as [`lookup_slot`](Self::lookup_slot) gives it) without counting or
+    /// refreshing anything (control plane, tests).
+    #[inline]
+    pub fn peek_slot(&self, k: &K) -> Option<usize> {
+        self.map.get(k).map(|s| s.node)
+    }
+
     /// A lookup answered without probing when the table is empty: `true` (a miss, counted as
     /// [`lookup`](Self::lookup) counts it) when it holds no entry, `false` (nothing counted)
     /// otherwise. For a caller that can skip building the key when every lookup must miss.
@@ -693,6 +739,8 @@ mod tests {
     enum Op {
         Insert(u8, u16),
         Lookup(u8),
+        /// A lookup through a slot (`hit_slot`), by key when the slot does not hold the key.
+        SlotLookup(u8, u8),
         Remove(u8),
         Expire(u8),
         Advance(u8),
@@ -702,6 +750,7 @@ mod tests {
         prop_oneof![
             4 => (0u8..24, any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
             3 => (0u8..24).prop_map(Op::Lookup),
+            3 => (0u8..24, 0u8..12).prop_map(|(k, s)| Op::SlotLookup(k, s)),
             1 => (0u8..24).prop_map(Op::Remove),
             1 => (0u8..4).prop_map(Op::Expire),
             2 => (0u8..40).prop_map(Op::Advance),
@@ -754,6 +803,34 @@ mod tests {
                     Op::Lookup(k) => {
                         let got = t.lookup(&k, now).copied();
                         // Untimed: the hit time is not recorded (last_hit stays the insert's).
+                        let want = m.iter_mut().find(|e| e.0 == k).map(|e| {
+                            e.3 = seq;
+                            if timed {
+                                e.4 = now;
+                            }
+                            e.1
+                        });
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::SlotLookup(k, s) => {
+                        let s = s as usize;
+                        // The slot of a key is the one `lookup_slot` gives, and only that slot
+                        // answers for it.
+                        let holds = t.peek_slot(&k) == Some(s);
+                        let before = t.stats();
+                        let hit = t.hit_slot(s, &k, now);
+                        prop_assert_eq!(hit, holds);
+                        let got = if hit {
+                            t.peek(&k).copied()
+                        } else {
+                            let n = t.lookup_slot(&k, now);
+                            prop_assert_eq!(n, t.peek_slot(&k));
+                            n.and_then(|_| t.peek(&k).copied())
+                        };
+                        // Counted once, as one lookup.
+                        let after = t.stats();
+                        prop_assert_eq!(after.hits + after.misses, before.hits + before.misses + 1);
+                        prop_assert_eq!(after.hits - before.hits, u64::from(got.is_some()));
                         let want = m.iter_mut().find(|e| e.0 == k).map(|e| {
                             e.3 = seq;
                             if timed {

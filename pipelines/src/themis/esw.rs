@@ -26,7 +26,7 @@ use super::config::{ThemisConfig, ThemisTrpConfig};
 use super::daemon::{InterDcPairs, QpField, QpKey, DAEMON_PORT};
 use super::pnp::{Pnp, PnpParams, PnpVerdict};
 use super::syncookie::{AckVerdict, SynCookies};
-use super::trp::{DataVerdict, RecoveryMode, Trp, TrpCommand, TrpKey, TrpParams};
+use super::trp::{DataVerdict, RecoveryMode, Trp, TrpCommand, TrpKey, TrpParams, NO_SLOT_HINT};
 use crate::baseline::{BaselineCommand, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
@@ -233,7 +233,14 @@ impl ThemisEsw {
     }
 
     /// TRP's decision for a WAN -> DC RoCE data packet (first pass or back from the loop).
-    fn trp_data<B: PacketBuf>(&mut self, pkt: &B, now: Nanos) -> Option<DataVerdict> {
+    ///
+    /// A packet sent round the loop carries in `meta.user` the CNP_Store slot where this pass
+    /// found its flow (`Trp::on_data_at`'s hint; THEMIS uses `meta.user` for nothing else), so
+    /// that its next pass finds the flow without hashing the key (THEMIS's part of a pass 328 ->
+    /// 247 instructions on the themis scenario, perf/README.md); it is cleared when the packet
+    /// leaves the loop. A first pass
+    /// takes no hint: the word is the receive path's.
+    fn trp_data<B: PacketBuf>(&mut self, pkt: &mut B, now: Nanos) -> Option<DataVerdict> {
         let trp = self.trp.as_mut()?;
         let m = pkt.meta();
         let frame = pkt.data();
@@ -242,7 +249,17 @@ impl ThemisEsw {
             return None;
         }
         let (_, dst) = Self::ip_pair(frame, m.l3_off as usize)?;
-        Some(trp.on_data(TrpKey::new(dst, qpn), psn, m.loop_count, now))
+        let loop_count = m.loop_count;
+        let hint = if loop_count > 0 { m.user } else { NO_SLOT_HINT };
+        let (v, next) = trp.on_data_at(TrpKey::new(dst, qpn), psn, loop_count, now, hint);
+        if v == DataVerdict::Recirculate || loop_count > 0 {
+            pkt.meta_mut().user = if v == DataVerdict::Recirculate {
+                next
+            } else {
+                NO_SLOT_HINT
+            };
+        }
+        Some(v)
     }
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {

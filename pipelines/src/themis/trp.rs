@@ -444,13 +444,24 @@ struct CacheCell {
 }
 
 /// TRP: CNP_Cache, CNP_Store and Algorithm 1 with recovery.
+///
+/// CNP_Store's entries are the table's keys; each flow's state is in `flows`, at the entry's
+/// slot ([`ExactTable::lookup_slot`]), so that a packet back from the recirculation loop finds
+/// its flow again through the slot its last pass found (`meta.user`, [`Trp::on_data_at`])
+/// without hashing the key.
 #[derive(Debug)]
 pub struct Trp {
     params: TrpParams,
     cache: RegisterArray<CacheCell>,
-    store: ExactTable<TrpKey, FlowState>,
+    store: ExactTable<TrpKey, ()>,
+    /// The state of CNP_Store's entry at each slot (a free slot's is stale, never read).
+    flows: Box<[FlowState]>,
     stats: TrpStats,
 }
+
+/// A packet's hint for [`Trp::on_data_at`]: 0 = none, `slot + 1` = the CNP_Store slot where its
+/// last pass found its flow (what THEMIS carries in `meta.user` round the loop).
+pub const NO_SLOT_HINT: u32 = 0;
 
 impl Trp {
     /// A TRP with its CNP_Cache and CNP_Store allocated now. A `cnp_cache_size` of 0 is taken as
@@ -473,6 +484,7 @@ impl Trp {
             params,
             cache,
             store,
+            flows: vec![FlowState::default(); params.cnp_store_capacity].into_boxed_slice(),
             stats: TrpStats::default(),
         }
     }
@@ -497,7 +509,11 @@ impl Trp {
     pub fn on_cnp(&mut self, key: TrpKey, now: Nanos) -> CnpOutcome {
         self.stats.cnps += 1;
         let beta = self.params.beta_ns;
-        if let Some(st) = self.store.lookup_mut(&key, now) {
+        if let Some(st) = self
+            .store
+            .lookup_slot(&key, now)
+            .and_then(|s| self.flows.get_mut(s))
+        {
             self.stats.cnp_store_hits += 1;
             if st.apply_cnp(now, beta) {
                 self.stats.loop_increments += 1;
@@ -546,7 +562,39 @@ impl Trp {
     /// Algorithm 1 lines 10-15 decide (throttled: loop until `loop_num` loops are done), with
     /// Appendix D / E for a recovering flow, then lines 17-21 run (module documentation).
     pub fn on_data(&mut self, key: TrpKey, psn: u32, loop_count: u8, now: Nanos) -> DataVerdict {
+        self.on_data_at(key, psn, loop_count, now, NO_SLOT_HINT).0
+    }
+
+    /// As [`on_data`](Self::on_data), given the packet's hint (`slot + 1` of the CNP_Store
+    /// entry where its last pass found its flow, or [`NO_SLOT_HINT`]), and returning the hint
+    /// for its next pass with the verdict. The same decision, counters and table refresh as
+    /// `on_data`: the hint only spares the work when the slot still holds the flow's key
+    /// ([`ExactTable::hit_slot`]: no hash, no CNP_Cache check); a stale hint (the entry removed
+    /// or expired since, its slot reused by another flow) falls back to the lookup by key.
+    #[inline]
+    pub fn on_data_at(
+        &mut self,
+        key: TrpKey,
+        psn: u32,
+        loop_count: u8,
+        now: Nanos,
+        hint: u32,
+    ) -> (DataVerdict, u32) {
         let psn = psn & PSN_MASK;
+        // A hint whose slot still holds the flow's key: the flow is in CNP_Store, so it is not
+        // in CNP_Cache (a cell takes a flow only when CNP_Store has no entry for it, `on_cnp`,
+        // and the install empties the flow's cell), and the cache check, which would find
+        // nothing and count nothing, is skipped with the hash.
+        if let Some(s) = hint.checked_sub(1).map(|s| s as usize) {
+            if self.store.hit_slot(s, &key, now) {
+                debug_assert!(!self.is_cached(&key), "a flow in CNP_Store and CNP_Cache");
+                if let Some(st) = self.flows.get_mut(s) {
+                    self.stats.data_store_hits += 1;
+                    let v = step_data(st, &self.params, &mut self.stats, psn, loop_count, now);
+                    return (v, hint);
+                }
+            }
+        }
         let params = self.params;
         let index = self.cache_index(&key);
         let stats = &mut self.stats;
@@ -566,14 +614,19 @@ impl Trp {
             }
         });
         if let Some(Some(v)) = cached {
-            return v;
+            return (v, NO_SLOT_HINT);
         }
-        match self.store.lookup_mut(&key, now) {
-            Some(st) => {
+        match self
+            .store
+            .lookup_slot(&key, now)
+            .and_then(|s| Some((s, self.flows.get_mut(s)?)))
+        {
+            Some((s, st)) => {
                 stats.data_store_hits += 1;
-                step_data(st, &params, stats, psn, loop_count, now)
+                let v = step_data(st, &params, stats, psn, loop_count, now);
+                (v, s as u32 + 1)
             }
-            None => DataVerdict::Forward,
+            None => (DataVerdict::Forward, NO_SLOT_HINT),
         }
     }
 
@@ -602,9 +655,18 @@ impl Trp {
             }
             st
         };
-        if let Err(e) = self.store.insert(key, state, now) {
+        if let Err(e) = self.store.insert(key, (), now) {
             self.stats.store_full += 1;
             return Err(e);
+        }
+        // The slot the insert gave the entry (a slot is below the capacity, the length of
+        // `flows`).
+        if let Some(st) = self
+            .store
+            .peek_slot(&key)
+            .and_then(|s| self.flows.get_mut(s))
+        {
+            *st = state;
         }
         self.stats.installs += 1;
         if in_cell {
@@ -676,8 +738,16 @@ impl Trp {
         let index = self.cache_index(key);
         match self.cache.get(index) {
             Some(c) if c.key == Some(*key) => Some(c.state),
-            _ => self.store.peek(key).copied(),
+            _ => self.stored(key),
         }
+    }
+
+    /// The flow's CNP_Store state, without counting or refreshing.
+    fn stored(&self, key: &TrpKey) -> Option<FlowState> {
+        self.store
+            .peek_slot(key)
+            .and_then(|s| self.flows.get(s))
+            .copied()
     }
 
     /// Whether the flow is pending in CNP_Cache.
@@ -1037,5 +1107,83 @@ mod tests {
         assert_eq!(t.on_data(k, 12, 3, now), DataVerdict::Forward); // max(1,1) + 2
         assert_eq!(t.stats().recover_forced, 1);
         assert_eq!(t.on_data(k, 13, 0, now), DataVerdict::Forward);
+    }
+
+    /// A packet's slot hint ([`Trp::on_data_at`]) changes the cost, not the result: two TRPs
+    /// given the same CNPs, installs, removals, expiries and data packets, one passing each
+    /// looping packet the hint of its last pass and one looking every pass up by key, decide
+    /// the same and count the same, also when a hint is stale (its flow removed or expired
+    /// while the packet loops, the slot given to another flow).
+    #[test]
+    fn slot_hints_decide_as_lookups_by_key() {
+        let params = TrpParams {
+            cnp_store_capacity: 4,
+            store_idle_timeout: Some(40_000),
+            ..TrpParams::default()
+        };
+        let (mut a, mut b) = (Trp::new(params), Trp::new(params));
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // The packets in the loop: (key, PSN, loops done, hint).
+        let mut looping: Vec<(TrpKey, u32, u8, u32)> = Vec::new();
+        let (mut now, mut psn) = (0, 0u32);
+        let (mut fresh, mut stale) = (0, 0);
+        for _ in 0..30_000 {
+            now += rand(3_000);
+            let k = key(rand(6) as u8, 0x100);
+            let (k, lc, hint) = match rand(10) {
+                0 => {
+                    assert_eq!(a.on_cnp(k, now), b.on_cnp(k, now));
+                    continue;
+                }
+                1 => {
+                    assert_eq!(a.install(k, now), b.install(k, now));
+                    continue;
+                }
+                2 if rand(4) == 0 => {
+                    assert_eq!(a.remove(k), b.remove(k));
+                    continue;
+                }
+                3 => {
+                    assert_eq!(a.expire(now, 2), b.expire(now, 2));
+                    continue;
+                }
+                4 | 5 => {
+                    psn += 1;
+                    (k, 0, NO_SLOT_HINT)
+                }
+                _ if !looping.is_empty() => {
+                    let (k, p, lc, hint) = looping.swap_remove(rand(looping.len() as u64) as usize);
+                    psn = p;
+                    let holds = b.store.peek_slot(&k).map(|s| s as u32 + 1) == Some(hint);
+                    if hint != NO_SLOT_HINT {
+                        if holds {
+                            fresh += 1;
+                        } else {
+                            stale += 1;
+                        }
+                    }
+                    (k, lc, hint)
+                }
+                _ => continue,
+            };
+            let va = a.on_data(k, psn, lc, now);
+            let (vb, next) = b.on_data_at(k, psn, lc, now, hint);
+            assert_eq!(va, vb);
+            if vb == DataVerdict::Recirculate {
+                looping.push((k, psn, lc.saturating_add(1), next));
+            }
+            assert_eq!(a.stats(), b.stats());
+            assert_eq!(a.store_stats(), b.store_stats());
+            for n in 0..6 {
+                assert_eq!(a.flow(&key(n, 0x100)), b.flow(&key(n, 0x100)));
+            }
+        }
+        assert!(fresh > 1_000 && stale > 10, "fresh {fresh}, stale {stale}");
     }
 }
