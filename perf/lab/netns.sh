@@ -345,7 +345,6 @@ kill -INT "${CAP_PIDS[0]}" "${CAP_PIDS[1]}" 2>/dev/null || true
 wait "${CAP_PIDS[0]}" "${CAP_PIDS[1]}" || true
 CAP_PIDS=("${CAP_PIDS[@]:2}")
 
-
 # ---- traffic ----------------------------------------------------------------------------------
 
 FIRST_LOST=0
