@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The DESIGN.md section 7 yardstick: dpdk-testpmd io forwarding, then `longhaul run` (one worker
 # lcore) with a given config, on the same vdevs for the same time; prints both packet rates and
-# their ratio. No hugepages, no NIC (--no-huge --no-pci).
+# their ratio. No hugepages, no NIC (--no-huge --no-pci); HUGE=1: hugepages for all three (below).
 #
 #   perf/testpmd.sh [SECONDS] [CONFIG]   (defaults 10 and perf/dpdk-baseline.toml; run from
 #                                         anywhere, it cds to the repo root)
@@ -29,7 +29,9 @@
 # (binary; default: cargo build --release --features dpdk and target/release/longhaul), TESTPMD
 # (default dpdk-testpmd), L3FWD (optional: DPDK's l3fwd built by perf/build-l3fwd.sh; when set, it
 # runs between the two on the same vdevs and its rate is printed too: a minimal DPDK router as a
-# second yardstick).
+# second yardstick), HUGE (1: every program's memory on 2 MiB hugepages, as a deployment has it:
+# --no-huge becomes --huge-unlink for testpmd, l3fwd and a copy of CONFIG; needs 512 free
+# hugepages, e.g. `echo 1024 > /proc/sys/vm/nr_hugepages` and hugetlbfs mounted at /dev/hugepages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +58,16 @@ print(cfg["control"]["api_listen"], ",".join(map(str, idx)), cfg["switch"].get("
 '
 read -r API TX_PORTS PIPELINE VDEVS_STR < <(python3 -c "$CFG_PY" "$CONFIG")
 read -r -a VDEVS <<<"$VDEVS_STR"
+# Memory: 4 KiB pages by default (--no-huge: runs anywhere, CI included); HUGE=1 hugepages.
+MEM_MODE=--no-huge
+if [ "${HUGE:-0}" = 1 ]; then
+  free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+  [ "${free:-0}" -ge 512 ] || { echo "HUGE=1 needs 512 free 2 MiB hugepages (HugePages_Free: ${free:-0})" >&2; exit 1; }
+  MEM_MODE=--huge-unlink
+  grep -q '"--no-huge"' "$CONFIG" || { echo "$CONFIG: no \"--no-huge\" in [dpdk] eal_args to replace" >&2; exit 1; }
+  sed 's/"--no-huge"/"--huge-unlink"/' "$CONFIG" >"$OUT/config-huge.toml"
+  CONFIG=$OUT/config-huge.toml
+fi
 
 if [ -z "${LONGHAUL:-}" ]; then
   cargo build --release --features dpdk --locked -q
@@ -63,7 +75,7 @@ if [ -z "${LONGHAUL:-}" ]; then
 fi
 
 echo "== dpdk-testpmd io forwarding, ${DURATION} s (+${WARMUP} s warm-up)"
-TP_CMD=("$TESTPMD" -l 0-1 --no-huge -m 1024 --no-pci --no-shconf --no-telemetry
+TP_CMD=("$TESTPMD" -l 0-1 "$MEM_MODE" -m 1024 --no-pci --no-shconf --no-telemetry
   --file-prefix=longhaul-testpmd-$$ "${VDEVS[@]}"
   -- --forward-mode=io --stats-period 1)
 echo "${TP_CMD[*]}"
@@ -84,7 +96,7 @@ if [ -n "${L3FWD:-}" ]; then
   # DPDK's l3fwd (perf/build-l3fwd.sh) on the same vdevs (its arguments: perf/l3fwd-args.sh).
   # shellcheck source=perf/l3fwd-args.sh
   . perf/l3fwd-args.sh
-  l3fwd_cmd "$L3FWD" "$OUT" "longhaul-l3fwd-$$" "${VDEVS[@]}"
+  L3_MEM_MODE=$MEM_MODE l3fwd_cmd "$L3FWD" "$OUT" "longhaul-l3fwd-$$" "${VDEVS[@]}"
   echo "== DPDK l3fwd (LPM), ${DURATION} s (+${WARMUP} s warm-up)"
   echo "${L3_CMD[*]}"
   timeout -s INT $((DURATION + WARMUP + 1)) "${L3_CMD[@]}" </dev/null >"$OUT/l3fwd.log" 2>&1 || true
