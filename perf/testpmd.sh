@@ -29,7 +29,9 @@
 # (binary; default: cargo build --release --features dpdk and target/release/longhaul), TESTPMD
 # (default dpdk-testpmd), L3FWD (optional: DPDK's l3fwd built by perf/build-l3fwd.sh; when set, it
 # runs between the two on the same vdevs and its rate is printed too: a minimal DPDK router as a
-# second yardstick), HUGE (1: every program's memory on 2 MiB hugepages, as a deployment has it:
+# second yardstick), REPEAT (default 1: rounds of l3fwd then longhaul, alternated, after the one
+# testpmd run; with more than one, each round's pair and the median and range of longhaul / l3fwd
+# over the rounds: one run's rate swings by 10-20% on a shared VM, perf/README.md), HUGE (1: every program's memory on 2 MiB hugepages, as a deployment has it:
 # --no-huge becomes --huge-unlink for testpmd, l3fwd and a copy of CONFIG; needs 512 free
 # hugepages, e.g. `echo 1024 > /proc/sys/vm/nr_hugepages` and hugetlbfs mounted at /dev/hugepages).
 set -euo pipefail
@@ -38,6 +40,8 @@ cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 CONFIG=${2:-perf/dpdk-baseline.toml}
 WARMUP=${WARMUP:-2}
+REPEAT=${REPEAT:-1}
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || { echo "REPEAT must be a positive integer, not '$REPEAT'" >&2; exit 1; }
 TESTPMD=${TESTPMD:-dpdk-testpmd}
 OUT=$(mktemp -d /tmp/longhaul-testpmd.XXXXXX)
 [ -f "$CONFIG" ] || { echo "no config $CONFIG" >&2; exit 1; }
@@ -91,57 +95,92 @@ if [ "$TP_PPS" = 0 ]; then
   exit 1
 fi
 
-L3_PPS=
 if [ -n "${L3FWD:-}" ]; then
   # DPDK's l3fwd (perf/build-l3fwd.sh) on the same vdevs (its arguments: perf/l3fwd-args.sh).
   # shellcheck source=perf/l3fwd-args.sh
   . perf/l3fwd-args.sh
   L3_MEM_MODE=$MEM_MODE l3fwd_cmd "$L3FWD" "$OUT" "longhaul-l3fwd-$$" "${VDEVS[@]}"
+fi
+# l3fwd's rate (L3_PPS) over the window, from its per-second Tx-pps lines.
+run_l3fwd() {
   echo "== DPDK l3fwd (LPM), ${DURATION} s (+${WARMUP} s warm-up)"
+  # shellcheck disable=SC2153 # L3_CMD: set by l3fwd_cmd (perf/l3fwd-args.sh)
   echo "${L3_CMD[*]}"
   timeout -s INT $((DURATION + WARMUP + 1)) "${L3_CMD[@]}" </dev/null >"$OUT/l3fwd.log" 2>&1 || true
   L3_PPS=$(awk -v warm="$WARMUP" -v dur="$DURATION" '
     /Tx-pps:/ { n++; if (n > warm && m < dur) { s += $2; m++ } }
     END { if (m == 0) { print 0 } else { printf "%.0f\n", s / m } }' "$OUT/l3fwd.log")
   [ "$L3_PPS" != 0 ] || { echo "l3fwd reported no rate; its output is in $OUT/l3fwd.log" >&2; exit 1; }
-fi
+}
 
-echo "== longhaul run ($PIPELINE, $CONFIG, 1 worker lcore), ${DURATION} s (+${WARMUP} s warm-up)"
-LH_CMD=("$LONGHAUL" run --config "$CONFIG")
-echo "${LH_CMD[*]}"
-"${LH_CMD[@]}" >"$OUT/longhaul.out" 2>"$OUT/longhaul.err" &
-LH_PID=$!
-trap 'kill -INT $LH_PID 2>/dev/null || true' EXIT
 # The tx_pkts of the counted ports (wan0 for the baseline and THEMIS, up0..up3 for spray), summed.
 tx_wan0() {
   curl -sf "http://$API/stats" |
     python3 -c 'import json,sys; p = json.load(sys.stdin)["workers"][0]["ports"]; print(sum(p[int(i)]["tx_pkts"] for i in sys.argv[1].split(",")))' "$TX_PORTS"
 }
-for _ in $(seq 100); do
-  tx_wan0 >/dev/null 2>&1 && break
-  kill -0 $LH_PID 2>/dev/null || { cat "$OUT/longhaul.err" >&2; exit 1; }
-  sleep 0.1
+# longhaul's rate (LH_PPS) over the window, from its API's counters at the window's ends.
+run_longhaul() {
+  echo "== longhaul run ($PIPELINE, $CONFIG, 1 worker lcore), ${DURATION} s (+${WARMUP} s warm-up)"
+  LH_CMD=("$LONGHAUL" run --config "$CONFIG")
+  echo "${LH_CMD[*]}"
+  "${LH_CMD[@]}" >"$OUT/longhaul.out" 2>"$OUT/longhaul.err" &
+  LH_PID=$!
+  trap 'kill -INT $LH_PID 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    tx_wan0 >/dev/null 2>&1 && break
+    kill -0 $LH_PID 2>/dev/null || { cat "$OUT/longhaul.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  sleep "$WARMUP"
+  T0=$(date +%s.%N); C0=$(tx_wan0)
+  sleep "$DURATION"
+  T1=$(date +%s.%N); C1=$(tx_wan0)
+  kill -INT $LH_PID
+  wait $LH_PID || { echo "longhaul exited with $?" >&2; cat "$OUT/longhaul.err" >&2; exit 1; }
+  trap - EXIT
+  LH_PPS=$(python3 -c "print(round(($C1 - $C0) / ($T1 - $T0)))")
+  grep -E '^run:|^drop\.|^spray\.(s\.|unknown_qp)|^port\.[^.]*\.tx_pkts' "$OUT/longhaul.out" || true
+}
+
+# REPEAT rounds of (l3fwd, longhaul), alternated: a round's pair shares its minute.
+L3_ALL=()
+LH_ALL=()
+for _ in $(seq "$REPEAT"); do
+  L3_PPS=
+  [ -z "${L3FWD:-}" ] || run_l3fwd
+  run_longhaul
+  L3_ALL+=("${L3_PPS:-0}")
+  LH_ALL+=("$LH_PPS")
 done
-sleep "$WARMUP"
-T0=$(date +%s.%N); C0=$(tx_wan0)
-sleep "$DURATION"
-T1=$(date +%s.%N); C1=$(tx_wan0)
-kill -INT $LH_PID
-wait $LH_PID || { echo "longhaul exited with $?" >&2; cat "$OUT/longhaul.err" >&2; exit 1; }
-trap - EXIT
-LH_PPS=$(python3 -c "print(round(($C1 - $C0) / ($T1 - $T0)))")
-grep -E '^run:|^drop\.|^spray\.(s\.|unknown_qp)|^port\.[^.]*\.tx_pkts' "$OUT/longhaul.out" || true
 
 echo "== result (logs in $OUT)"
-python3 - "$TP_PPS" "$LH_PPS" "$PIPELINE" "$L3_PPS" <<'EOF'
-import sys
-tp, lh, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+python3 - "$TP_PPS" "$PIPELINE" "${L3_ALL[*]}" "${LH_ALL[*]}" <<'EOF'
+import statistics, sys
+tp, name = int(sys.argv[1]), sys.argv[2]
+l3s = [int(x) for x in sys.argv[3].split()]
+lhs = [int(x) for x in sys.argv[4].split()]
+has_l3 = all(l3s)
 print(f"testpmd io:        {tp / 1e6:8.2f} Mpps")
-if sys.argv[4]:
-    l3 = int(sys.argv[4])
-    print(f"DPDK l3fwd (LPM):  {l3 / 1e6:8.2f} Mpps  ({l3 / tp:.3f} of testpmd io)")
-print(f"longhaul {name + ':':9s} {lh / 1e6:8.2f} Mpps")
-print(f"ratio:             {lh / tp:8.3f}  (goal >= 0.8)")
-if sys.argv[4]:
-    print(f"longhaul / l3fwd:  {lh / l3:8.3f}")
+if len(lhs) == 1:
+    l3, lh = l3s[0], lhs[0]
+    if has_l3:
+        print(f"DPDK l3fwd (LPM):  {l3 / 1e6:8.2f} Mpps  ({l3 / tp:.3f} of testpmd io)")
+    print(f"longhaul {name + ':':9s} {lh / 1e6:8.2f} Mpps")
+    print(f"ratio:             {lh / tp:8.3f}  (goal >= 0.8)")
+    if has_l3:
+        print(f"longhaul / l3fwd:  {lh / l3:8.3f}")
+    sys.exit(0)
+# Several rounds: each round's pair, then the medians and ranges.
+for i, (l3, lh) in enumerate(zip(l3s, lhs), 1):
+    line = f"round {i}: longhaul {lh / 1e6:6.2f} Mpps"
+    if has_l3:
+        line += f", l3fwd {l3 / 1e6:6.2f} Mpps, longhaul / l3fwd {lh / l3:.3f}"
+    print(line)
+print(f"longhaul {name + ':':9s} median {statistics.median(lhs) / 1e6:6.2f} Mpps "
+      f"({min(lhs) / 1e6:.2f}-{max(lhs) / 1e6:.2f}), {statistics.median(lhs) / tp:.3f} of testpmd io")
+if has_l3:
+    r = [lh / l3 for l3, lh in zip(l3s, lhs)]
+    print(f"DPDK l3fwd (LPM):  median {statistics.median(l3s) / 1e6:6.2f} Mpps "
+          f"({min(l3s) / 1e6:.2f}-{max(l3s) / 1e6:.2f})")
+    print(f"longhaul / l3fwd:  median {statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) over {len(r)} rounds")
 EOF
