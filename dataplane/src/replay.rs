@@ -730,7 +730,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     pub fn advance_and_next_with(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos> {
         if self.loop_steps {
             while let Some(next) = self.loop_step(t, frames) {
-                if !next.is_some_and(|n| n <= t) {
+                if next.is_none_or(|n| n > t) {
                     self.driver.now = self.driver.now.max(t);
                     debug_assert_eq!(next, self.next_event(), "the switch's next event at {t}");
                     return next;
