@@ -362,6 +362,10 @@ struct CtxState<P: BufPool> {
     /// The channel's punt ring (the worker's handle on it).
     punts: Arc<crossbeam_queue::ArrayQueue<Punt>>,
     ctl: ControlStats,
+    /// Times a stage changed a traffic manager through its context ([`Ctx::hold_queue`],
+    /// [`Ctx::release_queue`]): [`Switch::recirc_pass`] tells by it whether a pass left the
+    /// ports as they were.
+    tm_touches: u32,
 }
 
 impl<'a, P: BufPool> Ctx<'a, P> {
@@ -514,6 +518,7 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     fn port_closed(&mut self, port: u16) -> Option<&mut TrafficManager<P::Buf>> {
         let idx = *self.st.port_index.get(port as usize)?;
         let p = self.st.ports.get_mut(idx as usize)?;
+        self.st.tm_touches = self.st.tm_touches.wrapping_add(1);
         p.close_run();
         Some(&mut p.tm)
     }
@@ -757,6 +762,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 stats: SwitchStats::default(),
                 punts: channel.punts.clone(),
                 ctl: ControlStats::default(),
+                tm_touches: 0,
             },
             channel,
             held: None,
@@ -1114,18 +1120,67 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     }
 
     /// One received (or recirculated) packet through MAC control and the ingress pipeline.
-    fn receive_one(&mut self, idx: usize, now: Nanos, mut pkt: P::Buf) {
+    fn receive_one(&mut self, idx: usize, now: Nanos, pkt: P::Buf) {
+        self.receive_one_kept(idx, now, pkt);
+    }
+
+    /// [`receive_one`](Self::receive_one), telling whether the packet left untouched every
+    /// part of the switch that [`Switch::next_event_but_loop`] reads: it went round the loop
+    /// again, or was dropped or consumed, with nothing emitted, no PFC action, no egress queue
+    /// held or released by the stage. (What the stage changed of its own state shows in
+    /// [`Pipeline::next_deadline`], which the caller asks again.) `receive_one` ignores the
+    /// answer (the compiler leaves its computation out there).
+    #[inline(always)]
+    fn receive_one_kept(&mut self, idx: usize, now: Nanos, mut pkt: P::Buf) -> bool {
         if self.mac_control(idx, now, pkt.data()) {
             self.st.stats.consumed += 1;
             self.st.pool.free(pkt);
-            return;
+            return false;
         }
+        let touches = self.st.tm_touches;
         let action = {
             let mut ctx = ctx!(self, now);
             self.pipeline.ingress(&mut ctx, &mut pkt)
         };
+        let kept = matches!(
+            action,
+            Action::Recirculate | Action::Drop(_) | Action::Consume
+        ) && self.st.emitted.is_empty()
+            && self.st.tm_touches == touches
+            && self.pfc_actions.is_empty();
         self.act(now, pkt, action);
         self.flush_emitted(now);
+        kept
+    }
+
+    /// One packet back from the recirculation loop at `now`, if one is due: one turn of
+    /// [`Switch::poll`]'s first loop (the packet through ingress as a received one). `None`:
+    /// none is due. `Some(true)`: the pass changed nothing [`Switch::next_event_but_loop`]
+    /// reads (see [`Switch::receive_one_kept`]), so a value of it asked before the pass still
+    /// holds; `Some(false)`: it may have.
+    ///
+    /// For a virtual-time driver ([`crate::replay::Harness`]) that takes a step in which only
+    /// the loop is due without the whole step around it; what is left of the step after such
+    /// passes is [`Switch::poll`] (which takes the rest of the loop's packets due by `now`).
+    #[inline]
+    pub fn recirc_pass(&mut self, now: Nanos) -> Option<bool> {
+        let pkt = self.recirc.as_mut()?.pop_ready(now)?;
+        self.st.stats.recirculated += 1;
+        let idx = self.port_idx(pkt.meta().ingress_port).unwrap_or(0);
+        Some(self.receive_one_kept(idx, now, pkt))
+    }
+
+    /// When the recirculation loop's next packet is back ([`Switch::next_event`]'s part for
+    /// the loop); `None`: empty or no loop.
+    #[inline]
+    pub fn recirc_next(&self) -> Option<Nanos> {
+        self.recirc.as_ref().and_then(|r| r.next_ready())
+    }
+
+    /// The pipeline's next timer ([`Pipeline::next_deadline`]).
+    #[inline]
+    pub fn pipeline_deadline(&self) -> Option<Nanos> {
+        self.pipeline.next_deadline()
     }
 
     /// Carry out the ingress pipeline's decision for a packet.
@@ -1207,6 +1262,30 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             "next_port_with_frames({from})"
         );
         next
+    }
+
+    /// As [`Switch::next_port_with_frames`], leaving out the ports whose link is busy past
+    /// `now` with nothing past the bypass: [`Switch::transmit`] at `now` would hand over
+    /// nothing there and change nothing (the traffic manager's dequeue returns before looking
+    /// at a queue while the link is busy), so a driver's transmit stage need not ask. A port
+    /// whose link is free is found even if its queues cannot send (paused, held): asking its
+    /// scheduler may change its state (a deficit round), as the driver always did. In the
+    /// emulator a long link's port is usually busy with frames queued: a step's call for it
+    /// was about 150 instructions for nothing.
+    #[inline]
+    pub fn next_port_to_transmit(&self, from: usize, now: Nanos) -> Option<usize> {
+        let ports = self.st.ports.get(from..)?;
+        for (k, p) in ports.iter().enumerate() {
+            if !p.ready.is_empty() || (!p.tm.is_empty() && p.tm.busy_until() <= now) {
+                return Some(from + k);
+            }
+            // What is left out has nothing to send by `now`.
+            debug_assert!(
+                p.tm.is_empty() || p.tm.next_event(now).is_none_or(|t| t > now),
+                "a port left out with frames due at {now}"
+            );
+        }
+        None
     }
 
     /// Whether port `idx` has frames waiting to be sent (queued, or past the empty-queue bypass).
@@ -1791,6 +1870,20 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
 
     /// The earliest time after which `poll` or `transmit` has work without new input.
     pub fn next_event(&self, now: Nanos) -> Option<Nanos> {
+        self.next_event_parts(now, true, true)
+    }
+
+    /// [`Switch::next_event`] without its parts for the recirculation loop
+    /// ([`Switch::recirc_next`]) and the pipeline's timer ([`Switch::pipeline_deadline`]):
+    /// the ports, PFC, Bifrost and the commands. A driver keeps it across recirculation passes
+    /// that leave it as it was ([`Switch::recirc_pass`]); the minimum of the three is
+    /// `next_event`.
+    pub fn next_event_but_loop(&self, now: Nanos) -> Option<Nanos> {
+        self.next_event_parts(now, false, false)
+    }
+
+    #[inline(always)]
+    fn next_event_parts(&self, now: Nanos, recirc: bool, timer: bool) -> Option<Nanos> {
         let mut t: Option<Nanos> = None;
         let mut take = |x: Option<Nanos>| {
             if let Some(x) = x {
@@ -1807,10 +1900,14 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
                 take(p.tm.next_event(now));
             }
         }
-        take(self.recirc.as_ref().and_then(|r| r.next_ready()));
+        if recirc {
+            take(self.recirc.as_ref().and_then(|r| r.next_ready()));
+        }
         take(self.pfc.as_ref().and_then(|p| p.next_deadline()));
         take(self.bifrost.as_ref().and_then(|b| b.next_deadline()));
-        take(self.pipeline.next_deadline());
+        if timer {
+            take(self.pipeline.next_deadline());
+        }
         // A held command blocks the ring behind it (commands apply in order), so only its time
         // counts; otherwise queued commands (and punts for the inline control) are due now.
         match &self.held {

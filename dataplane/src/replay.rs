@@ -249,27 +249,40 @@ pub fn advance<P, L, I, S>(
         // 2. Time-driven work.
         sw.poll(now);
 
-        // 3. Transmit what can start by now. A port's transmission may release PFC state that
-        // sends a frame on a port already visited; the next step (at the same `now`) sends it.
-        let mut from = 0;
-        while let Some(idx) = sw.next_port_with_frames(from) {
-            from = idx + 1;
-            loop {
-                let out = &mut d.out;
-                let n = sw.transmit(idx, now, BURST, &mut |p| out.push(p));
-                // In transmission order, without a `Drain` (which the compiler leaves out of
-                // line here, about 50 instructions per frame of a replay).
-                d.out.reverse();
-                while let Some(p) = d.out.pop() {
-                    sink.emit_owned(idx, now, p, sw.pool());
-                    d.summary.emitted += 1;
-                }
-                if n < BURST {
-                    break;
-                }
+        // 3. Transmit what can start by now.
+        transmit_due(d, sw, now, sink);
+        d.summary.end_ns = now;
+    }
+}
+
+/// A step's transmissions: every frame of every port that can start by `now`, to `sink`. A
+/// port's transmission may release PFC state that sends a frame on a port already visited; the
+/// next step (at the same `now`) sends it. A port whose link is busy past `now` is not asked
+/// ([`Switch::next_port_to_transmit`]: it would send nothing and change nothing).
+#[inline(always)]
+fn transmit_due<P, L, S>(d: &mut Driver<P::Buf>, sw: &mut Switch<P, L>, now: Nanos, sink: &mut S)
+where
+    P: BufPool,
+    L: Pipeline<P>,
+    S: Sink<P::Buf>,
+{
+    let mut from = 0;
+    while let Some(idx) = sw.next_port_to_transmit(from, now) {
+        from = idx + 1;
+        loop {
+            let out = &mut d.out;
+            let n = sw.transmit(idx, now, BURST, &mut |p| out.push(p));
+            // In transmission order, without a `Drain` (which the compiler leaves out of
+            // line here, about 50 instructions per frame of a replay).
+            d.out.reverse();
+            while let Some(p) = d.out.pop() {
+                sink.emit_owned(idx, now, p, sw.pool());
+                d.summary.emitted += 1;
+            }
+            if n < BURST {
+                break;
             }
         }
-        d.summary.end_ns = now;
     }
 }
 
@@ -605,6 +618,14 @@ pub struct Harness<P: BufPool, L: Pipeline<P>> {
     emitted: Vec<Emitted>,
     /// Empty frame buffers the emitted frames are copied into (see [`Script::used`]).
     spare: FramePool,
+    /// The switch's next event without its loop's and its pipeline's timer
+    /// ([`Switch::next_event_but_loop`]) as the last step found it, kept across the steps
+    /// [`Harness::loop_step`] took since (each left it as it was); `None`: not known.
+    others: Option<Option<Nanos>>,
+    /// Whether [`Harness::advance_and_next_with`] takes the steps in which only the loop is
+    /// due by [`Harness::loop_step`] (on by default; off, every step is the driver's: the same
+    /// run, more slowly: the emulator's tests compare the two).
+    loop_steps: bool,
 }
 
 /// Frame buffers for reuse: a frame taken in becomes the next frame made, so a simulated hop
@@ -641,7 +662,15 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
             script: Script::default(),
             emitted: Vec::new(),
             spare: FramePool::default(),
+            others: None,
+            loop_steps: true,
         }
+    }
+
+    /// Whether the steps in which only the recirculation loop is due are taken without the
+    /// driver's step around them ([`Harness::loop_step`]); on by default.
+    pub fn set_loop_steps(&mut self, on: bool) {
+        self.loop_steps = on;
     }
 
     /// Frame `bytes` arrives on port index `port_idx` at time `ts` (not before the current time).
@@ -699,6 +728,15 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// [`Harness::check_ledger`] from time to time (its counters are cumulative, so a packet
     /// lost without a counter still shows at the end).
     pub fn advance_and_next_with(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Nanos> {
+        if self.loop_steps {
+            while let Some(next) = self.loop_step(t, frames) {
+                if next.is_none_or(|n| n > t) {
+                    self.driver.now = self.driver.now.max(t);
+                    debug_assert_eq!(next, self.next_event(), "the switch's next event at {t}");
+                    return next;
+                }
+            }
+        }
         self.drive_with(Some(t), frames, cfg!(debug_assertions));
         self.driver.now = self.driver.now.max(t);
         self.driver.known_next = Some(self.driver.sw_next);
@@ -708,6 +746,119 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         };
         debug_assert_eq!(next, self.next_event(), "the switch's next event at {t}");
         next
+    }
+
+    /// The driver's next step ([`advance`] up to `t`) when only the recirculation loop is
+    /// due in it, taken without the step around the loop's packets: a THEMIS throttled packet
+    /// goes round the loop many times, and each pass was a whole step (the next event of every
+    /// part of the switch asked again, the step's checks, the transmit scan) for one pass
+    /// through the pipeline. Returns the next event ([`Harness::next_event`]) after the step;
+    /// `None` when the step is not such a step (nothing taken: the driver takes it).
+    ///
+    /// Such a step: the switch is as the last call left it (the driver's known next event),
+    /// its next event is the loop's next packet, by then no frame is put, no command is
+    /// pending, and the other parts of the switch (ports, PFC, Bifrost, the pipeline's timer)
+    /// are due later. The driver's step would apply no command, take no input, and in
+    /// [`Switch::poll`] take the loop's packets due (each through ingress), then find nothing
+    /// else due; this takes the packets one at a time ([`Switch::recirc_pass`]). Each pass
+    /// tells whether it left the other parts as they were (the packet looped again, or was
+    /// dropped, with nothing emitted or changed in a port); while they are, the value of
+    /// [`Switch::next_event_but_loop`] found before still holds, and the next event is its
+    /// minimum with the loop's next packet and the pipeline's timer, asked again. A pass that
+    /// may have changed them gives the rest of the step to the driver's own code
+    /// ([`Switch::poll`], which takes the rest of the loop's packets, and everything after
+    /// it), and the next event is asked of the whole switch. The transmit stage runs as the
+    /// driver's does (it finds nothing to send while the ports are due later, and is kept for
+    /// exactness: a paused port's scheduler is asked). The step's bookkeeping (the steps, the
+    /// stall count, the time) is the driver's. Debug builds check the kept value and the next
+    /// event against the switch's at every step.
+    fn loop_step(&mut self, t: Nanos, frames: &mut FramePool) -> Option<Option<Nanos>> {
+        let d = &mut self.driver;
+        let Some(Some(s)) = d.known_next else {
+            return None;
+        };
+        if s > t || !d.started || self.sw.recirc_next() != Some(s) || self.sw.commands_pending() {
+            return None;
+        }
+        let now = d.now.max(s);
+        let same = s <= d.now && d.summary.steps > 0;
+        if (same && d.same_instant >= MAX_STEPS_PER_INSTANT)
+            || self.script.q.front().is_some_and(|e| e.0 <= now)
+            || self.sw.pipeline_deadline().is_some_and(|p| p <= now)
+        {
+            return None;
+        }
+        let others = match self.others {
+            Some(o) => {
+                debug_assert!(
+                    o.is_some_and(|o| o <= now) || o == self.sw.next_event_but_loop(now),
+                    "a stale kept next event at {now}"
+                );
+                o
+            }
+            None => {
+                let o = self.sw.next_event_but_loop(now);
+                self.others = Some(o);
+                o
+            }
+        };
+        if others.is_some_and(|o| o <= now) {
+            return None;
+        }
+        // The step, as `advance` takes it.
+        d.known_next = None;
+        d.same_instant = if same { d.same_instant + 1 } else { 0 };
+        d.summary.truncated = false;
+        d.now = now;
+        d.summary.steps += 1;
+        let mut kept = true;
+        while let Some(k) = self.sw.recirc_pass(now) {
+            if !k {
+                kept = false;
+                break;
+            }
+        }
+        let mut sink = Collect {
+            emitted: &mut self.emitted,
+            spare: frames,
+        };
+        let sent = d.summary.emitted;
+        if !kept
+            || self.sw.commands_pending()
+            || self.sw.pipeline_deadline().is_some_and(|p| p <= now)
+        {
+            // The rest of the step is the driver's.
+            self.sw.poll(now);
+            transmit_due(d, &mut self.sw, now, &mut sink);
+            self.others = None;
+            d.sw_next = self.sw.next_event(now);
+        } else {
+            // The rest of `poll` finds nothing due (PFC's and Bifrost's deadlines are in
+            // `others`, the pipeline's timer was just asked).
+            transmit_due(d, &mut self.sw, now, &mut sink);
+            d.sw_next = if d.summary.emitted != sent {
+                self.others = None;
+                self.sw.next_event(now)
+            } else {
+                [others, self.sw.recirc_next(), self.sw.pipeline_deadline()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            };
+        }
+        d.summary.end_ns = now;
+        debug_assert_eq!(d.sw_next, self.sw.next_event(now), "the loop step at {now}");
+        if cfg!(debug_assertions) {
+            self.check_ledger();
+        }
+        let d = &mut self.driver;
+        d.known_next = Some(d.sw_next);
+        let next = match (self.script.q.front().map(|e| e.0), d.sw_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        d.summary.truncated = next.is_some();
+        Some(next)
     }
 
     /// After [`Harness::advance_and_next_with`] (which returned `next`), when nothing else
@@ -743,6 +894,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     }
 
     fn drive_with(&mut self, until: Option<Nanos>, spare: &mut FramePool, check: bool) {
+        self.others = None;
         let mut sink = Collect {
             emitted: &mut self.emitted,
             spare,

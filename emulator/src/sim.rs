@@ -300,6 +300,15 @@ impl Emulation {
         self.quiet_steps = on;
     }
 
+    /// Whether the switches take a step in which only their recirculation loop is due
+    /// without the driver's step around it (on by default; `Harness::set_loop_steps`). Off:
+    /// the same run, more slowly (the tests compare the two).
+    pub fn set_loop_steps(&mut self, on: bool) {
+        for s in &mut self.switches {
+            s.set_loop_steps(on);
+        }
+    }
+
     /// Record every flow's acknowledged bytes every `ns` of virtual time (`Outcome::samples`).
     pub fn sample_every(&mut self, ns: Nanos) {
         self.sample_ns = Some(ns.max(1));

@@ -32,6 +32,9 @@ pub trait EmulatedSwitch {
     ) -> (Option<Nanos>, Nanos);
     /// The next time something is due, `None` when idle.
     fn next_event(&self) -> Option<Nanos>;
+    /// Whether a step in which only the recirculation loop is due is taken without the
+    /// driver's step around it ([`Harness::set_loop_steps`]; on by default).
+    fn set_loop_steps(&mut self, on: bool);
     /// Every frame emitted since the last call (port index, start of transmission, bytes),
     /// appended to `out` (the caller reuses it: no allocation per call).
     fn take_into(&mut self, out: &mut Vec<Emitted>);
@@ -60,6 +63,9 @@ impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
     }
     fn next_event(&self) -> Option<Nanos> {
         Harness::next_event(self)
+    }
+    fn set_loop_steps(&mut self, on: bool) {
+        Harness::set_loop_steps(self, on)
     }
     fn take_into(&mut self, out: &mut Vec<Emitted>) {
         Harness::take_into(self, out)
