@@ -512,8 +512,7 @@ impl Forwarding {
             // ports: routed as before, without the lookup that would miss).
             let to_me = self.l2_port_macs == 0
                 && (self.port_mac_keys.get(in_port as usize) == Some(&key)
-                    || (self.port_mac_range.0 <= key
-                        && key <= self.port_mac_range.1
+                    || ((self.port_mac_range.0..=self.port_mac_range.1).contains(&key)
                         && self.port_mac_keys.contains(&key)));
             if !to_me {
                 if let Some(&port) = self.l2.lookup(&key, now) {
