@@ -121,6 +121,52 @@ fn l2_entry_for_a_port_mac_turns_the_router_mac_shortcut_off() {
     assert_eq!((st.routed, st.bridged), (2, 1));
 }
 
+/// A frame sent to another of the switch's port MACs (dc1's, arriving on dc0) is routed as the
+/// frames to dc0's own MAC are, without an L2 lookup (no miss counted); a frame to an unknown MAC
+/// is still looked up (a counted miss, then routed); and an L2 entry for dc1's MAC turns the
+/// shortcut off (the frame is bridged by it, a counted hit).
+#[test]
+fn frames_to_another_port_mac_skip_the_l2_lookup() {
+    use longhaul_dataplane::control::Command;
+    use longhaul_pipelines::baseline::BaselineCommand;
+    let cfg = config();
+    let dc1_mac = cfg.ports[1].mac;
+    let mut h = harness(&cfg);
+    let mut to_dc1 = roce_frames().remove(0);
+    to_dc1[0..6].copy_from_slice(&dc1_mac);
+    let mut unknown = to_dc1.clone();
+    unknown[0..6].copy_from_slice(&[2, 0, 0, 0x77, 0x77, 0x77]);
+    let l2 = |h: &Harness<HeapPool, Baseline>| {
+        let s = h.sw.pipeline().fwd.l2().stats();
+        (s.hits, s.misses)
+    };
+    h.put(0, 1_000, &to_dc1);
+    h.run_to_idle();
+    assert_eq!(l2(&h), (0, 0), "another port's MAC: no lookup");
+    h.put(0, 2_000, &unknown);
+    h.run_to_idle();
+    assert_eq!(l2(&h), (0, 1), "an unknown MAC: looked up, a miss");
+    let insert = BaselineCommand::L2Insert {
+        mac: dc1_mac,
+        port: 1,
+    };
+    assert!(h
+        .sw
+        .enqueue_command(2_500, Command::Pipeline(insert))
+        .is_ok());
+    h.put(0, 3_000, &to_dc1);
+    h.run_to_idle();
+    assert_eq!(l2(&h), (1, 1), "dc1's MAC in the table: looked up, a hit");
+    let ports: Vec<usize> = h.take().iter().map(|e| e.port_idx).collect();
+    assert_eq!(
+        ports,
+        vec![2, 2, 1],
+        "routed, routed, bridged by the new entry"
+    );
+    let st = &h.sw.pipeline().fwd.stats;
+    assert_eq!((st.routed, st.bridged), (2, 1));
+}
+
 #[test]
 fn anomalies_follow_the_configured_policy() {
     let base = roce_frames().remove(0);

@@ -237,8 +237,13 @@ pub struct Forwarding {
     /// Port id -> the port's MAC as an L2 key (`u64::MAX`, never a MAC key, for no port).
     port_mac_keys: Vec<u64>,
     /// L2 entries whose MAC is one of the switch's port MACs. While there are none, a frame sent
-    /// to its ingress port's own MAC (every routed frame) skips the L2 lookup, which would miss.
+    /// to one of the switch's port MACs (every routed frame: its ingress port's, or another
+    /// port's) skips the L2 lookup, which would miss.
     l2_port_macs: u32,
+    /// The least and greatest of `port_mac_keys` (the MAC keys of the ports that have one;
+    /// `lo > hi` when none has): a destination outside the range is no port's MAC, so a bridged
+    /// frame pays two compares before its lookup, not a scan of the ports.
+    port_mac_range: (u64, u64),
     v4: Lpm<u32, RouteEntry>,
     v6: Lpm<u128, RouteEntry>,
     /// The configured ECMP groups (built once; a replaced one is retired, never reused).
@@ -270,6 +275,10 @@ impl Forwarding {
             .iter()
             .map(|m| m.as_ref().map_or(u64::MAX, mac_key))
             .collect();
+        let port_mac_range = port_mac_keys
+            .iter()
+            .filter(|&&k| k != u64::MAX)
+            .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
         let mut l2_port_macs = 0;
         for e in &cfg.l2 {
             // Cannot fail: capacity covers every configured entry (duplicates were refused).
@@ -352,6 +361,7 @@ impl Forwarding {
             l2,
             port_mac_keys,
             l2_port_macs,
+            port_mac_range,
             v4,
             v6,
             ecmp_groups,
@@ -497,8 +507,13 @@ impl Forwarding {
         let frame = pkt.data();
         if let Some(dst) = frame.first_chunk::<6>() {
             let key = mac_key(dst);
-            let to_me =
-                self.l2_port_macs == 0 && self.port_mac_keys.get(in_port as usize) == Some(&key);
+            // The ingress port's own MAC first (every routed frame of a router), then, within
+            // the ports' range, any other port's (a frame sent to another of this switch's
+            // ports: routed as before, without the lookup that would miss).
+            let to_me = self.l2_port_macs == 0
+                && (self.port_mac_keys.get(in_port as usize) == Some(&key)
+                    || ((self.port_mac_range.0..=self.port_mac_range.1).contains(&key)
+                        && self.port_mac_keys.contains(&key)));
             if !to_me {
                 if let Some(&port) = self.l2.lookup(&key, now) {
                     return Ok(Egress::Bridge(port));
