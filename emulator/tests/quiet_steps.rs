@@ -5,8 +5,9 @@ use longhaul_emulator::scenario::Scenario;
 use longhaul_emulator::sim::Emulation;
 use std::path::Path;
 
-/// Everything a run reports, main run and runs alone, with quiet steps `on` or off.
-fn runs(name: &str, duration_ns: u64, on: bool) -> (String, String) {
+/// Everything a run reports, main run and runs alone, with `set` applied to each emulation
+/// (quiet steps or loop steps on or off).
+fn runs(name: &str, duration_ns: u64, set: fn(&mut Emulation)) -> (String, String) {
     let reg = longhaul_pipelines::registry();
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
@@ -14,10 +15,10 @@ fn runs(name: &str, duration_ns: u64, on: bool) -> (String, String) {
     let mut s = Scenario::load(&path, reg.as_ref()).unwrap_or_else(|e| panic!("{e:?}"));
     s.params.duration_ns = duration_ns;
     let mut e = Emulation::new(&s, &reg).unwrap();
-    e.set_quiet_steps(on);
+    set(&mut e);
     let main = format!("{:?}", e.run());
     let mut e = Emulation::one_at_a_time(&s, &reg, s.all_flows()).unwrap();
-    e.set_quiet_steps(on);
+    set(&mut e);
     let alone = format!("{:?}", e.run());
     (main, alone)
 }
@@ -30,27 +31,13 @@ fn quiet_steps_in_one_call_change_nothing() {
         ("spray-themis.toml", 400_000),
         ("dcqcn-fairness.toml", 300_000),
     ] {
-        let (a, b) = (runs(name, ns, true), runs(name, ns, false));
+        let (a, b) = (
+            runs(name, ns, |e| e.set_quiet_steps(true)),
+            runs(name, ns, |e| e.set_quiet_steps(false)),
+        );
         assert!(a.0 == b.0, "{name}: main run differs");
         assert!(a.1 == b.1, "{name}: runs alone differ");
     }
-}
-
-/// Everything a run reports with the switches' loop steps (`Harness::loop_step`) `on` or off.
-fn runs_loop_steps(name: &str, duration_ns: u64, on: bool) -> (String, String) {
-    let reg = longhaul_pipelines::registry();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(name);
-    let mut s = Scenario::load(&path, reg.as_ref()).unwrap_or_else(|e| panic!("{e:?}"));
-    s.params.duration_ns = duration_ns;
-    let mut e = Emulation::new(&s, &reg).unwrap();
-    e.set_loop_steps(on);
-    let main = format!("{:?}", e.run());
-    let mut e = Emulation::one_at_a_time(&s, &reg, s.all_flows()).unwrap();
-    e.set_loop_steps(on);
-    let alone = format!("{:?}", e.run());
-    (main, alone)
 }
 
 /// The steps in which only a switch's recirculation loop is due, taken without the driver's
@@ -62,8 +49,8 @@ fn runs_loop_steps(name: &str, duration_ns: u64, on: bool) -> (String, String) {
 fn loop_steps_change_nothing() {
     for (name, ns) in [("themis.toml", 6_000_000), ("spray-themis.toml", 400_000)] {
         let (a, b) = (
-            runs_loop_steps(name, ns, true),
-            runs_loop_steps(name, ns, false),
+            runs(name, ns, |e| e.set_loop_steps(true)),
+            runs(name, ns, |e| e.set_loop_steps(false)),
         );
         assert!(a.0 == b.0, "{name}: main run differs");
         assert!(a.1 == b.1, "{name}: runs alone differ");
