@@ -103,6 +103,17 @@ impl<B: PacketBuf> RecircPort<B> {
             _ => return None,
         }
         let (_, mut pkt) = self.ring.pop_front()?;
+        // The loop is a FIFO: the next packet back is the next one here, and the one after it
+        // follows. Its headers are asked for now (its descriptor was, one pop ago) and the
+        // descriptor of the one after: a packet's buffer is cold after a trip round the loop
+        // (the pop's length read and the ingress's first read of the frame were the
+        // emulator's largest stalls on THEMIS; perf/README.md, twelfth session).
+        if let Some((_, next)) = self.ring.front() {
+            next.prefetch_headers();
+        }
+        if let Some((_, after)) = self.ring.get(1) {
+            after.prefetch_descriptor();
+        }
         self.bytes = self.bytes.saturating_sub(pkt.len() as u64);
         let m = pkt.meta_mut();
         m.loop_count = m.loop_count.saturating_add(1);

@@ -339,6 +339,16 @@ impl Drop for Mbuf {
 
 impl PacketBuf for Mbuf {
     #[inline]
+    fn prefetch_descriptor(&self) {
+        crate::packet::prefetch(self.m.as_ptr());
+    }
+
+    #[inline]
+    fn prefetch_headers(&self) {
+        crate::packet::prefetch(self.data_ptr());
+    }
+
+    #[inline]
     fn data(&self) -> &[u8] {
         // SAFETY: data_off + data_len <= buf_len: the bytes are inside the mbuf's buffer, which we
         // own (no PMD or other Mbuf writes them) for as long as `self` is borrowed.
