@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The per-flow CSV: completion time, the same flow alone on the empty network, slowdown
-/// (FCT / ideal), and what the transport did. Unfinished flows have empty time columns.
+/// (FCT / ideal), and what the transport did. Unfinished flows have empty time columns, the
+/// ideal FCT's too (they are not run alone: `ideal_fcts_of`).
 pub fn flows_csv(r: &Report) -> String {
     let mut s = String::from(
         "flow,src,dst,scope,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmitted,naks,timeouts,cnps\n",

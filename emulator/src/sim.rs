@@ -48,6 +48,19 @@ struct Lane {
     to: End,
 }
 
+/// A flow of the run: its hosts, size and start, its number on the hosts (the index in the
+/// scenario's flows; for the runs alone, the flow's there), and its sender's index in the
+/// source host's `senders` (looked up on every step of the runs alone: a search of the host's
+/// senders was the loop's largest line on a large scenario).
+struct FlowRun {
+    src: usize,
+    dst: usize,
+    size: u64,
+    start: Nanos,
+    id: usize,
+    sender: usize,
+}
+
 /// A switch at one sampling instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchSample {
@@ -133,12 +146,15 @@ pub struct Emulation {
     lanes: Vec<Lane>,
     free: Vec<u32>,
     /// Each switch's next event, kept up to date after every put and advance (asking a switch
-    /// costs; most are idle most of the time).
-    sw_next: Vec<Option<Nanos>>,
+    /// costs; most are idle most of the time); [`NEVER`]: none. Plain times, not `Option`s: the
+    /// loop takes their minimum on every step (a vectorized scan of 8 bytes a switch; as
+    /// `Option`s, 16 bytes and a branch each, it was the largest line of the loop on 18
+    /// switches).
+    sw_next: Vec<Nanos>,
     seq: u64,
     rng: Rng,
     duration_ns: Nanos,
-    flows: Vec<(usize, usize, u64, Nanos)>,
+    flows: Vec<FlowRun>,
     stats: (u64, u64, u64),
     sample_ns: Option<Nanos>,
     next_sample: Nanos,
@@ -152,22 +168,29 @@ pub struct Emulation {
     quiet_steps: bool,
 }
 
+/// "No next event" in `Emulation::sw_next` (no event is ever scheduled that late).
+const NEVER: Nanos = Nanos::MAX;
+
 /// Gap between two flows run one after the other.
 const SEQUENTIAL_GAP_NS: Nanos = 1_000;
 
 impl Emulation {
     /// Builds the network of `s`: every switch from its config through the registry.
     pub fn new(s: &Scenario, registry: &Registry) -> Result<Self, String> {
-        Self::build(s, registry, s.all_flows(), false)
+        let all = s.all_flows().into_iter().enumerate();
+        Self::build(s, registry, all.map(|(id, f)| (f, id)).collect(), false)
     }
 
     /// The same network running `flows` one at a time, each started (whatever its start time)
     /// when the one before completed, or gave up after the scenario's duration: every flow
-    /// alone on the empty network, in one run.
+    /// alone on the empty network, in one run. Each comes with the flow number it has in the
+    /// scenario's run (`Scenario::all_flows`' index), which its QPs and UDP source port are made
+    /// from, so that it takes the same path (ECMP hashes the UDP source port); the numbers must
+    /// differ. `Outcome::flows` are in the order given, `FlowResult::id` the number.
     pub fn one_at_a_time(
         s: &Scenario,
         registry: &Registry,
-        flows: Vec<crate::scenario::FlowSpec>,
+        flows: Vec<(crate::scenario::FlowSpec, usize)>,
     ) -> Result<Self, String> {
         Self::build(s, registry, flows, true)
     }
@@ -175,7 +198,7 @@ impl Emulation {
     fn build(
         s: &Scenario,
         registry: &Registry,
-        all: Vec<crate::scenario::FlowSpec>,
+        all: Vec<(crate::scenario::FlowSpec, usize)>,
         sequential: bool,
     ) -> Result<Self, String> {
         let mut switches: Vec<Box<dyn EmulatedSwitch>> = Vec::new();
@@ -226,20 +249,28 @@ impl Emulation {
             hosts.push(host);
         }
         let mut flows = Vec::new();
-        for (id, f) in all.iter().enumerate() {
+        for (k, (f, id)) in all.iter().enumerate() {
+            let id = *id;
             let (src_ip, dst_ip) = (s.hosts[f.src].ip, s.hosts[f.dst].ip);
             let remote = match (&s.hosts[f.src].dc, &s.hosts[f.dst].dc) {
                 (Some(a), Some(b)) => a != b,
                 _ => false,
             };
-            let start = match (sequential, id) {
+            let start = match (sequential, k) {
                 (false, _) => f.start_ns,
                 (true, 0) => 0,
                 (true, _) => NOT_STARTED,
             };
-            hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start, remote);
+            let sender = hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start, remote);
             hosts[f.dst].add_receiver(id, src_ip, start, remote);
-            flows.push((f.src, f.dst, f.size_bytes, start));
+            flows.push(FlowRun {
+                src: f.src,
+                dst: f.dst,
+                size: f.size_bytes,
+                start,
+                id,
+                sender,
+            });
         }
         let n = hosts.len();
         let port_link = (0..switches.len())
@@ -343,10 +374,10 @@ impl Emulation {
 
     fn acked_bytes(&self) -> Vec<u64> {
         (0..self.flows.len())
-            .map(|id| {
-                let (src, _, size, _) = self.flows[id];
-                let q = &self.sender(src, id).qp;
-                (q.snd_una as u64 * self.mtu() as u64).min(size)
+            .map(|k| {
+                let f = &self.flows[k];
+                let q = &self.sender(f).qp;
+                (q.snd_una as u64 * self.mtu() as u64).min(f.size)
             })
             .collect()
     }
@@ -355,12 +386,8 @@ impl Emulation {
         self.hosts.first().map_or(1024, |h| h.mtu())
     }
 
-    fn sender(&self, host: usize, flow: usize) -> &crate::host::Sender {
-        self.hosts[host]
-            .senders
-            .iter()
-            .find(|s| s.flow == flow)
-            .expect("every flow has a sender")
+    fn sender(&self, f: &FlowRun) -> &crate::host::Sender {
+        &self.hosts[f.src].senders[f.sender]
     }
 
     /// The tie-break and sequence number of the next event scheduled.
@@ -456,13 +483,17 @@ impl Emulation {
         let mut now = 0;
         let mut woken: Vec<usize> = Vec::new();
         let mut emitted = Vec::new();
-        self.sw_next = self.switches.iter().map(|s| s.next_event()).collect();
+        self.sw_next = self
+            .switches
+            .iter()
+            .map(|s| s.next_event().unwrap_or(NEVER))
+            .collect();
         loop {
             if self.stats.0 & 0xffff == 0 {
                 progress(now, self.duration_ns);
             }
             let t_heap = self.heap.peek().map(|Reverse(k)| k.0);
-            let t_sw = self.sw_next.iter().flatten().copied().min();
+            let t_sw = self.sw_next.iter().copied().min().filter(|&n| n != NEVER);
             let t = match (t_heap, t_sw) {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => match a.or(b) {
@@ -494,7 +525,13 @@ impl Emulation {
                     };
                     let first = l.q.pop_front();
                     match l.q.front() {
-                        Some(&(k, _)) => {
+                        Some((k, next)) => {
+                            // The lane's next frame arrives next on this link: its first
+                            // line is asked for now (written by its sender up to a long
+                            // link's delay ago, it is cold; the receiver's first read of it
+                            // was a miss per hop).
+                            longhaul_dataplane::packet::prefetch(next.as_ptr());
+                            let k = *k;
                             *top = Reverse(k);
                             drop(top); // sifts it down now
                         }
@@ -522,7 +559,7 @@ impl Emulation {
                         frame,
                     } => {
                         self.switches[i].put(p, t, frame);
-                        self.sw_next[i] = Some(self.sw_next[i].map_or(t, |n| n.min(t)));
+                        self.sw_next[i] = self.sw_next[i].min(t);
                     }
                     Ev::Deliver {
                         to: End::Host(h),
@@ -539,7 +576,7 @@ impl Emulation {
                 }
             }
             for i in 0..self.switches.len() {
-                if self.sw_next[i].is_some_and(|e| e <= t) {
+                if self.sw_next[i] <= t {
                     let mut next = self.switches[i].advance_to(t, &mut self.frames);
                     self.switches[i].take_into(&mut emitted);
                     // A step that sent nothing (a recirculation pass, a frame queued behind
@@ -559,7 +596,7 @@ impl Emulation {
                     for e in emitted.drain(..) {
                         self.send(End::Switch(i, e.port_idx), e.ts, e.data);
                     }
-                    self.sw_next[i] = next;
+                    self.sw_next[i] = next.unwrap_or(NEVER);
                 }
             }
             woken.sort_unstable();
@@ -590,8 +627,8 @@ impl Emulation {
         if limit <= t || self.stats.0 & 0xffff == 0 || !self.quiet_steps {
             return t;
         }
-        for (j, n) in self.sw_next.iter().enumerate() {
-            if let (Some(n), true) = (*n, j != i) {
+        for (j, &n) in self.sw_next.iter().enumerate() {
+            if j != i {
                 limit = limit.min(n);
             }
         }
@@ -601,8 +638,7 @@ impl Emulation {
         match self.sequential {
             None => limit.min(self.duration_ns.saturating_add(1)),
             Some((k, deadline)) => {
-                let (src, ..) = self.flows[k];
-                if self.sender(src, k).qp.done.is_some() {
+                if self.sender(&self.flows[k]).qp.done.is_some() {
                     t
                 } else {
                     limit.min(deadline)
@@ -616,8 +652,7 @@ impl Emulation {
         let Some((k, deadline)) = self.sequential else {
             return;
         };
-        let (src, ..) = self.flows[k];
-        if self.sender(src, k).qp.done.is_none() && t < deadline {
+        if self.sender(&self.flows[k]).qp.done.is_none() && t < deadline {
             return;
         }
         if k + 1 == self.flows.len() {
@@ -626,17 +661,19 @@ impl Emulation {
             return;
         }
         let start = t + SEQUENTIAL_GAP_NS;
-        let (next_src, ..) = self.flows[k + 1];
-        self.flows[k + 1].3 = start;
-        self.hosts[next_src].start_flow(k + 1, start);
-        self.reschedule(next_src);
+        let next = &mut self.flows[k + 1];
+        next.start = start;
+        let (src, sender) = (next.src, next.sender);
+        self.hosts[src].senders[sender].qp.start_at(start);
+        self.reschedule(src);
         self.sequential = Some((k + 1, start + self.duration_ns));
     }
 
     fn outcome(self, end_ns: Nanos) -> Outcome {
         let mut flows = Vec::new();
-        for (id, &(src, dst, size, start)) in self.flows.iter().enumerate() {
-            let q = &self.sender(src, id).qp;
+        for f in &self.flows {
+            let (src, dst, size, start, id) = (f.src, f.dst, f.size, f.start, f.id);
+            let q = &self.sender(f).qp;
             flows.push(FlowResult {
                 id,
                 src: self.hosts[src].spec.name.clone(),

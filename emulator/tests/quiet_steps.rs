@@ -17,7 +17,8 @@ fn runs(name: &str, duration_ns: u64, set: fn(&mut Emulation)) -> (String, Strin
     let mut e = Emulation::new(&s, &reg).unwrap();
     set(&mut e);
     let main = format!("{:?}", e.run());
-    let mut e = Emulation::one_at_a_time(&s, &reg, s.all_flows()).unwrap();
+    let mut e =
+        Emulation::one_at_a_time(&s, &reg, s.all_flows().into_iter().zip(0..).collect()).unwrap();
     set(&mut e);
     let alone = format!("{:?}", e.run());
     (main, alone)

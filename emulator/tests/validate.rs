@@ -352,6 +352,38 @@ fn ideal_fcts_equal_each_flow_alone() {
     }
 }
 
+/// A flow that does not finish in the run has no slowdown, so it is not run alone: its ideal
+/// FCT is empty, and the finished flows' are those of `ideal_fcts` (which runs them all).
+#[test]
+fn unfinished_flows_are_not_run_alone() {
+    // Alone, each 4 MB flow takes about 0.34 ms; together on h3's port, twice that.
+    let flows = [
+        flow(0, 1, 50_000, 0.0),
+        flow(2, 3, 4_000_000, 0.0),
+        flow(1, 3, 4_000_000, 0.0),
+    ]
+    .concat();
+    let mut s = load(&scenario("duration_us = 500", &flows, ""));
+    let reg = longhaul_pipelines::registry();
+    let (all, all_hops) = longhaul_emulator::ideal_fcts(&s, &reg).unwrap();
+    assert!(all.iter().all(Option::is_some), "{all:?}");
+    let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
+    let done: Vec<bool> = r
+        .outcome
+        .flows
+        .iter()
+        .map(|f| f.finish_ns.is_some())
+        .collect();
+    assert_eq!(done, [true, false, false]);
+    assert_eq!(r.ideal_fct_ns, [all[0], None, None]);
+    // The 4 MB flows alone are most of the runs alone's frames.
+    assert!(
+        r.ideal_hops * 10 < all_hops,
+        "{} of {all_hops}",
+        r.ideal_hops
+    );
+}
+
 /// `--out-dir` gets the CSVs, the summary and the plots (PNG and SVG), the same bytes on every
 /// run.
 #[test]

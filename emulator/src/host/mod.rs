@@ -163,7 +163,8 @@ pub struct Host {
 const REQ_QPN_BASE: u32 = 0x100;
 const RESP_QPN_BASE: u32 = 0x80_0000;
 
-fn sport(flow: usize) -> u16 {
+/// Flow `flow`'s UDP source port (both directions): what ECMP hashes besides the addresses.
+pub fn sport(flow: usize) -> u16 {
     49152 + (flow % 16384) as u16
 }
 
@@ -261,7 +262,7 @@ impl Host {
     }
 
     /// Flow `flow` of `size` bytes from this host to `peer` (in another DC: `remote`) starts at
-    /// `start`.
+    /// `start`. Returns its index in [`Host::senders`].
     pub fn add_sender(
         &mut self,
         flow: usize,
@@ -269,7 +270,7 @@ impl Host {
         size: u64,
         start: Nanos,
         remote: bool,
-    ) {
+    ) -> usize {
         let line = self.spec.rate_bps;
         let cc = match (self.p.dcqcn, self.p.timely, self.p.swift) {
             (Some(d), _, _) => Some(Cc::Dcqcn(Dcqcn::new(d, line))),
@@ -300,6 +301,7 @@ impl Host {
             peer_qpn: RESP_QPN_BASE + flow as u32,
             sport: sport(flow),
         });
+        self.senders.len() - 1
     }
 
     /// Flow `flow` from `peer` (in another DC: `remote`) to this host, whose QP is created at
