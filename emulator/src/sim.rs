@@ -664,7 +664,7 @@ impl Emulation {
         let next = &mut self.flows[k + 1];
         next.start = start;
         let (src, sender) = (next.src, next.sender);
-        self.hosts[src].senders[sender].qp.start_at(start);
+        self.hosts[src].start_sender(sender, start);
         self.reschedule(src);
         self.sequential = Some((k + 1, start + self.duration_ns));
     }

@@ -45,7 +45,8 @@ use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
 use longhaul_dataplane::wire::{ecn, icrc};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use rnic::{RecvQp, Reply, SendQp};
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use swift::Swift;
 use timely::Timely;
@@ -145,6 +146,19 @@ pub struct Host {
     p: Params,
     ctrl: VecDeque<Vec<u8>>,
     pub senders: Vec<Sender>,
+    /// The indices in `senders` of the QPs started and not done, in increasing order (may
+    /// still hold some that finished since the last `on_time`, which drops them): what the
+    /// per-wake scans (`on_time`, `next_wake`, the round robin of `next_data`) visit. On a
+    /// large scenario most of a host's QPs are done or not started yet, and scanning them all
+    /// was most of a host's cost per event. A done QP has nothing to send, no timeout and no
+    /// timer to wake for, and nothing reads its congestion control again.
+    live: Vec<usize>,
+    /// The QPs whose start is set and still to come (or just come), by (start, index): until
+    /// its start a QP has nothing outstanding and no timer running (`on_time` leaves it as
+    /// it is), and it wakes the host at `max(start, NIC free, pause end)`; it joins `live`
+    /// when the host reaches its start (`promote`). QPs not started (`NOT_STARTED`) are in
+    /// neither until `start_flow` / `start_sender`.
+    pending: BinaryHeap<Reverse<(Nanos, usize)>>,
     by_qpn: HashMap<u32, usize, Hasher>,
     receivers: HashMap<u32, Receiver, Hasher>,
     nic_free: Nanos,
@@ -188,6 +202,8 @@ impl Host {
             p,
             ctrl: VecDeque::new(),
             senders: Vec::new(),
+            live: Vec::new(),
+            pending: BinaryHeap::new(),
             by_qpn: HashMap::with_hasher(hasher()),
             receivers: HashMap::with_hasher(hasher()),
             nic_free: 0,
@@ -256,8 +272,8 @@ impl Host {
 
     /// Start flow `flow`'s message (created not started) at `t`.
     pub fn start_flow(&mut self, flow: usize, t: Nanos) {
-        if let Some(s) = self.senders.iter_mut().find(|s| s.flow == flow) {
-            s.qp.start_at(t);
+        if let Some(i) = self.senders.iter().position(|s| s.flow == flow) {
+            self.start_sender(i, t);
         }
     }
 
@@ -301,7 +317,46 @@ impl Host {
             peer_qpn: RESP_QPN_BASE + flow as u32,
             sport: sport(flow),
         });
-        self.senders.len() - 1
+        let i = self.senders.len() - 1;
+        self.track(i);
+        i
+    }
+
+    /// Puts sender `i`, just created or started, in `pending` (a start to come, with
+    /// something to send) or `live` (anything else but not started: as every QP, it is looked
+    /// at on each wake).
+    fn track(&mut self, i: usize) {
+        let q = &self.senders[i].qp;
+        if q.start == rnic::NOT_STARTED {
+            return;
+        }
+        if q.has_data() && q.window_open(self.p.window) && q.next_tx == q.start {
+            self.pending.push(Reverse((q.start, i)));
+        } else if let Err(at) = self.live.binary_search(&i) {
+            self.live.insert(at, i);
+        }
+    }
+
+    /// Moves the QPs whose start is `now` or earlier from `pending` to `live`.
+    fn promote(&mut self, now: Nanos) {
+        while let Some(&Reverse((t, i))) = self.pending.peek() {
+            if t > now {
+                break;
+            }
+            self.pending.pop();
+            if let Err(at) = self.live.binary_search(&i) {
+                self.live.insert(at, i);
+            }
+        }
+    }
+
+    /// Starts sender `i`'s message (created not started) at `t` ([`Host::start_flow`] by
+    /// index).
+    pub fn start_sender(&mut self, i: usize, t: Nanos) {
+        if let Some(s) = self.senders.get_mut(i) {
+            s.qp.start_at(t);
+            self.track(i);
+        }
     }
 
     /// Flow `flow` from `peer` (in another DC: `remote`) to this host, whose QP is created at
@@ -706,12 +761,19 @@ impl Host {
 
     /// Timers due by `now`: retransmission timeouts, DCQCN.
     pub fn on_time(&mut self, now: Nanos) {
-        for s in &mut self.senders {
-            s.qp.check_timeout(now, self.p.rto_ns);
-            if let Some(cc) = s.qp.cc.as_mut() {
+        self.promote(now);
+        let (senders, rto) = (&mut self.senders, self.p.rto_ns);
+        self.live.retain(|&i| {
+            let q = &mut senders[i].qp;
+            if q.done.is_some() {
+                return false;
+            }
+            q.check_timeout(now, rto);
+            if let Some(cc) = q.cc.as_mut() {
                 cc.on_time(now);
             }
-        }
+            true
+        });
     }
 
     /// The next frame the NIC starts sending at `now`, if it is free and has one.
@@ -744,8 +806,14 @@ impl Host {
         if now < self.paused_until {
             return None;
         }
+        self.promote(now);
         let n = self.senders.len();
-        let i = (0..n).map(|k| (self.rr + k) % n).find(|&i| {
+        // Round robin over the QPs from `rr` on: the live ones from the first at or after
+        // `rr`, then from the start (a done QP has no data, so they are the same QPs in the
+        // same order as all of them from `rr` on would be).
+        let from = self.live.partition_point(|&i| i < self.rr);
+        let (after, before) = (&self.live[from..], &self.live[..from]);
+        let i = after.iter().chain(before).copied().find(|&i| {
             let q = &self.senders[i].qp;
             q.has_data() && q.start <= now && q.next_tx <= now && q.window_open(self.p.window)
         })?;
@@ -820,8 +888,13 @@ impl Host {
         if let Some((at, _)) = self.scheduled.front() {
             take((*at).max(self.nic_free));
         }
-        for s in &self.senders {
-            let q = &s.qp;
+        // The pending QPs' earliest wake is their earliest start's (each wakes at
+        // `max(start, NIC free, pause end)`, as a live one with nothing outstanding would).
+        if let Some(&Reverse((start, _))) = self.pending.peek() {
+            take(start.max(self.nic_free).max(self.paused_until));
+        }
+        for &i in &self.live {
+            let q = &self.senders[i].qp;
             if q.has_data() && q.window_open(self.p.window) {
                 take(
                     q.start
@@ -917,5 +990,41 @@ mod tests {
         // 100 quanta * 512 bits at 100 Gb/s = 512 ns.
         assert_eq!(a.next_wake(), Some(512));
         assert!(a.transmit(512, pool).is_some());
+    }
+
+    /// QPs whose start is to come wake the host at their start and are served then, in the
+    /// round robin's order (by index from the last served); one created not started waits for
+    /// `start_sender`.
+    #[test]
+    fn senders_wake_the_host_at_their_start_and_take_turns() {
+        let peer = Ipv4Addr::new(10, 0, 0, 2);
+        let mut a = host("a", [10, 0, 0, 1], 1);
+        let pool = &mut FramePool::default();
+        let late = a.add_sender(0, peer, 3000, 5_000, false);
+        let early = a.add_sender(1, peer, 3000, 2_000, false);
+        let idle = a.add_sender(2, peer, 3000, rnic::NOT_STARTED, false);
+        assert_eq!(a.next_wake(), Some(2_000));
+        assert!(a.transmit(1_000, pool).is_none());
+        assert!(a.transmit(2_000, pool).is_some());
+        assert_eq!(a.senders[early].qp.snd_nxt, 1);
+        a.start_sender(idle, 3_000);
+        let mut order = Vec::new();
+        let mut t = 5_000;
+        while let Some(_f) = a.transmit(t, pool) {
+            let sent: Vec<u32> = a.senders.iter().map(|s| s.qp.snd_nxt).collect();
+            order.push(sent);
+            t += 1_000;
+        }
+        // From 5 us all three have data: the round robin goes on after `early` (index 1).
+        assert_eq!(order[0], [0, 1, 1]);
+        assert_eq!(order[1], [1, 1, 1]);
+        assert_eq!(order[2], [1, 2, 1]);
+        assert_eq!(a.senders[late].qp.snd_nxt, 3);
+        // A QP not started does not wake its host.
+        let mut b = host("b", [10, 0, 0, 3], 3);
+        let idle = b.add_sender(0, peer, 3000, rnic::NOT_STARTED, false);
+        assert_eq!(b.next_wake(), None);
+        b.start_sender(idle, 7_000);
+        assert_eq!(b.next_wake(), Some(7_000));
     }
 }
