@@ -167,6 +167,45 @@ fn frames_to_another_port_mac_skip_the_l2_lookup() {
     assert_eq!((st.routed, st.bridged), (2, 1));
 }
 
+/// The other-port test with a port MAC inside the ports' range and MACs between that are no
+/// port's: the ends and the inner port MAC skip the lookup, the MACs between are looked up.
+#[test]
+fn another_port_mac_inside_the_range_and_between() {
+    let mut cfg = config();
+    // Ports 02:..:01, :02, :09, :04: the range is :01-:09, :03 and :05-:08 are no port's.
+    cfg.ports[2].mac = [2, 0, 0, 0, 0, 9];
+    let mut h = harness(&cfg);
+    let base = roce_frames().remove(0);
+    let to = |last: u8| {
+        let mut f = base.clone();
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, last]);
+        f
+    };
+    let misses = |h: &Harness<HeapPool, Baseline>| h.sw.pipeline().fwd.l2().stats().misses;
+    let mut t = 1_000;
+    // (ingress port, destination MAC's last byte, looked up)
+    for (port, last, looked_up) in [
+        (0, 2, false),
+        (0, 4, false),
+        (0, 9, false),
+        (1, 1, false),
+        (0, 3, true),
+        (0, 5, true),
+        (0, 8, true),
+        (0, 10, true),
+    ] {
+        let before = misses(&h);
+        h.put(port, t, &to(last));
+        h.run_to_idle();
+        t += 1_000;
+        assert_eq!(
+            misses(&h) - before,
+            looked_up as u64,
+            "to :{last:02x} on port {port}"
+        );
+    }
+}
+
 #[test]
 fn anomalies_follow_the_configured_policy() {
     let base = roce_frames().remove(0);

@@ -330,8 +330,27 @@ pub(crate) struct UdpLayout {
 /// `locate_udp_matches_the_views` holds it to them); every INT stage and locate runs it.
 #[inline]
 pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireError> {
+    locate_udp_lens(frame, l3_off).map(|(lay, _)| lay)
+}
+
+/// The lengths [`locate_udp_lens`] read and checked: the IP length field (IPv4 total length,
+/// IPv6 payload length) and the UDP length.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UdpLens {
+    pub(crate) ip: u16,
+    pub(crate) udp: u16,
+}
+
+/// [`locate_udp`], with the two length fields it read and checked, for a caller that grows the
+/// packet (the INT source: its overflow test and the length update take them instead of reading
+/// the fields again). Always inlined, so that [`locate_udp`]'s callers get the code they had.
+#[inline(always)]
+pub(crate) fn locate_udp_lens(
+    frame: &[u8],
+    l3_off: usize,
+) -> Result<(UdpLayout, UdpLens), WireError> {
     let l3 = frame.get(l3_off..).ok_or(WireError::Truncated)?;
-    let (v4, udp_off, ip_end) = match l3.first().map(|b| b >> 4) {
+    let (v4, udp_off, ip_end, ip_len) = match l3.first().map(|b| b >> 4) {
         Some(4) => {
             let h = ipv4::fixed_header(l3).ok_or(WireError::Truncated)?;
             let ihl = (h[0] & 0xf) as usize;
@@ -342,7 +361,8 @@ pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireE
             if l3.len() < hl {
                 return Err(WireError::Truncated);
             }
-            let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+            let ip_len = u16::from_be_bytes([h[2], h[3]]);
+            let total = ip_len as usize;
             if total < hl || total > l3.len() {
                 return Err(WireError::BadLength);
             }
@@ -352,7 +372,7 @@ pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireE
             if ipv4::is_fragment_fixed(h) {
                 return Err(WireError::Ipv4Fragment);
             }
-            (true, l3_off + hl, l3_off + total)
+            (true, l3_off + hl, l3_off + total, ip_len)
         }
         Some(6) => {
             let ip = Ipv6Packet::new_checked(l3)?;
@@ -364,6 +384,7 @@ pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireE
                 false,
                 l3_off + ipv6::HEADER_LEN,
                 l3_off + ipv6::HEADER_LEN + ip.payload_len() as usize,
+                ip.payload_len(),
             )
         }
         Some(_) => return Err(WireError::BadIpHeader),
@@ -377,15 +398,22 @@ pub(crate) fn locate_udp(frame: &[u8], l3_off: usize) -> Result<UdpLayout, WireE
     let u = frame
         .get(udp_off..udp_off + udp::HEADER_LEN)
         .ok_or(WireError::BadLength)?;
-    let ulen = u16::from_be_bytes([u[4], u[5]]) as usize;
+    let udp_len = u16::from_be_bytes([u[4], u[5]]);
+    let ulen = udp_len as usize;
     if ulen < udp::HEADER_LEN || ulen > dgram_len {
         return Err(WireError::BadLength);
     }
-    Ok(UdpLayout {
-        v4,
-        l3_off,
-        udp_off,
-    })
+    Ok((
+        UdpLayout {
+            v4,
+            l3_off,
+            udp_off,
+        },
+        UdpLens {
+            ip: ip_len,
+            udp: udp_len,
+        },
+    ))
 }
 
 /// The general form of [`locate_udp`], through the checked views: its reference in tests.
@@ -461,6 +489,22 @@ pub(crate) fn adjust_lengths(
     Ok(())
 }
 
+/// [`adjust_lengths`] growing the packet by `delta` bytes, its old lengths `old` as
+/// [`locate_udp_lens`] read them (the caller moved no header since): the same result without
+/// reading the two fields again. The caller has checked that `old` plus `delta` fits in 16
+/// bits (`open_int`); the sums saturate otherwise.
+#[inline(always)]
+fn grow_lengths(frame: &mut [u8], lay: &UdpLayout, old: UdpLens, delta: u16) {
+    let ip_len_off = lay.l3_off + if lay.v4 { 2 } else { 4 };
+    let new_ip = old.ip.saturating_add(delta);
+    put16(frame, ip_len_off, new_ip);
+    if lay.v4 {
+        let ck = be16(frame, lay.l3_off + 10).unwrap_or(0);
+        put16(frame, lay.l3_off + 10, checksum::update(ck, old.ip, new_ip));
+    }
+    put16(frame, lay.udp_off + 4, old.udp.saturating_add(delta));
+}
+
 /// Recompute a non-zero UDP checksum (RoCEv2 sends 0, which stays): the test inlined, the
 /// recomputation not.
 #[inline]
@@ -530,9 +574,23 @@ fn open_gap_unfilled<B: PacketBuf + ?Sized>(
         return Err(WireError::Truncated);
     }
     buf.prepend(n).ok_or(WireError::NoRoom)?;
-    buf.data_mut().copy_within(n..n + at, 0);
+    let d = buf.data_mut();
+    if at == ETH_V4_UDP {
+        // The usual frame (untagged Ethernet, IPv4 without options, UDP): the move at a constant
+        // length, a few register moves where `copy_within` calls `memmove`. `at + n <= len`
+        // (checked above, the frame grew by `n`), so the slices are in the frame.
+        let mut h = [0u8; ETH_V4_UDP];
+        h.copy_from_slice(&d[n..n + ETH_V4_UDP]);
+        d[..ETH_V4_UDP].copy_from_slice(&h);
+    } else {
+        d.copy_within(n..n + at, 0);
+    }
     Ok(())
 }
+
+/// The headers in front of the INT of the usual frame: Ethernet (14), IPv4 without options
+/// (20), UDP (8).
+const ETH_V4_UDP: usize = 14 + 20 + 8;
 
 /// Remove `n` bytes at offset `at` (moving bytes `0..at` backward and trimming the front).
 fn close_gap<B: PacketBuf + ?Sized>(buf: &mut B, at: usize, n: usize) -> Result<(), WireError> {
@@ -560,16 +618,11 @@ fn open_int<B: PacketBuf + ?Sized>(
     hop_ml: u8,
     extra: usize,
     rhc: u8,
-) -> Result<(UdpLayout, usize), WireError> {
-    let lay = locate_udp(buf.data(), l3_off)?;
+) -> Result<(UdpLayout, UdpLens, usize), WireError> {
+    let (lay, lens) = locate_udp_lens(buf.data(), l3_off)?;
     let n = SHIM_LEN + MD_HEADER_LEN + extra;
-    {
-        let d = buf.data();
-        let ipl = be16(d, l3_off + if lay.v4 { 2 } else { 4 }).unwrap_or(u16::MAX);
-        let ul = be16(d, lay.udp_off + 4).unwrap_or(u16::MAX);
-        if ipl as usize + n > u16::MAX as usize || ul as usize + n > u16::MAX as usize {
-            return Err(WireError::BadLength);
-        }
+    if lens.ip as usize + n > u16::MAX as usize || lens.udp as usize + n > u16::MAX as usize {
+        return Err(WireError::BadLength);
     }
     if buf.headroom() < n || n / 4 > u8::MAX as usize {
         return Err(WireError::NoRoom);
@@ -589,7 +642,7 @@ fn open_int<B: PacketBuf + ?Sized>(
     s[10..12].copy_from_slice(&cfg.domain_id.to_be_bytes());
     s[12..14].copy_from_slice(&cfg.ds_instruction.to_be_bytes());
     s[14..16].copy_from_slice(&cfg.ds_flags.to_be_bytes());
-    Ok((lay, at))
+    Ok((lay, lens, at))
 }
 
 /// INT source: insert the shim and an INT-MD header (empty stack) right after the UDP header of
@@ -608,9 +661,9 @@ pub fn insert_int_md<B: PacketBuf + ?Sized>(
         .filter(|w| *w <= 31)
         .ok_or(WireError::Unsupported)?;
     let n = SHIM_LEN + MD_HEADER_LEN;
-    let (lay, at) = open_int(buf, l3_off, cfg, hop_ml, 0, cfg.max_hops)?;
+    let (lay, lens, at) = open_int(buf, l3_off, cfg, hop_ml, 0, cfg.max_hops)?;
     let d = buf.data_mut();
-    adjust_lengths(d, &lay, n as isize)?;
+    grow_lengths(d, &lay, lens, n as u16);
     refresh_udp_checksum(d, &lay);
     Ok(IntLayout {
         udp_off: lay.udp_off,
@@ -677,10 +730,10 @@ pub fn insert_int_md_with_record<B: PacketBuf + ?Sized>(
         return Err(WireError::Unsupported);
     }
     let n = SHIM_LEN + MD_HEADER_LEN + hop_len;
-    let (lay, at) = open_int(buf, l3_off, cfg, hop_ml, hop_len, cfg.max_hops - 1)?;
+    let (lay, lens, at) = open_int(buf, l3_off, cfg, hop_ml, hop_len, cfg.max_hops - 1)?;
     let d = buf.data_mut();
     d[at + SHIM_LEN + MD_HEADER_LEN..at + n].copy_from_slice(rec);
-    adjust_lengths(d, &lay, n as isize)?;
+    grow_lengths(d, &lay, lens, n as u16);
     refresh_udp_checksum(d, &lay);
     Ok(())
 }
@@ -1090,6 +1143,145 @@ mod tests {
             hop(1).write(INS_SUPPORTED, &mut o[..31]),
             Err(WireError::NoRoom)
         );
+    }
+
+    /// `frame` (Ethernet, IP header at `l3`) with `n` more bytes in its IP packet and UDP
+    /// datagram: the length fields and the UDP destination port (`dport`) written, the IPv4
+    /// header checksum recomputed over the whole header (not incrementally), as the reference of
+    /// an INT insertion's header changes.
+    fn grown_headers(frame: &[u8], l3: usize, n: usize, dport: u16) -> Vec<u8> {
+        let mut f = frame.to_vec();
+        let add = |f: &mut Vec<u8>, off: usize| {
+            let v = u16::from_be_bytes([f[off], f[off + 1]]) as usize + n;
+            f[off..off + 2].copy_from_slice(&(v as u16).to_be_bytes());
+        };
+        let udp = if f[l3] >> 4 == 4 {
+            let hl = (f[l3] & 0xf) as usize * 4;
+            add(&mut f, l3 + 2);
+            f[l3 + 10..l3 + 12].fill(0);
+            let ck = checksum::checksum(&f[l3..l3 + hl]);
+            f[l3 + 10..l3 + 12].copy_from_slice(&ck.to_be_bytes());
+            l3 + hl
+        } else {
+            add(&mut f, l3 + 4);
+            l3 + 40
+        };
+        add(&mut f, udp + 4);
+        f[udp + 2..udp + 4].copy_from_slice(&dport.to_be_bytes());
+        f
+    }
+
+    proptest::proptest! {
+        /// The INT source's one pass (`insert_int_md_with_record`: the header move at a constant
+        /// length for the usual frame, the lengths from `locate_udp_lens` without reading them
+        /// again) against the frame built independently: the bytes in front of the UDP payload
+        /// with the lengths, the port and a recomputed IPv4 checksum, then the shim, the header
+        /// and the record, then the rest; for the usual frame (untagged, IPv4 without options)
+        /// and the others (a VLAN tag, IPv4 options, IPv6), Ethernet padding after the packet,
+        /// any TOS, identification and TTL.
+        #[test]
+        fn source_in_one_pass_is_the_frame_built_apart(
+            kind in 0usize..4,
+            rec in proptest::collection::vec(proptest::prelude::any::<u8>(), 28),
+            pad in 0usize..6,
+            tos in proptest::prelude::any::<u8>(),
+            ident in proptest::prelude::any::<u16>(),
+            ttl in proptest::prelude::any::<u8>(),
+        ) {
+            let cfg = IntConfig {
+                instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
+                ds_instruction: 0xc000,
+                ds_words: 3,
+                ds_flags: 0x8005,
+                domain_id: 0x4d4c,
+                max_hops: 3,
+                ..CFG
+            };
+            let mut f = if kind == 3 { hex(WRITE_V6) } else { hex(SEND_V4) };
+            let mut l3 = 14;
+            if kind != 3 {
+                f[15] = tos;
+                f[18..20].copy_from_slice(&ident.to_be_bytes());
+                f[22] = ttl;
+            }
+            if kind == 2 {
+                // Four bytes of options (NOP NOP NOP EOL): IHL 6.
+                f.splice(34..34, [1u8, 1, 1, 0]);
+                f[14] = 0x46;
+                let t = u16::from_be_bytes([f[16], f[17]]) + 4;
+                f[16..18].copy_from_slice(&t.to_be_bytes());
+            }
+            if kind != 3 {
+                let hl = (f[14] & 0xf) as usize * 4;
+                f[24..26].fill(0);
+                let ck = checksum::checksum(&f[14..14 + hl]);
+                f[24..26].copy_from_slice(&ck.to_be_bytes());
+            }
+            if kind == 1 {
+                f.splice(12..12, [0x81u8, 0x00, 0x00, 0x05]);
+                l3 = 18;
+            }
+            f.extend(std::iter::repeat_n(0u8, pad));
+            let udp = if kind == 3 { l3 + 40 } else { l3 + (f[l3] & 0xf) as usize * 4 };
+            let at = udp + 8;
+            proptest::prop_assert_eq!(at == ETH_V4_UDP, kind == 0);
+            let n = SHIM_LEN + MD_HEADER_LEN + rec.len();
+
+            let mut b = HeapBuf::from_bytes(&f);
+            insert_int_md_with_record(&mut b, l3, &cfg, &rec).unwrap();
+            let out = b.data();
+            proptest::prop_assert_eq!(out.len(), f.len() + n);
+            let front = grown_headers(&f[..at], l3, n, cfg.int_port);
+            // Every byte but the IPv4 checksum, which must verify (an incremental update may
+            // write 0xffff where the recomputation writes 0).
+            let ck = if kind == 3 { 0..0 } else { l3 + 10..l3 + 12 };
+            proptest::prop_assert_eq!(&out[..ck.start], &front[..ck.start]);
+            proptest::prop_assert_eq!(&out[ck.end..at], &front[ck.end..]);
+            if kind != 3 {
+                let hl = (out[l3] & 0xf) as usize * 4;
+                proptest::prop_assert_eq!(checksum::checksum(&out[l3..l3 + hl]), 0);
+            }
+            // The shim keeps the original port (RoCEv2's), the record follows the header.
+            proptest::prop_assert_eq!(&out[at + 2..at + 4], &f[udp + 2..udp + 4]);
+            proptest::prop_assert_eq!(&out[at + SHIM_LEN + MD_HEADER_LEN..at + n], &rec[..]);
+            proptest::prop_assert_eq!(&out[at + n..], &f[at..]);
+        }
+    }
+
+    #[test]
+    fn source_lengths_at_the_limit() {
+        // An IPv4 packet whose total length leaves exactly the INT's room, and one byte less:
+        // the first grows to 65 535, the second is refused and left unchanged.
+        let cfg = IntConfig {
+            instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
+            ds_instruction: 0xc000,
+            ds_words: 3,
+            domain_id: 0x4d4c,
+            max_hops: 3,
+            ..CFG
+        };
+        let rec = [7u8; 28];
+        let n = SHIM_LEN + MD_HEADER_LEN + rec.len();
+        for (total, ok) in [(65_535 - n, true), (65_536 - n, false)] {
+            let mut f = hex(SEND_V4)[..42].to_vec();
+            f.resize(14 + total, 0);
+            f[16..18].copy_from_slice(&(total as u16).to_be_bytes());
+            f[38..40].copy_from_slice(&((total - 20) as u16).to_be_bytes());
+            f[24..26].fill(0);
+            let ck = checksum::checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&ck.to_be_bytes());
+            let mut b = HeapBuf::from_bytes(&f);
+            let r = insert_int_md_with_record(&mut b, 14, &cfg, &rec);
+            if ok {
+                assert_eq!(r, Ok(()));
+                assert_eq!(be16(b.data(), 16), Some(65_535));
+                assert_eq!(be16(b.data(), 38), Some(65_535 - 20));
+                assert_eq!(checksum::checksum(&b.data()[14..34]), 0);
+            } else {
+                assert_eq!(r, Err(WireError::BadLength));
+                assert_eq!(b.data(), &f[..]);
+            }
+        }
     }
 
     #[test]

@@ -262,10 +262,12 @@ impl Forwarding {
     /// to a MAC outside the ports' range) does not carry this test's code; inlined, it moved
     /// the code generation of the stages it is inlined into (the Reflex ESW's frame took 42
     /// more instructions, perf/README.md).
+    /// The range's ends are port MACs (the least and the greatest), so a key at either end
+    /// (with two ports, every other port's MAC) answers without the scan.
     #[inline(never)]
     fn another_port_mac(&self, key: u64) -> bool {
-        (self.port_mac_range.0..=self.port_mac_range.1).contains(&key)
-            && self.port_mac_keys.contains(&key)
+        let (lo, hi) = self.port_mac_range;
+        (lo..=hi).contains(&key) && (key == lo || key == hi || self.port_mac_keys.contains(&key))
     }
 
     /// Build the tables from a validated config.
