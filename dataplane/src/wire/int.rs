@@ -974,6 +974,17 @@ mod tests {
     // RDMA WRITE ONLY over IPv6 (scapy, see icrc.rs ipv6_known_answer).
     const WRITE_V6: &str = "02000000000202000000000186dd662123450054113ffd000001000000000000000000000010fd000002000000000000000000000020c82212b7005400000a00ffff00000abc8000a0b000000000deadbeef000012340000002c000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b33269bec";
 
+    /// Three hop fields, a domain-specific instruction of 3 words (MLCC's record), 3 hops.
+    const DS_CFG: IntConfig = IntConfig {
+        instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
+        ds_instruction: 0xc000,
+        ds_words: 3,
+        ds_flags: 0x8005,
+        domain_id: 0x4d4c,
+        max_hops: 3,
+        ..CFG
+    };
+
     const CFG: IntConfig = IntConfig {
         int_port: 5000,
         instructions: INS_SUPPORTED,
@@ -1188,15 +1199,7 @@ mod tests {
             ident in proptest::prelude::any::<u16>(),
             ttl in proptest::prelude::any::<u8>(),
         ) {
-            let cfg = IntConfig {
-                instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
-                ds_instruction: 0xc000,
-                ds_words: 3,
-                ds_flags: 0x8005,
-                domain_id: 0x4d4c,
-                max_hops: 3,
-                ..CFG
-            };
+            let cfg = DS_CFG;
             let mut f = if kind == 3 { hex(WRITE_V6) } else { hex(SEND_V4) };
             let mut l3 = 14;
             if kind != 3 {
@@ -1253,12 +1256,8 @@ mod tests {
         // An IPv4 packet whose total length leaves exactly the INT's room, and one byte less:
         // the first grows to 65 535, the second is refused and left unchanged.
         let cfg = IntConfig {
-            instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
-            ds_instruction: 0xc000,
-            ds_words: 3,
-            domain_id: 0x4d4c,
-            max_hops: 3,
-            ..CFG
+            ds_flags: 0,
+            ..DS_CFG
         };
         let rec = [7u8; 28];
         let n = SHIM_LEN + MD_HEADER_LEN + rec.len();
@@ -1286,15 +1285,7 @@ mod tests {
 
     #[test]
     fn source_and_first_hop_in_one_pass_is_the_two_step_result() {
-        let cfg = IntConfig {
-            instructions: INS_NODE_ID | INS_QUEUE | INS_EGRESS_TS,
-            ds_instruction: 0xc000,
-            ds_words: 3,
-            ds_flags: 0x8005,
-            domain_id: 0x4d4c,
-            max_hops: 3,
-            ..CFG
-        };
+        let cfg = DS_CFG;
         let ds = [9u8; 12];
         for orig in [hex(SEND_V4), hex(WRITE_V6)] {
             let mut a = HeapBuf::from_bytes(&orig);
