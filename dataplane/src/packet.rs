@@ -31,6 +31,23 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// [`prefetch`] every cache line `x` covers: a value of more than a line, or one allocated at
+/// less than a line's alignment (a `Box` or a collection's element), whose fields may sit on a
+/// line other than its first.
+#[inline(always)]
+pub fn prefetch_lines<T>(x: &T) {
+    let start = (x as *const T).cast::<u8>();
+    let bytes = core::mem::size_of::<T>();
+    let mut at = 0;
+    while at < bytes {
+        prefetch(start.wrapping_add(at));
+        at += 64;
+    }
+    if bytes > 0 {
+        prefetch(start.wrapping_add(bytes - 1));
+    }
+}
+
 /// Metadata that travels with a packet through the pipeline (PSA's standard and user metadata).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meta {
@@ -452,9 +469,18 @@ impl PacketBuf for HeapBuf {
     fn meta_mut(&mut self) -> &mut Meta {
         &mut self.0.meta
     }
+    /// Every line of the descriptor (about three: the frame's place, its length and the
+    /// metadata; a boxed descriptor is 16-byte aligned, so even its first fields may sit on
+    /// its second line: the recirculation loop's pop stalled there, perf/README.md).
     #[inline]
     fn prefetch_descriptor(&self) {
-        prefetch(&*self.0);
+        prefetch_lines(&*self.0);
+    }
+    /// The frame's first byte, without the bounds check of [`PacketBuf::data`] (a hint needs
+    /// no valid address).
+    #[inline]
+    fn prefetch_headers(&self) {
+        prefetch(self.0.buf.as_ptr().wrapping_add(self.0.off));
     }
     fn reset(&mut self) {
         // The default headroom, counted from the start of the room (an adopted frame's

@@ -740,10 +740,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         self.drive_with(Some(t), frames, cfg!(debug_assertions));
         self.driver.now = self.driver.now.max(t);
         self.driver.known_next = Some(self.driver.sw_next);
-        let next = match (self.script.q.front().map(|e| e.0), self.driver.sw_next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = earlier(self.script.q.front().map(|e| e.0), self.driver.sw_next);
         debug_assert_eq!(next, self.next_event(), "the switch's next event at {t}");
         next
     }
@@ -840,10 +837,13 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
                 self.others = None;
                 self.sw.next_event(now)
             } else {
-                [others, self.sw.recirc_next(), self.sw.pipeline_deadline()]
-                    .into_iter()
-                    .flatten()
-                    .min()
+                // Pairwise, not `[..].into_iter().flatten().min()`: that iterator was built on
+                // the stack with 8-byte stores and read back with 16-byte loads, a store-
+                // forwarding stall at every loop step (perf/README.md).
+                earlier(
+                    earlier(others, self.sw.recirc_next()),
+                    self.sw.pipeline_deadline(),
+                )
             };
         }
         d.summary.end_ns = now;
@@ -853,10 +853,7 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
         }
         let d = &mut self.driver;
         d.known_next = Some(d.sw_next);
-        let next = match (self.script.q.front().map(|e| e.0), d.sw_next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = earlier(self.script.q.front().map(|e| e.0), d.sw_next);
         d.summary.truncated = next.is_some();
         Some(next)
     }
@@ -963,5 +960,14 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// What the driver did so far.
     pub fn summary(&self) -> ReplaySummary {
         self.driver.summary
+    }
+}
+
+/// The earlier of two optional times (`None`: neither is set).
+#[inline(always)]
+fn earlier(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

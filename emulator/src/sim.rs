@@ -532,6 +532,12 @@ impl Emulation {
                             // was a miss per hop).
                             longhaul_dataplane::packet::prefetch(next.as_ptr());
                             let k = *k;
+                            // So is the entry after it (its key and frame pointer, read at
+                            // the lane's next turn: the load of the entry above was the
+                            // loop's largest stall once the frames were prefetched).
+                            if let Some(after) = l.q.get(1) {
+                                longhaul_dataplane::packet::prefetch_lines(after);
+                            }
                             *top = Reverse(k);
                             drop(top); // sifts it down now
                         }
