@@ -219,12 +219,56 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The emulator's heap on transparent huge pages. Its frames in flight (12.5 MB a millisecond
+/// of a 100 Gb/s link) are spread over far more 4 KiB pages than the TLB maps, and glibc's
+/// malloc asks the kernel for huge pages (`madvise(MADV_HUGEPAGE)`, what THP's default
+/// `madvise` mode needs) only when its `glibc.malloc.hugetlb` tunable is set, which it reads
+/// at exec: so `longhaul emulate` executes itself once more with the tunable added (about 11%
+/// less wall time on scenarios/themis.toml, perf/README.md). Not when the tunable is already
+/// set (to anything: the user's choice stands), when THP is off, or when
+/// `LONGHAUL_EMULATE_THP` is set to anything (the exec sets it, so it happens at most once,
+/// even where glibc erases the tunable; `LONGHAUL_EMULATE_THP=0` keeps a run in its first
+/// process). If the exec fails, the run goes on in this process. The outputs do not depend on
+/// it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn emulate_on_huge_pages() {
+    use std::os::unix::process::CommandExt;
+    const TUNABLE: &str = "glibc.malloc.hugetlb";
+    const ONCE: &str = "LONGHAUL_EMULATE_THP";
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if tunables.contains(TUNABLE) || std::env::var_os(ONCE).is_some() {
+        return;
+    }
+    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+        Ok(mode) if !mode.contains("[never]") => {}
+        _ => return,
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let tunables = if tunables.is_empty() {
+        format!("{TUNABLE}=1")
+    } else {
+        format!("{tunables}:{TUNABLE}=1")
+    };
+    // Returns only when the exec failed.
+    let _ = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env("GLIBC_TUNABLES", tunables)
+        .env(ONCE, "1")
+        .exec();
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn emulate_on_huge_pages() {}
+
 fn cmd_emulate(
     path: &Path,
     out_dir: Option<&Path>,
     seed: Option<u64>,
     duration_us: Option<f64>,
 ) -> Result<ExitCode> {
+    emulate_on_huge_pages();
     let registry = longhaul_pipelines::registry();
     let mut s = match longhaul_emulator::scenario::Scenario::load(path, registry.as_ref()) {
         Ok(s) => s,

@@ -342,6 +342,64 @@ fn emulate_writes_outputs_and_names_bad_scenarios() {
     );
 }
 
+/// `longhaul emulate` executes itself again with glibc's huge-page tunable (src/main.rs,
+/// `emulate_on_huge_pages`): the arguments survive it (`--duration` and `--seed` take effect)
+/// and the outputs are byte for byte those of a run kept in its first process.
+#[test]
+fn emulate_on_huge_pages_keeps_the_arguments_and_the_outputs() {
+    let dir = tmpdir("emulate-thp");
+    let run = |name: &str, keep: bool| {
+        let out_dir = dir.join(name);
+        let mut c = bin();
+        c.env_remove("GLIBC_TUNABLES")
+            .env_remove("LONGHAUL_EMULATE_THP")
+            .arg("emulate")
+            .arg(root().join("scenarios/incast.toml"))
+            .args(["--duration", "300", "--seed", "3", "--out-dir"])
+            .arg(&out_dir);
+        if keep {
+            c.env("LONGHAUL_EMULATE_THP", "0");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout)
+            .unwrap()
+            .replace(&out_dir.display().to_string(), "OUT");
+        (out_dir, text)
+    };
+    let (a, text_a) = run("a", false);
+    let (b, text_b) = run("b", true);
+    assert_eq!(text_a, text_b);
+    let virtual_ns: u64 = text_a
+        .lines()
+        .find_map(|l| l.strip_prefix("virtual time "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no virtual time in {text_a}"));
+    assert!(virtual_ns <= 300_000, "--duration lost: {text_a}");
+    let files = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(files(&a), files(&b));
+    assert!(files(&a).len() >= 2, "{:?}", files(&a));
+    for f in files(&a) {
+        assert_eq!(
+            std::fs::read(a.join(&f)).unwrap(),
+            std::fs::read(b.join(&f)).unwrap(),
+            "{f:?}"
+        );
+    }
+}
+
 /// A file that is not a pcap: one line naming the file once (issue 20).
 #[test]
 fn a_bad_pcap_is_named_once() {
