@@ -342,6 +342,45 @@ fn idle_pfq_lets_a_packet_through_in_arrival_order() {
     assert_eq!(h.sw.pipeline().receiver().unwrap().pfq().held_pkts(), 0);
 }
 
+/// The idle scan being due does not hold a packet that finds its PFQ empty with room in its
+/// rate: at the scan's instant (the harness takes the instant's frames before the switch's
+/// timers, as a live worker takes a burst before its poll) the flow's packet still goes on
+/// before the plain UDP packet behind it, where a due scan used to hold it to the end of the
+/// burst; the scan runs after it, and reclaims the PFQ only once it is idle again.
+#[test]
+fn due_idle_scan_does_not_hold_a_packet_at_its_idle_pfq() {
+    // Scanned every 25 us: the first packet at 10 us makes the PFQ and the next scan 35 us.
+    let mut h = dci(|t| t.replace("idle_timeout_ns = 10000000 ", "idle_timeout_ns = 100000 "));
+    h.put(WAN0, 10_000, &roce(PEER, WAN0_MAC, REMOTE, LOCAL, 0, 1000));
+    h.advance_to(20_000);
+    assert_eq!(data_out(&h.take()).len(), 1);
+    assert_eq!(h.sw.pipeline_deadline(), Some(35_000), "the scan is next");
+    let a = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 1, 1000);
+    let mut b = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 2, 1000);
+    b[36..38].copy_from_slice(&4792u16.to_be_bytes()); // UDP destination: not RoCE
+    h.put(WAN0, 35_000, &a);
+    h.put(WAN0, 35_000, &b);
+    h.advance_to(40_000);
+    let out = h.take();
+    let d = on(&out, DC0);
+    assert_eq!(d.len(), 2);
+    let first = mlcc::locate(&d[0].data, 14, INT_PORT).expect("the PFQ's packet first, with INT");
+    assert_eq!(
+        Bth::new_checked(&d[0].data[first.bth_off..]).unwrap().psn(),
+        1
+    );
+    assert_eq!(&d[1].data[36..38], &4792u16.to_be_bytes());
+    // The scan ran at 35 us (the next one is 25 us on) and left the PFQ (seen at 35 us).
+    assert_eq!(h.sw.pipeline_deadline(), Some(60_000));
+    assert_eq!(counter(&h, "mlcc.pfq.in_use"), 1);
+    assert_eq!(counter(&h, "mlcc.pfq.reclaimed"), 0);
+    assert_eq!(counter(&h, "mlcc.pfq.enqueued"), 2);
+    assert_eq!(counter(&h, "mlcc.pfq.dequeued"), 2);
+    h.run_to_idle();
+    assert_eq!(counter(&h, "mlcc.pfq.reclaimed"), 1);
+    assert!(h.now() >= 135_000, "{}", h.now());
+}
+
 /// With one PFQ, a second flow takes the shared queue (counted) and is not paced; a full PFQ
 /// drops and counts; every packet is accounted for.
 #[test]

@@ -308,6 +308,11 @@ impl<B: PacketBuf, K: Hash + Eq + Copy> PerFlowQueues<B, K> {
     /// [`dequeue_where`](Self::dequeue_where) at `now` would (a shaper's cut-through: a packet
     /// arriving at an empty queue with tokens departs at once). `false`: nothing changed, queue
     /// it.
+    ///
+    /// Inline: called once per packet that finds its PFQ (MLCC's cut-through), where a call of
+    /// its own saved and restored registers for about 18 instructions of its 98 (`#[inline]`
+    /// alone left it out of line).
+    #[inline(always)]
     pub fn pass_through(&mut self, i: usize, len: u64, now: Nanos) -> bool {
         let Some(s) = self.slots.get(i) else {
             return false;

@@ -8,9 +8,10 @@
 //!   `initial_rate`, its DQM state reset). When every PFQ is in use the packet takes the shared
 //!   queue (its class's queue, as the baseline forwards it; `mlcc.pfq.shared`). A full PFQ drops
 //!   (`mlcc.pfq.queue_full`): size `queue_bytes` for the long-haul BDP. A packet that finds its
-//!   PFQ empty with room in its rate, when nothing else is due, goes on at once (as the dequeue
-//!   at that instant would send it): from the ingress (`Action::Release`, [`Receiver::on_data`])
-//!   or, when its ingress emitted something, from [`Receiver::hold`].
+//!   PFQ empty with room in its rate, when no other PFQ's head is due (a due idle scan does not
+//!   matter), goes on at once (as the dequeue at that instant would send it): from the ingress
+//!   (`Action::Release`, [`Receiver::on_data`]) or, when its ingress emitted something, from
+//!   [`Receiver::hold`].
 //! - **Dequeue** ([`Receiver::on_time`]): round robin over the PFQs whose head conforms to its
 //!   rate, while the head's DC port holds less than `port_backlog_bytes` (the PFQs feed the port's
 //!   queue, they do not flood it). Each packet carries its flow's `C_D` in `meta.user` to the
@@ -279,9 +280,10 @@ impl<B: PacketBuf> Receiver<B> {
     }
 
     /// A packet of slot `i`'s flow that arrives at its empty PFQ when the PFQ's rate has room
-    /// for it, no other PFQ's head is due, the receiver has nothing due ([`Receiver::on_time`]'s
-    /// deadline) and its DC port is not backlogged: [`Receiver::on_time`] would send it at this
-    /// same instant, first, so it goes on now, with the same accounting (the shaper charged,
+    /// for it, no other PFQ's head is due and its DC port is not backlogged:
+    /// [`Receiver::on_time`] would send it at this same instant, first, so it goes on now,
+    /// whether or not the idle scan is due (the scan, at this instant, finds the packet's flow
+    /// just seen either way), with the same accounting (the shaper charged,
     /// `enqueued` and `dequeued`, C_D in `meta.user`, DQM's data clock) and through the same
     /// door ([`Ctx::inject`], enqueued right after the packet being processed). Only the order
     /// within one instant differs: it is queued at the port before the frames that arrive after
@@ -310,7 +312,12 @@ impl<B: PacketBuf> Receiver<B> {
         pkt: &mut B,
     ) -> bool {
         let now = ctx.now;
-        if self.deadline.is_some_and(|d| d <= now) || ctx.emit_room() == 0 {
+        // Not `self.deadline`: what it holds beyond a due head (which `PerFlowQueues::
+        // pass_through` tests) is the idle scan, which cannot reclaim this packet's PFQ once
+        // the packet is on its way (its flow was seen now) and frees no slot it needs. A due
+        // scan held every packet of a live burst until the burst's end (perf/README.md,
+        // thirteenth session).
+        if ctx.emit_room() == 0 {
             return false;
         }
         let port = pkt.meta().egress_port;
