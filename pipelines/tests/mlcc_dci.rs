@@ -318,12 +318,21 @@ fn idle_pfq_lets_a_packet_through_in_arrival_order() {
     h.advance_to(50_000);
     assert_eq!(data_out(&h.take()).len(), 1);
     // Same instant, same burst: the flow's next packet, then plain UDP to the same host.
+    pfq_packet_then_udp(&mut h, 60_000, 100_000);
+    assert_eq!(counter(&h, "mlcc.pfq.enqueued"), 2);
+    assert_eq!(counter(&h, "mlcc.pfq.dequeued"), 2);
+    assert_eq!(h.sw.pipeline().receiver().unwrap().pfq().held_pkts(), 0);
+}
+
+/// At `at`, in one burst, the flow's next packet (PSN 1) and then a plain UDP packet to the same
+/// host; by `until` both are out of DC0, the PFQ's packet first (with INT), then the UDP one.
+fn pfq_packet_then_udp(h: &mut Harness<HeapPool, MlccDci>, at: u64, until: u64) {
     let a = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 1, 1000);
     let mut b = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 2, 1000);
     b[36..38].copy_from_slice(&4792u16.to_be_bytes()); // UDP destination: not RoCE
-    h.put(WAN0, 60_000, &a);
-    h.put(WAN0, 60_000, &b);
-    h.advance_to(100_000);
+    h.put(WAN0, at, &a);
+    h.put(WAN0, at, &b);
+    h.advance_to(until);
     let out = h.take();
     let d = on(&out, DC0);
     assert_eq!(d.len(), 2);
@@ -337,9 +346,6 @@ fn idle_pfq_lets_a_packet_through_in_arrival_order() {
         &4792u16.to_be_bytes(),
         "then the UDP packet"
     );
-    assert_eq!(counter(&h, "mlcc.pfq.enqueued"), 2);
-    assert_eq!(counter(&h, "mlcc.pfq.dequeued"), 2);
-    assert_eq!(h.sw.pipeline().receiver().unwrap().pfq().held_pkts(), 0);
 }
 
 /// The idle scan being due does not hold a packet that finds its PFQ empty with room in its
@@ -355,21 +361,7 @@ fn due_idle_scan_does_not_hold_a_packet_at_its_idle_pfq() {
     h.advance_to(20_000);
     assert_eq!(data_out(&h.take()).len(), 1);
     assert_eq!(h.sw.pipeline_deadline(), Some(35_000), "the scan is next");
-    let a = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 1, 1000);
-    let mut b = roce(PEER, WAN0_MAC, REMOTE, LOCAL, 2, 1000);
-    b[36..38].copy_from_slice(&4792u16.to_be_bytes()); // UDP destination: not RoCE
-    h.put(WAN0, 35_000, &a);
-    h.put(WAN0, 35_000, &b);
-    h.advance_to(40_000);
-    let out = h.take();
-    let d = on(&out, DC0);
-    assert_eq!(d.len(), 2);
-    let first = mlcc::locate(&d[0].data, 14, INT_PORT).expect("the PFQ's packet first, with INT");
-    assert_eq!(
-        Bth::new_checked(&d[0].data[first.bth_off..]).unwrap().psn(),
-        1
-    );
-    assert_eq!(&d[1].data[36..38], &4792u16.to_be_bytes());
+    pfq_packet_then_udp(&mut h, 35_000, 40_000);
     // The scan ran at 35 us (the next one is 25 us on) and left the PFQ (seen at 35 us).
     assert_eq!(h.sw.pipeline_deadline(), Some(60_000));
     assert_eq!(counter(&h, "mlcc.pfq.in_use"), 1);
