@@ -43,6 +43,11 @@ pub fn emulate(s: &mut Scenario, registry: &Registry, o: Overrides) -> Result<Re
 }
 
 /// [`emulate`], calling `progress(virtual now, duration)` now and then during the main run.
+///
+/// Never inlined: `perf/emulate-speed.sh` counts the emulation's instructions as this
+/// function's inclusive cost under callgrind (with fat LTO it was otherwise folded into the
+/// command's `main`). One call per run, so it costs nothing.
+#[inline(never)]
 pub fn emulate_with_progress(
     s: &mut Scenario,
     registry: &Registry,
