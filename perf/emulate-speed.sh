@@ -52,7 +52,7 @@ for s in "${SCENARIOS[@]}"; do
       exit 1
     }
     t1=$(date +%s.%N)
-    walls+=("$(echo "$t1 - $t0" | bc -l)")
+    walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f", b - a}')")
     # "longhaul: N frame hops emulated in S s (R M hops/s, ...)"
     hops=$(echo "$line" | awk '{print $2}')
     rates+=("$(echo "$line" | sed -n 's/.*(\([0-9.]*\) M hops\/s.*/\1/p')")
