@@ -5,11 +5,13 @@
 use longhaul_control::config::{Config, Policy};
 use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::Switch;
+use longhaul_dataplane::engine::{Action, Ctx, Pipeline};
+use longhaul_dataplane::packet::BufPool;
 use longhaul_dataplane::packet::{HeapPool, FLAG_CONTROL};
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::Harness;
 use longhaul_dataplane::wire::icrc;
-use longhaul_pipelines::baseline::Baseline;
+use longhaul_pipelines::baseline::{Baseline, BaselineCommand, Forwarding};
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;
 use proptest::prelude::*;
@@ -167,22 +169,43 @@ fn frames_to_another_port_mac_skip_the_l2_lookup() {
     assert_eq!((st.routed, st.bridged), (2, 1));
 }
 
-/// The other-port test with a port MAC inside the ports' range and MACs between that are no
-/// port's: the ends and the inner port MAC skip the lookup, the MACs between are looked up.
-#[test]
-fn another_port_mac_inside_the_range_and_between() {
-    let mut cfg = config();
-    // Ports 02:..:01, :02, :09, :04: the range is :01-:09, :03 and :05-:08 are no port's.
-    cfg.ports[2].mac = [2, 0, 0, 0, 0, 9];
-    let mut h = harness(&cfg);
+/// The baseline's ingress with the ports' range ends tested inline
+/// (`classify_and_look_up_with::<_, true>`, as the MLCC DCI looks up), to hold that path to the
+/// same answers as the baseline's.
+struct EndsInline(Forwarding);
+
+impl<P: BufPool> Pipeline<P> for EndsInline {
+    type Command = BaselineCommand;
+
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        let p = self.0.parse_meta(pkt);
+        match self.0.classify_and_look_up_with::<P, true>(ctx, pkt, &p) {
+            Ok(e) => match self.0.apply_stage(pkt, &p, e) {
+                Ok(()) => Action::Forward,
+                Err(r) => Action::Drop(r),
+            },
+            Err(a) => a,
+        }
+    }
+}
+
+/// The frames of [`another_port_mac_inside_the_range_and_between`] through a pipeline `L`
+/// (its forwarding `fwd`): each case's lookup-or-not checked, the frames sent returned.
+fn other_port_cases<L: Pipeline<HeapPool>>(
+    cfg: &Config,
+    pipeline: L,
+    fwd: fn(&L) -> &Forwarding,
+) -> Vec<(usize, Vec<u8>)> {
+    let mut h = Harness::new(Switch::new(switch_spec(cfg), heap_pool(cfg), pipeline));
     let base = roce_frames().remove(0);
     let to = |last: u8| {
         let mut f = base.clone();
         f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, last]);
         f
     };
-    let misses = |h: &Harness<HeapPool, Baseline>| h.sw.pipeline().fwd.l2().stats().misses;
+    let misses = |h: &Harness<HeapPool, L>| fwd(h.sw.pipeline()).l2().stats().misses;
     let mut t = 1_000;
+    let mut sent = Vec::new();
     // (ingress port, destination MAC's last byte, looked up)
     for (port, last, looked_up) in [
         (0, 2, false),
@@ -203,7 +226,23 @@ fn another_port_mac_inside_the_range_and_between() {
             looked_up as u64,
             "to :{last:02x} on port {port}"
         );
+        sent.extend(h.take().into_iter().map(|o| (o.port_idx, o.data)));
     }
+    sent
+}
+
+/// The other-port test with a port MAC inside the ports' range and MACs between that are no
+/// port's: the ends and the inner port MAC skip the lookup, the MACs between are looked up;
+/// the same with the range's ends tested inline, which sends the same frames.
+#[test]
+fn another_port_mac_inside_the_range_and_between() {
+    let mut cfg = config();
+    // Ports 02:..:01, :02, :09, :04: the range is :01-:09, :03 and :05-:08 are no port's.
+    cfg.ports[2].mac = [2, 0, 0, 0, 0, 9];
+    let a = other_port_cases(&cfg, Baseline::new(&cfg), |b| &b.fwd);
+    let b = other_port_cases(&cfg, EndsInline(Forwarding::new(&cfg)), |e| &e.0);
+    assert_eq!(a.len(), 8, "every frame sent");
+    assert_eq!(a, b, "the inline ends send what the out-of-line test sends");
 }
 
 #[test]

@@ -512,6 +512,26 @@ impl Forwarding {
         p: &Parsed,
         routable: bool,
     ) -> Result<Egress, DropReason> {
+        self.lookup_stage_with::<P, false>(ctx, pkt, p, routable)
+    }
+
+    /// [`Forwarding::lookup_stage`]; with `PORT_MAC_ENDS`, a destination MAC equal to the least
+    /// or the greatest port MAC (with two ports, every other port's MAC) is found to be the
+    /// switch's own by two compares inline, before the out-of-line
+    /// [`Forwarding::another_port_mac`] (the same answer: the ends are port MACs). For a
+    /// pipeline whose frames commonly come to another of its ports' MACs (MLCC's WAN -> DC
+    /// frames in perf/dpdk-mlcc.toml): the call and the registers saved around it cost about
+    /// 50 instructions a frame there; in the other pipelines' ingress the same two compares,
+    /// never reached by their frames, moved the code generation (Reflex's frame +39,
+    /// perf/README.md, fourteenth session), so they keep `false`.
+    #[inline(always)]
+    pub fn lookup_stage_with<P: BufPool, const PORT_MAC_ENDS: bool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &P::Buf,
+        p: &Parsed,
+        routable: bool,
+    ) -> Result<Egress, DropReason> {
         let in_port = pkt.meta().ingress_port;
         if let Some(peer) = self.wire_peer(in_port) {
             return Ok(Egress::Bridge(peer));
@@ -523,8 +543,10 @@ impl Forwarding {
             // The ingress port's own MAC first (every routed frame of a router), then, within
             // the ports' range, any other port's (a frame sent to another of this switch's
             // ports: routed as before, without the lookup that would miss).
+            let (lo, hi) = self.port_mac_range;
             let to_me = self.l2_port_macs == 0
                 && (self.port_mac_keys.get(in_port as usize) == Some(&key)
+                    || (PORT_MAC_ENDS && (key == lo || key == hi))
                     || self.another_port_mac(key));
             if !to_me {
                 if let Some(&port) = self.l2.lookup(&key, now) {
@@ -694,12 +716,24 @@ impl Forwarding {
         pkt: &mut P::Buf,
         p: &Parsed,
     ) -> Result<Egress, Action> {
+        self.classify_and_look_up_with::<P, false>(ctx, pkt, p)
+    }
+
+    /// [`Forwarding::classify_and_look_up`] with [`Forwarding::lookup_stage_with`]'s
+    /// `PORT_MAC_ENDS`.
+    #[inline(always)]
+    pub fn classify_and_look_up_with<P: BufPool, const PORT_MAC_ENDS: bool>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+    ) -> Result<Egress, Action> {
         let routable = self.admit_stage(ctx, pkt, p)?;
         let class = self.classify(p);
         let m = pkt.meta_mut();
         m.class = class;
         m.queue = longhaul_dataplane::packet::QUEUE_OF_CLASS;
-        self.lookup_stage(ctx, pkt, p, routable)
+        self.lookup_stage_with::<P, PORT_MAC_ENDS>(ctx, pkt, p, routable)
             .map_err(Action::Drop)
     }
 

@@ -205,7 +205,8 @@ impl<B: PacketBuf> Receiver<B> {
     /// from here, `Release`: what [`Receiver::hold`] would do with it, without the round trip
     /// through the engine's hold and emit list (the same admission, right after the packet's
     /// ingress; with something emitted, the hold keeps the order: that first, then the packet).
-    #[inline]
+    /// Always inlined into the DCI's ingress (see `MlccDci::ingress_impl`).
+    #[inline(always)]
     pub fn on_data<P: BufPool<Buf = B>>(
         &mut self,
         ctx: &mut Ctx<'_, P>,
