@@ -273,10 +273,7 @@ where
 
     fn next_rx(&self) -> Option<Nanos> {
         let held = self.held.iter().map(|(t, _, _)| *t).min();
-        match (held, self.inner.next_rx()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        crate::time::earlier(held, self.inner.next_rx())
     }
 
     fn rx_exhausted(&self) -> bool {

@@ -17,7 +17,7 @@ use crate::counters::DropReason;
 use crate::engine::{Pipeline, Switch};
 use crate::packet::{BufPool, PacketBuf};
 use crate::pcap::{PcapReader, PcapRecord};
-use crate::time::Nanos;
+use crate::time::{earlier, Nanos};
 use std::collections::VecDeque;
 use std::io::{self, BufRead};
 
@@ -933,13 +933,10 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// The next time something is due: a frame put on a port, or the switch's own next event
     /// (a queue that can transmit, a timer); `None` when idle.
     pub fn next_event(&self) -> Option<Nanos> {
-        match (
+        earlier(
             self.script.q.front().map(|e| e.0),
             self.sw.next_event(self.driver.now),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        )
     }
 
     /// Everything emitted so far (all ports, in emission order), taken out.
@@ -960,14 +957,5 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
     /// What the driver did so far.
     pub fn summary(&self) -> ReplaySummary {
         self.driver.summary
-    }
-}
-
-/// The earlier of two optional times (`None`: neither is set).
-#[inline(always)]
-fn earlier(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }

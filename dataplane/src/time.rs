@@ -29,6 +29,53 @@ pub fn serialization_ns(bytes: u64, rate_bps: u64) -> Nanos {
     num.div_ceil(rate_bps as u128).min(Nanos::MAX as u128) as Nanos
 }
 
+/// The last frame length's [`serialization_ns`]: a port or loop sends runs of one length (a
+/// flow's full-MTU data, a throttled flow's packets round the recirculation loop), and the memo
+/// spares each of them the division. Keyed by the stored length; `clear` when the rate or the
+/// per-frame overhead changes.
+#[derive(Clone, Copy, Debug)]
+pub struct SerializationMemo {
+    len: u64,
+    ns: Nanos,
+}
+
+impl Default for SerializationMemo {
+    fn default() -> Self {
+        SerializationMemo {
+            len: u64::MAX,
+            ns: 0,
+        }
+    }
+}
+
+impl SerializationMemo {
+    /// `serialization_ns(len + overhead, rate_bps)`, from the memo when `len` is the last one
+    /// asked (at the same rate and overhead since the last [`SerializationMemo::clear`]).
+    #[inline(always)]
+    pub fn ns(&mut self, len: u64, overhead: u64, rate_bps: u64) -> Nanos {
+        if self.len != len {
+            self.ns = serialization_ns(len + overhead, rate_bps);
+            self.len = len;
+        }
+        self.ns
+    }
+
+    /// Forget the memo (the rate or the overhead changed).
+    #[inline]
+    pub fn clear(&mut self) {
+        *self = SerializationMemo::default();
+    }
+}
+
+/// The earlier of two optional times (`None`: neither is set).
+#[inline(always)]
+pub fn earlier(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Bytes a link of `rate_bps` carries in `ns` nanoseconds, rounded down.
 #[inline]
 pub fn bytes_in(ns: Nanos, rate_bps: u64) -> u64 {

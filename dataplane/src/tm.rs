@@ -20,7 +20,7 @@ use crate::asic::scheduler::{QueueView, Scheduler};
 use crate::asic::wrr::Wrr;
 use crate::counters::{DropCounters, DropReason};
 use crate::packet::{PacketBuf, FLAG_ECN_MARKED, NUM_CLASSES};
-use crate::time::{serialization_ns, Nanos};
+use crate::time::{serialization_ns, Nanos, SerializationMemo};
 
 pub use crate::asic::red::RedParams;
 
@@ -268,7 +268,7 @@ pub struct TrafficManager<B: PacketBuf> {
     nonempty: u8,
     /// The last frame length serialized and its time: frames of one size (the common case) skip
     /// the division in `serialization_ns`. Reset by `set_rate`.
-    ser_memo: (u64, Nanos),
+    ser_memo: SerializationMemo,
     /// The last `resize_tx` (old length, new length) and its change of wire time, +/- ns: an
     /// egress stage that grows every frame alike (INT) repeats it, and skips two divisions.
     /// Reset by `set_rate`.
@@ -314,7 +314,7 @@ impl<B: PacketBuf> TrafficManager<B> {
             busy_until: 0,
             slack_ns: 0,
             nonempty: 0,
-            ser_memo: (u64::MAX, 0),
+            ser_memo: SerializationMemo::default(),
             resize_memo: (u64::MAX, u64::MAX, false, 0),
             prio_queues: (cfg.queue_priority != IDENTITY_PRIORITIES).then(|| {
                 let mut m = [0u8; NUM_CLASSES];
@@ -596,13 +596,7 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// The link clock and busy time of [`start_tx`](Self::start_tx), without its counters.
     #[inline(always)]
     fn start_link(&mut self, len: u64, now: Nanos) {
-        let ser = if self.ser_memo.0 == len {
-            self.ser_memo.1
-        } else {
-            let ser = serialization_ns(len + self.overhead, self.rate_bps);
-            self.ser_memo = (len, ser);
-            ser
-        };
+        let ser = self.ser_memo.ns(len, self.overhead, self.rate_bps);
         // Replay dequeues exactly when the link frees (slack 0: the link clock is `now`). A live
         // driver polls every few microseconds with one `now` per loop: the link clock then runs
         // on from `busy_until` (at most `slack_ns` behind `now`), so each poll releases what the
@@ -706,7 +700,7 @@ impl<B: PacketBuf> TrafficManager<B> {
     /// Change the link rate (applies from the next frame; the frame in flight keeps its time).
     pub fn set_rate(&mut self, rate_bps: u64) {
         self.rate_bps = rate_bps;
-        self.ser_memo = (u64::MAX, 0);
+        self.ser_memo.clear();
         self.resize_memo = (u64::MAX, u64::MAX, false, 0);
     }
 

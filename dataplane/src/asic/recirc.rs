@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 
 use crate::packet::PacketBuf;
-use crate::time::{serialization_ns, Nanos};
+use crate::time::{Nanos, SerializationMemo};
 
 /// Configuration of a [`RecircPort`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,10 +49,9 @@ pub struct RecircPort<B: PacketBuf> {
     ring: VecDeque<(Nanos, B)>,
     bytes: u64,
     busy_until: Nanos,
-    /// The last push's (length, serialization time): a throttled flow's packets go round the
-    /// loop again and again at one length, and the memo spares `push` its division (as the
-    /// traffic manager's `ser_memo` does for a port).
-    ser_memo: (u64, Nanos),
+    /// The last push's serialization time: a throttled flow's packets go round the loop again
+    /// and again at one length.
+    ser_memo: SerializationMemo,
     stats: RecircStats,
 }
 
@@ -64,7 +63,7 @@ impl<B: PacketBuf> RecircPort<B> {
             ring: VecDeque::with_capacity(cfg.capacity_pkts),
             bytes: 0,
             busy_until: 0,
-            ser_memo: (u64::MAX, 0),
+            ser_memo: SerializationMemo::default(),
             stats: RecircStats::default(),
         }
     }
@@ -89,14 +88,7 @@ impl<B: PacketBuf> RecircPort<B> {
             return Err(pkt);
         }
         let start = now.max(self.busy_until);
-        let ser = if self.ser_memo.0 == len {
-            self.ser_memo.1
-        } else {
-            let ser = serialization_ns(len, self.cfg.rate_bps);
-            self.ser_memo = (len, ser);
-            ser
-        };
-        let done = start.saturating_add(ser);
+        let done = start.saturating_add(self.ser_memo.ns(len, 0, self.cfg.rate_bps));
         self.busy_until = done;
         let back = done.saturating_add(self.cfg.loop_delay_ns);
         self.ring.push_back((back, pkt));

@@ -190,10 +190,7 @@ impl<B: PacketBuf> Receiver<B> {
     fn refresh_deadline(&mut self, now: Nanos) {
         let ready = self.pfq.next_ready(now);
         let scan = (self.pfq.in_use() > 0).then_some(self.next_scan.max(now));
-        self.deadline = match (ready, scan) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        self.deadline = longhaul_dataplane::time::earlier(ready, scan);
     }
 
     /// WAN -> DC RoCE data of flow `key` routed to a DC port (`meta.egress_port`, class set,
