@@ -5,10 +5,11 @@
 -- through longhaul; loss = port 0 opackets - port 1 ipackets over a trial.
 --
 -- Settings come from the environment (lh-pktgen passes it through):
---   LH_SIZES      frame sizes, FCS included      (default 64,128,256,512,1024,1280,1518)
+--   LH_SIZES      frame sizes, FCS included (Pktgen's size is)  (default 64,128,256,512,1024,1280,1518)
 --   LH_TRIAL_MS   trial length                   (default 10000; RFC 2544 section 24: 60000)
 --   LH_SETTLE_MS  wait after a trial for frames still in flight (default 2000, section 23)
---   LH_RESOLUTION stop the search when max - min < this many percent of line rate (default 0.5)
+--   LH_RESOLUTION stop the search when max - min < this many percent of line rate (default 0.01)
+--   LH_LINK_WAIT_MS  how long setup() waits for both links to come up (default 30000)
 --   LH_FLOWS      flows (UDP source ports, RoCE-like: destination port 4791)  (default 64)
 --   LH_DUT_MAC    longhaul's dc0                 (default 52:54:00:4c:02:01)
 --   LH_OUT        CSV file written               (default /tmp/longhaul-<script>.csv)
@@ -29,6 +30,10 @@ end
 
 M.send = "0"
 M.recv = "1"
+-- A port list every Pktgen release takes ("all" is an invalid portlist in 23.03.1).
+M.ports = M.send .. "," .. M.recv
+-- Pktgen refreshes portStats() once a second (its stats timer); isSending() is live.
+M.STATS_TICK_MS = 1000
 
 local function env(name, default)
   local v = os.getenv(name)
@@ -58,7 +63,8 @@ end
 
 M.trial_ms = M.number("LH_TRIAL_MS", 10000)
 M.settle_ms = M.number("LH_SETTLE_MS", 2000)
-M.resolution = M.number("LH_RESOLUTION", 0.5)
+M.resolution = M.number("LH_RESOLUTION", 0.01)
+M.link_wait_ms = M.number("LH_LINK_WAIT_MS", 30000)
 M.flows = M.number("LH_FLOWS", 64)
 M.dut_mac = env("LH_DUT_MAC", "52:54:00:4c:02:01")
 M.pcap = env("LH_PCAP", "0") == "1"
@@ -67,12 +73,62 @@ function M.out_path(script)
   return env("LH_OUT", "/tmp/longhaul-" .. script .. ".csv")
 end
 
--- The link speed Pktgen reports for port 0, in Mb/s (virtio says 10000 or more).
+-- Wall-clock milliseconds (Pktgen's Lua has no clock finer than os.time's second; os.clock is
+-- the CPU time of the whole process, its busy-polling lcores included).
+function M.now_ms()
+  local p = io.popen("date +%s%N")
+  local out = p and p:read("*l")
+  if p then p:close() end
+  local ns = tonumber(out or "")
+  if ns == nil then error("cannot read the wall clock: `date +%s%N` printed " .. tostring(out)) end
+  return ns / 1e6
+end
+
+local function port_value(t, port)
+  if type(t) ~= "table" then return nil end
+  return t[tonumber(port)]
+end
+
+-- Pktgen's link state string for a port: "<UP-100000-FD>" or "<--Down-->".
+function M.link_state(port)
+  return tostring(port_value(pktgen.linkState(port), port))
+end
+
+function M.link_up(port)
+  return string.find(M.link_state(port), "^<UP") ~= nil
+end
+
+-- Whether the port is still sending (live; Pktgen clears it when `count` frames are out).
+function M.sending(port)
+  local v = port_value(pktgen.isSending(port), port)
+  return v == "y" or v == true or v == 1
+end
+
+-- Waits for both ports' links (on memif the DUT's client connects after Pktgen starts).
+function M.wait_links()
+  local waited = 0
+  while not (M.link_up(M.send) and M.link_up(M.recv)) do
+    if waited >= M.link_wait_ms then
+      error(string.format("link down after %d ms (LH_LINK_WAIT_MS): port %s %s, port %s %s; "
+        .. "is the DUT running and connected to both ports?", waited, M.send,
+        M.link_state(M.send), M.recv, M.link_state(M.recv)))
+    end
+    pktgen.delay(100)
+    waited = waited + 100
+  end
+end
+
+-- The link speed Pktgen reports for port 0, in Mb/s (read once, after the link is up).
+local link_mbps = nil
 function M.link_mbps()
-  local s = pktgen.linkState(M.send)[tonumber(M.send)]
-  local mbps = tonumber(string.match(s or "", "%d+"))
-  if mbps == nil or mbps == 0 then mbps = 10000 end
-  return mbps
+  if link_mbps == nil then
+    local mbps = tonumber(string.match(M.link_state(M.send), "^<UP%-(%d+)"))
+    if mbps == nil or mbps == 0 then
+      error("port " .. M.send .. ": no link speed in Pktgen's link state " .. M.link_state(M.send))
+    end
+    link_mbps = mbps
+  end
+  return link_mbps
 end
 
 -- Frames per second at line rate for `size` (preamble, SFD and gap: 20 bytes).
@@ -80,11 +136,16 @@ function M.line_pps(size)
   return M.link_mbps() * 1e6 / ((size + 20) * 8)
 end
 
+-- Frames a trial sends at `pps` (at least one: Pktgen's count 0 means "send forever").
+function M.count(pps)
+  return math.max(1, math.floor(pps * M.trial_ms / 1000))
+end
+
 -- RoCE-like UDP flows from the shipped traces' address plan: 10.0.0.1 -> 10.1.0.1, UDP
 -- destination port 4791, one flow per source port (the traces use 64 QPs).
 function M.setup()
-  pktgen.stop("all")
-  pktgen.reset("all")
+  pktgen.stop(M.ports)
+  pktgen.reset(M.ports)
   pktgen.set_type(M.send, "ipv4")
   pktgen.set_proto(M.send, "udp")
   pktgen.set_mac(M.send, "dst", M.dut_mac)
@@ -119,36 +180,41 @@ function M.setup()
   else
     pktgen.set_range(M.send, "on")
   end
+  M.wait_links()
 end
 
--- One trial: `count` frames of `size` bytes at `rate` percent of line rate on port 0. Returns
--- sent (port 0 opackets), received (port 1 ipackets) and the seconds port 0 took to send them.
+-- One trial: `count` frames of `size` bytes (FCS included, as Pktgen counts) at `rate` percent
+-- of line rate on port 0. Returns sent (port 0 opackets), received (port 1 ipackets) and the
+-- seconds port 0 sent for: from start() until isSending() says it stopped by itself after
+-- `count` frames, or until twice the trial's time (the generator could not offer the rate: it
+-- sent fewer than `count`, which the caller sees).
 function M.trial(size, rate, count)
   pktgen.clr()
-  pktgen.set(M.send, "size", size - 4)   -- Pktgen's size excludes the FCS
+  pktgen.set(M.send, "size", size)
   if not M.pcap then
-    pktgen.range.pkt_size(M.send, "start", size - 4)
+    pktgen.range.pkt_size(M.send, "start", size)
     pktgen.range.pkt_size(M.send, "inc", 0)
-    pktgen.range.pkt_size(M.send, "min", size - 4)
-    pktgen.range.pkt_size(M.send, "max", size - 4)
+    pktgen.range.pkt_size(M.send, "min", size)
+    pktgen.range.pkt_size(M.send, "max", size)
   end
   pktgen.set(M.send, "rate", rate)
   pktgen.set(M.send, "count", count)
+  local limit = 2 * M.trial_ms
+  local t0 = M.now_ms()
   pktgen.start(M.send)
-  pktgen.delay(M.trial_ms)
-  -- Port 0 stops by itself after `count` frames; wait for that (at most another trial's time:
-  -- past it the generator could not keep the rate, which the caller sees in the seconds).
-  local waited = 0
-  while waited < M.trial_ms do
-    if pktgen.portStats(M.send, "port")[tonumber(M.send)].opackets >= count then break end
-    pktgen.delay(100)
-    waited = waited + 100
+  local polls = 0
+  while M.sending(M.send) do
+    pktgen.delay(1)
+    polls = polls + 1
+    if polls % 50 == 0 and M.now_ms() - t0 >= limit then break end
   end
+  local t1 = M.now_ms()
   pktgen.stop(M.send)
-  pktgen.delay(M.settle_ms)
+  -- Frames in flight, then one more stats tick so the snapshot holds the whole trial.
+  pktgen.delay(M.settle_ms + M.STATS_TICK_MS + 100)
   local tx = pktgen.portStats(M.send, "port")[tonumber(M.send)].opackets
   local rx = pktgen.portStats(M.recv, "port")[tonumber(M.recv)].ipackets
-  return tx, rx, (M.trial_ms + waited) / 1000
+  return tx, rx, math.max(t1 - t0, 1) / 1000
 end
 
 function M.open_csv(script, header)

@@ -28,18 +28,21 @@ end
 
 lh.setup()
 pktgen.delay(1000)
-local f, path = lh.open_csv("latency", "frame,rate_percent,sent,received,latency")
+local f, path = lh.open_csv("latency", "frame,rate_percent,asked,sent,received,generator_short,latency")
 for _, size in ipairs(lh.sizes()) do
   pktgen.latency(lh.send, "enable")
   pktgen.latency(lh.recv, "enable")
-  local count = math.floor(lh.line_pps(size) * rate / 100 * lh.trial_ms / 1000)
-  local tx, rx = lh.trial(size, rate, count)
+  local asked = lh.line_pps(size) * rate / 100
+  local count = lh.count(asked)
+  local tx, rx, secs = lh.trial(size, rate, count)
+  local short = tx < count or tx / secs < asked * 0.99
   local stats = pktgen.pktStats(lh.recv)[tonumber(lh.recv)] or {}
   local lat = fields(stats.latency)
   pktgen.latency(lh.send, "disable")
   pktgen.latency(lh.recv, "disable")
-  lh.printf("[%5dB] rate %.1f%%: sent %d, received %d; latency %s\n", size, rate, tx, rx, lat)
-  f:write(string.format("%d,%.3f,%d,%d,\"%s\"\n", size, rate, tx, rx, lat))
+  lh.printf("[%5dB] rate %.3f%%: sent %d of %d, received %d%s; latency %s\n", size, rate, tx, count, rx,
+    short and " (generator short)" or "", lat)
+  f:write(string.format("%d,%.3f,%d,%d,%d,%s,\"%s\"\n", size, rate, count, tx, rx, tostring(short), lat))
   f:flush()
 end
 f:close()

@@ -15,16 +15,24 @@ if rate > 100 then error("LH_RATE: at most 100 (percent of line rate)") end
 
 lh.setup()
 pktgen.delay(1000)
-local f, path = lh.open_csv("sweep", "frame,rate_percent,sent,received,lost,loss_percent,rx_pps,rx_gbps")
-lh.printf("%8s %12s %12s %10s %8s %10s %9s\n", "frame", "sent", "received", "lost", "loss %", "rx Mpps", "rx Gb/s")
+local f, path = lh.open_csv("sweep",
+  "frame,rate_percent,asked,sent,received,lost,loss_percent,offered_pps,rx_pps,rx_gbps,generator_short")
+lh.printf("%8s %12s %12s %12s %10s %8s %11s %9s\n", "frame", "asked", "sent", "received", "lost", "loss %", "offered Mpps", "rx Gb/s")
 for _, size in ipairs(lh.sizes()) do
-  local count = math.floor(lh.line_pps(size) * rate / 100 * lh.trial_ms / 1000)
+  local asked = lh.line_pps(size) * rate / 100
+  local count = lh.count(asked)
   local tx, rx, secs = lh.trial(size, rate, count)
   local lost = tx - rx
-  local loss = tx > 0 and 100 * lost / tx or 0
+  local offered = tx / secs
   local pps = rx / secs
-  lh.printf("%8d %12d %12d %10d %7.3f%% %10.3f %9.3f\n", size, tx, rx, lost, loss, pps / 1e6, pps * size * 8 / 1e9)
-  f:write(string.format("%d,%.3f,%d,%d,%d,%.4f,%.0f,%.4f\n", size, rate, tx, rx, lost, loss, pps, pps * size * 8 / 1e9))
+  -- A trial that did not send what the rate asks has no loss figure at that rate.
+  local short = tx < count or offered < asked * 0.99
+  local loss = (not short) and string.format("%.4f", 100 * lost / tx) or ""
+  lh.printf("%8d %12d %12d %12d %10d %8s %11.3f %9.3f%s\n", size, count, tx, rx, lost,
+    short and "-" or loss, offered / 1e6, pps * size * 8 / 1e9,
+    short and string.format("  generator short: sent %d of %d at %.0f of %.0f pps", tx, count, offered, asked) or "")
+  f:write(string.format("%d,%.3f,%d,%d,%d,%d,%s,%.0f,%.0f,%.4f,%s\n", size, rate, count, tx, rx, lost, loss,
+    offered, pps, pps * size * 8 / 1e9, tostring(short)))
   f:flush()
 end
 f:close()
