@@ -23,8 +23,16 @@ function M.printf(fmt, ...)
   io.flush()
 end
 
--- Leave Pktgen when a script is done (it would otherwise wait at its prompt).
+-- Every trial's frames, summed (trial() clears Pktgen's counters each time): what the
+-- generator sent, what came back, and what Pktgen's own ports dropped or failed to send.
+M.totals = { sent = 0, obytes = 0, received = 0, oerrors = 0, imissed = 0, ierrors = 0, rx_nombuf = 0 }
+
+-- Leave Pktgen when a script is done (it would otherwise wait at its prompt), after a line with
+-- the totals (perf/pktgen/real.sh balances them against longhaul's counters).
 function M.done()
+  local t = M.totals
+  M.printf("totals: sent %d (%d bytes), received %d; port %s oerrors %d; port %s imissed %d, ierrors %d, rx_nombuf %d\n",
+    t.sent, t.obytes, t.received, M.send, t.oerrors, M.recv, t.imissed, t.ierrors, t.rx_nombuf)
   if pktgen.quit ~= nil then pktgen.quit() else os.exit(0) end
 end
 
@@ -212,9 +220,25 @@ function M.trial(size, rate, count)
   pktgen.stop(M.send)
   -- Frames in flight, then one more stats tick so the snapshot holds the whole trial.
   pktgen.delay(M.settle_ms + M.STATS_TICK_MS + 100)
-  local tx = pktgen.portStats(M.send, "port")[tonumber(M.send)].opackets
-  local rx = pktgen.portStats(M.recv, "port")[tonumber(M.recv)].ipackets
-  return tx, rx, math.max(t1 - t0, 1) / 1000
+  local out = pktgen.portStats(M.send, "port")[tonumber(M.send)]
+  local back = pktgen.portStats(M.recv, "port")[tonumber(M.recv)]
+  local tx, rx = out.opackets, back.ipackets
+  local secs = math.max(t1 - t0, 1) / 1000
+  local t = M.totals
+  t.sent, t.obytes, t.received = t.sent + tx, t.obytes + (out.obytes or 0), t.received + rx
+  t.oerrors = t.oerrors + (out.oerrors or 0)
+  t.imissed = t.imissed + (back.imissed or 0)
+  t.ierrors = t.ierrors + (back.ierrors or 0)
+  t.rx_nombuf = t.rx_nombuf + (back.rx_nombuf or 0)
+  local asked = M.line_pps(size) * rate / 100
+  M.printf("[%5dB] rate %8.4f%%: sent %d of %d in %.3f s (%.0f pps offered, %.0f asked), received %d, lost %d%s\n",
+    size, rate, tx, count, secs, tx / secs, asked, rx, tx - rx, M.short(tx, count, tx / secs, asked) and " (generator short)" or "")
+  return tx, rx, secs
+end
+
+-- Whether a trial fell short of what it asked: fewer frames, or more than 1% below the rate.
+function M.short(tx, count, offered, asked)
+  return tx < count or offered < asked * 0.99
 end
 
 function M.open_csv(script, header)

@@ -35,7 +35,7 @@ for _, size in ipairs(lh.sizes()) do
   local asked = lh.line_pps(size) * rate / 100
   local count = lh.count(asked)
   local tx, rx, secs = lh.trial(size, rate, count)
-  local short = tx < count or tx / secs < asked * 0.99
+  local short = lh.short(tx, count, tx / secs, asked)
   local stats = pktgen.pktStats(lh.recv)[tonumber(lh.recv)] or {}
   local lat = fields(stats.latency)
   pktgen.latency(lh.send, "disable")

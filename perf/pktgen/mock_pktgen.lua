@@ -51,7 +51,7 @@ end
 local function generated(r, t)
   local stop = math.min(t, r.stop or math.huge)
   if stop <= r.t0 then return 0 end
-  return math.min(r.count, math.floor(r.offered * (stop - r.t0) / 1000))
+  return math.min(r.count, math.floor(r.offered * (stop - r.t0) / 1000 + 1e-6))
 end
 
 -- Frames counted as sent by time t: those generated once the link was up.

@@ -29,17 +29,18 @@ local function search(size)
     local tx, rx, secs = lh.trial(size, rate, count)
     local achieved = tx / secs
     -- Pktgen could not offer the rate: it sent less, or slower (more than 1% below the rate).
-    local gen_short = tx < count or achieved < asked * 0.99
+    local gen_short = lh.short(tx, count, achieved, asked)
     short = short or gen_short
     -- Frames never sent are not frames forwarded: a trial passes on what was sent, and its
     -- figure is the rate offered, not the rate asked.
     local passed = tx > 0 and rx >= tx
-    lh.printf("[%5dB] trial %2d: rate %7.3f%% asked, %12.0f pps asked, %12.0f pps offered, sent %d of %d, received %d, lost %d%s\n",
-      size, trials, rate, asked, achieved, tx, count, rx, tx - rx, gen_short and " (generator short)" or "")
     if first == nil then first = { tx = tx, rx = rx, pps = achieved } end
-    if passed then
+    if passed and (best == nil or achieved > best.pps) then best = { pps = achieved } end
+    if gen_short then
+      -- Nothing above what the generator offered can be tried: search below it.
+      hi = math.min(hi, 100 * achieved / line)
+    elseif passed then
       lo = rate
-      if best == nil or achieved > best.pps then best = { pps = achieved } end
       if rate >= 100 then break end
     else
       hi = rate

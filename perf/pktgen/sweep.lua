@@ -26,7 +26,7 @@ for _, size in ipairs(lh.sizes()) do
   local offered = tx / secs
   local pps = rx / secs
   -- A trial that did not send what the rate asks has no loss figure at that rate.
-  local short = tx < count or offered < asked * 0.99
+  local short = lh.short(tx, count, offered, asked)
   local loss = (not short) and string.format("%.4f", 100 * lost / tx) or ""
   lh.printf("%8d %12d %12d %12d %10d %8s %11.3f %9.3f%s\n", size, count, tx, rx, lost,
     short and "-" or loss, offered / 1e6, pps * size * 8 / 1e9,
