@@ -8,7 +8,7 @@
 #
 #   perf/pktgen/build-pktgen.sh TARBALL BUILD_DIR
 #
-# Needs meson, ninja-build, pkg-config, libdpdk-dev, liblua5.3-dev, libpcap-dev, libnuma-dev.
+# Needs meson, ninja-build, pkg-config, git, libdpdk-dev, liblua5.3-dev, libpcap-dev, libnuma-dev.
 # Leaves BUILD_DIR/src (patched source) and BUILD_DIR/src/build/app/pktgen; prints the binary's
 # path last. Skips the build when BUILD_DIR already holds this commit's binary.
 set -euo pipefail
@@ -19,8 +19,8 @@ die() { echo "build-pktgen.sh: $*" >&2; exit 1; }
 tarball=$1
 dir=$2
 [ -f "$tarball" ] || die "$tarball: no such file"
-for t in meson ninja pkg-config cc; do
-  command -v "$t" >/dev/null 2>&1 || die "$t not found (apt-get install meson ninja-build pkg-config build-essential)"
+for t in meson ninja pkg-config cc git; do
+  command -v "$t" >/dev/null 2>&1 || die "$t not found (apt-get install meson ninja-build pkg-config build-essential git)"
 done
 pkg-config --exists libdpdk || die "libdpdk not found by pkg-config (apt-get install libdpdk-dev)"
 pkg-config --exists lua5.3 || die "lua5.3 not found by pkg-config (apt-get install liblua5.3-dev)"

@@ -6,32 +6,26 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-# Pktgen-DPDK 23.03.x builds against DPDK 22.11 (its release notes); a newer one may need a newer
-# DPDK than Debian 12 has.
-version="${LH_PKTGEN_VERSION:-23.03.1}"
-[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "gen.sh: LH_PKTGEN_VERSION='$version' is not x.y.z" >&2; exit 1; }
+# Pktgen-DPDK pktgen-23.06.1 (the newest tag that builds against Debian 12's DPDK 22.11), built by
+# perf/pktgen/build-pktgen.sh, the script CI builds it with (it checks the tarball's commit and
+# applies the two fixes Debian's DPDK needs). The tarball: LONGHAUL_PKTGEN_TARBALL if set, else
+# the tag's tarball from GitHub.
+version=23.06.1
 url="https://github.com/pktgen/Pktgen-DPDK/archive/refs/tags/pktgen-$version.tar.gz"
 
 apt-get install -y -qq --no-install-recommends \
-  build-essential meson ninja-build pkg-config libnuma-dev libpcap-dev \
-  liblua5.3-dev liblua5.4-dev lua5.3 python3-scapy >/dev/null
+  build-essential meson ninja-build pkg-config git libnuma-dev libpcap-dev \
+  liblua5.3-dev lua5.3 python3-scapy >/dev/null
 
 if [[ "$(cat /usr/local/share/pktgen-version 2>/dev/null)" != "$version" ]]; then
-  src=/usr/local/src/pktgen-$version
-  tarball=/usr/local/src/pktgen-$version.tar.gz
-  curl -fsSL -o "$tarball" "$url" || { echo "gen.sh: cannot fetch $url" >&2; exit 1; }
-  if [[ -n "${LH_PKTGEN_SHA256:-}" ]]; then
-    echo "$LH_PKTGEN_SHA256  $tarball" | sha256sum -c --quiet \
-      || { echo "gen.sh: $url does not match LH_PKTGEN_SHA256" >&2; exit 1; }
+  tarball=${LONGHAUL_PKTGEN_TARBALL:-/usr/local/src/pktgen-$version.tar.gz}
+  if [[ ! -f "$tarball" ]]; then
+    curl -fsSL -o "$tarball" "$url" || { echo "gen.sh: cannot fetch $url" >&2; exit 1; }
   fi
-  rm -rf "$src" && mkdir -p "$src"
-  tar -xzf "$tarball" -C "$src" --strip-components=1
-  cd "$src"
-  meson setup build -Denable_lua=true --buildtype=release >/dev/null
-  ninja -C build >/dev/null
-  install -m 0755 build/app/pktgen /usr/local/bin/pktgen
+  bin=$(bash /longhaul/perf/pktgen/build-pktgen.sh "$tarball" "/usr/local/src/pktgen-$version" | tail -n 1)
+  install -m 0755 "$bin" /usr/local/bin/pktgen
   mkdir -p /usr/local/share/pktgen
-  cp Pktgen.lua /usr/local/share/pktgen/ 2>/dev/null || true
+  cp "/usr/local/src/pktgen-$version/src/Pktgen.lua" /usr/local/share/pktgen/
   echo "$version" > /usr/local/share/pktgen-version
 fi
 
