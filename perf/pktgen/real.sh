@@ -181,8 +181,9 @@ if lost != inside + egress + gen_side:
     problems.append(f"lost {lost} != longhaul inside {inside} (dc0 rx_pkts - wan0 tx_pkts) + io.wan0.tx_errors "
                     f"{egress} + Pktgen port 1 imissed+ierrors+rx_nombuf {gen_side}: {lost - inside - egress - gen_side} unaccounted")
 summary = (f"{len(trials)} trials ({short} short), sent {sent} = longhaul dc0 rx; "
-           f"mean frame {mean:.1f} B on the wire, bytes = the rows' sizes; offered = asked within {100 * worst:.2f}%; "
-           f"lost {lost} = {inside} in longhaul + {egress} io.wan0.tx_errors (longhaul's memif tx into Pktgen) "
+           f"mean frame {mean:.1f} B on the wire, bytes = the rows' sizes; "
+           + (f"offered = asked within {100 * worst:.2f}%; " if short < len(trials) else "no trial offered as asked; ")
+           + f"lost {lost} = {inside} in longhaul + {egress} io.wan0.tx_errors (longhaul's memif tx into Pktgen) "
            f"+ {gen_side} at Pktgen port 1; oerrors {oerrors}")
 if problems:
     print(f"FAIL: {label}: " + "; ".join(problems))
