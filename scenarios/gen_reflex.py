@@ -191,7 +191,9 @@ def scenario(variant, reflex):
     if cc == "swift":
         # As the HPCC simulator's senders (which the paper's NS-3 runs build on): every window
         # starts at the network's largest BDP (the inter-DC path: 25 Gb/s x ~1.01 ms / 1 KB).
-        s += "\n[emulation.swift]\ninit_cwnd = %d\nmax_cwnd = %d\n" % (SWIFT_BDP_PKTS, SWIFT_BDP_PKTS)
+        # Section II-C: "Swift uses a base_delay of 200ns and a hop_delay of 1us".
+        s += ("\n[emulation.swift]\ninit_cwnd = %d\nmax_cwnd = %d\nbase_target_us = 0.2\n"
+              "hop_delay_us = 1\n" % (SWIFT_BDP_PKTS, SWIFT_BDP_PKTS))
     names = []
     for dc in range(2):
         for leaf in range(2):

@@ -2,13 +2,15 @@
 //! and links around switches that are the real longhaul engine and pipelines, each built from a
 //! normal config through the registry, on one virtual clock ([`sim`]). A scenario file
 //! ([`scenario`]) says what is connected to what and which flows run; the outputs are per-flow
-//! completion times against the same flow alone on the empty network.
+//! completion times over their standalone FCT on the idle network ([`path`]: the papers'
+//! normalized FCT), and against the same flow run alone through the same switches.
 //!
 //! Like the runtime, the emulator knows mechanisms only through the registry: a switch's
 //! pipeline is whatever its config selects.
 
 pub mod host;
 pub mod output;
+pub mod path;
 pub mod plot;
 pub mod scenario;
 pub mod sim;
@@ -25,16 +27,40 @@ use std::collections::HashMap;
 pub struct Overrides {
     pub seed: Option<u64>,
     pub duration_ns: Option<Nanos>,
+    /// `--until-done`: run past the duration until every flow is done, up to this virtual time.
+    pub until_done_ns: Option<Nanos>,
 }
 
-/// A run and, per flow, its FCT alone on the empty network (`None`: the flow did not finish in
-/// the run, so it has no slowdown and its run alone is not made; or it did not finish alone
-/// within the duration either).
+/// A run and, per flow, its standalone FCT and its FCT alone through the same switches.
 pub struct Report {
     pub outcome: Outcome,
-    pub ideal_fct_ns: Vec<Option<Nanos>>,
+    /// The papers' ideal FCT ([`path::Path::standalone_fct_ns`]: computed from the idle
+    /// path, the same for every variant of a scenario); `None`: no path between its hosts.
+    pub standalone_fct_ns: Vec<Option<Nanos>>,
+    /// The flow run alone through the same switches, pipelines included (`None`: the flow did
+    /// not finish in the run, so its run alone is not made, or it did not finish alone within
+    /// the duration either).
+    pub alone_fct_ns: Vec<Option<Nanos>>,
     /// Frame hops of the runs alone (for the emulator's speed: main + these per wall second).
-    pub ideal_hops: u64,
+    pub alone_hops: u64,
+}
+
+impl Report {
+    /// Flow `i`'s normalized FCT, as the papers and the HPCC simulator's analysis script
+    /// (`analysis/fct_analysis.py`: `slow<1?1:slow`) define it: FCT over standalone FCT, at
+    /// least 1. `None`: not done.
+    pub fn slowdown(&self, i: usize) -> Option<f64> {
+        let fct = self.outcome.flows.get(i)?.fct_ns()?;
+        let ideal = (*self.standalone_fct_ns.get(i)?)?;
+        Some((fct as f64 / ideal.max(1) as f64).max(1.0))
+    }
+
+    /// Flow `i`'s FCT over its FCT alone through the same switches (`None`: either missing).
+    pub fn alone_slowdown(&self, i: usize) -> Option<f64> {
+        let fct = self.outcome.flows.get(i)?.fct_ns()?;
+        let alone = (*self.alone_fct_ns.get(i)?)?;
+        Some(fct as f64 / alone.max(1) as f64)
+    }
 }
 
 /// Runs scenario `s` and, for the slowdowns, every distinct (source, destination, size) alone.
@@ -60,40 +86,60 @@ pub fn emulate_with_progress(
     if let Some(d) = o.duration_ns {
         s.params.duration_ns = d;
     }
-    let outcome = Emulation::new(s, registry)?.run_with_progress(progress);
+    let mut e = Emulation::new(s, registry)?;
+    if let Some(max) = o.until_done_ns {
+        e.until_done(max);
+    }
+    let outcome = e.run_with_progress(progress);
     let done: Vec<bool> = outcome
         .flows
         .iter()
         .map(|f| f.finish_ns.is_some())
         .collect();
-    let (ideal_fct_ns, ideal_hops) = ideal_fcts_of(s, registry, &done)?;
+    let (alone_fct_ns, alone_hops) = alone_fcts_of(s, registry, &done, o.until_done_ns)?;
+    let paths = path::Paths::of(s);
+    let standalone_fct_ns = s
+        .all_flows()
+        .iter()
+        .map(|f| {
+            Some(
+                paths
+                    .get(f.src, f.dst)?
+                    .standalone_fct_ns(f.size_bytes, s.params.mtu),
+            )
+        })
+        .collect();
     Ok(Report {
         outcome,
-        ideal_fct_ns,
-        ideal_hops,
+        standalone_fct_ns,
+        alone_fct_ns,
+        alone_hops,
     })
 }
 
-/// Each flow's FCT when it runs alone on the same network: the "ideal FCT" the slowdown
-/// divides by. Emulated rather than computed, so it is exact for any topology and pipeline
-/// (store-and-forward per hop, header bytes, the ACK path): every distinct (source,
+/// Each flow's FCT when it runs alone on the same network, through the same switches and
+/// pipelines (the mechanism's own costs included, unlike the standalone FCT). Emulated, so
+/// it is exact for any topology and pipeline: every distinct (source,
 /// destination, size, UDP source port) runs alone, one after the other in one run, with the
 /// flow number (so the QPs and the UDP source port) of its first flow in the scenario: the
 /// same path as in the run, whatever ECMP does with the port (a flow that does not finish
 /// alone within the scenario's duration has none). Also returns that run's frame hops.
-pub fn ideal_fcts(s: &Scenario, registry: &Registry) -> Result<(Vec<Option<Nanos>>, u64), String> {
-    ideal_fcts_of(s, registry, &vec![true; s.all_flows().len()])
+pub fn alone_fcts(s: &Scenario, registry: &Registry) -> Result<(Vec<Option<Nanos>>, u64), String> {
+    alone_fcts_of(s, registry, &vec![true; s.all_flows().len()], None)
 }
 
-/// [`ideal_fcts`] of the flows `wanted` (by index in `s.all_flows()`; shorter: the rest not);
+/// [`alone_fcts`] of the flows `wanted` (by index in `s.all_flows()`; shorter: the rest not);
 /// `None` for the others, which do not run alone. [`emulate`] wants those that finished in the
 /// run, the only ones with a slowdown: a run cut short (a large scenario's `--duration`, or
 /// flows still going at its end) would otherwise spend most of its time running alone the
 /// large flows it never finished (on `two-dc-websearch.toml`, 20 M of the 28 M frame hops).
-pub fn ideal_fcts_of(
+/// With `until_done_ns` (`--until-done`), each flow has until that much virtual time to finish
+/// alone instead of the duration.
+pub fn alone_fcts_of(
     s: &Scenario,
     registry: &Registry,
     wanted: &[bool],
+    until_done_ns: Option<Nanos>,
 ) -> Result<(Vec<Option<Nanos>>, u64), String> {
     let flows = s.all_flows();
     let mut keys: Vec<((usize, usize, u64, u16), usize)> = Vec::new();
@@ -120,7 +166,11 @@ pub fn ideal_fcts_of(
             (f, id)
         })
         .collect();
-    let o = Emulation::one_at_a_time(s, registry, alone)?.run();
+    let mut e = Emulation::one_at_a_time(s, registry, alone)?;
+    if let Some(max) = until_done_ns {
+        e.until_done(max);
+    }
+    let o = e.run();
     let fcts: Vec<Option<Nanos>> = o.flows.iter().map(|f| f.fct_ns()).collect();
     let out = flows
         .iter()

@@ -4,22 +4,20 @@ use crate::Report;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// The per-flow CSV: completion time, the same flow alone on the empty network, slowdown
-/// (FCT / ideal), and what the transport did. Unfinished flows have empty time columns, the
-/// ideal FCT's too (they are not run alone: `ideal_fcts_of`).
+/// The per-flow CSV: completion time, the standalone FCT on the idle network and the
+/// papers' slowdown over it, the same flow run alone through the same switches and the
+/// slowdown over that, what the transport did, the bytes acknowledged, and, for a flow not
+/// done, why (`state`). Unfinished flows have empty time and slowdown columns.
 pub fn flows_csv(r: &Report) -> String {
     let mut s = String::from(
-        "flow,src,dst,scope,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmitted,naks,timeouts,cnps\n",
+        "flow,src,dst,scope,size_bytes,start_ns,finish_ns,fct_ns,standalone_fct_ns,slowdown,alone_fct_ns,alone_slowdown,retransmitted,naks,timeouts,cnps,acked_bytes,state\n",
     );
-    for (f, ideal) in r.outcome.flows.iter().zip(&r.ideal_fct_ns) {
-        let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
-        let slowdown = match (f.fct_ns(), ideal) {
-            (Some(a), Some(b)) if *b > 0 => format!("{:.4}", a as f64 / *b as f64),
-            _ => String::new(),
-        };
+    let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
+    let ratio = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
+    for (i, f) in r.outcome.flows.iter().enumerate() {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.id,
             f.src,
             f.dst,
@@ -32,55 +30,84 @@ pub fn flows_csv(r: &Report) -> String {
             f.start_ns,
             opt(f.finish_ns),
             opt(f.fct_ns()),
-            opt(*ideal),
-            slowdown,
+            opt(r.standalone_fct_ns.get(i).copied().flatten()),
+            ratio(r.slowdown(i)),
+            opt(r.alone_fct_ns.get(i).copied().flatten()),
+            ratio(r.alone_slowdown(i)),
             f.retransmitted,
             f.naks,
             f.timeouts,
-            f.cnps
+            f.cnps,
+            f.acked_bytes,
+            f.state.map_or("done".to_string(), |st| st.to_string()),
         );
     }
     s
 }
 
-/// A few lines a person reads: flows done, FCT slowdown, what the network did.
+/// Average and p99 (the HPCC analysis script's index, `int(n * 0.99)`, clamped) of `v`, sorted
+/// here.
+pub fn avg_p99(v: &mut [f64]) -> Option<(f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let avg = v.iter().sum::<f64>() / v.len() as f64;
+    let p99 = v[((v.len() as f64 * 0.99) as usize).min(v.len() - 1)];
+    Some((avg, p99))
+}
+
+/// A few lines a person reads: flows done (and why the others are not), FCT slowdown, what
+/// the network did.
 pub fn summary(r: &Report) -> String {
     let o = &r.outcome;
     let done = o.flows.iter().filter(|f| f.finish_ns.is_some()).count();
-    let slow: Vec<f64> = o
-        .flows
-        .iter()
-        .zip(&r.ideal_fct_ns)
-        .filter_map(|(f, i)| Some(f.fct_ns()? as f64 / (*i)?.max(1) as f64))
-        .collect();
+    let slow = |pick: &dyn Fn(&crate::sim::FlowResult) -> bool| -> Vec<f64> {
+        (0..o.flows.len())
+            .filter(|&i| pick(&o.flows[i]))
+            .filter_map(|i| r.slowdown(i))
+            .collect()
+    };
     let mut s = String::new();
     let _ = writeln!(s, "flows: {done} of {} done", o.flows.len());
+    // The unfinished ones, by why (`flows.csv` has each one's state).
+    let mut why: std::collections::BTreeMap<String, (usize, u64, u64)> = Default::default();
+    for f in o.flows.iter().filter(|f| f.finish_ns.is_none()) {
+        let key = match f.state {
+            Some(crate::host::FlowState::RateLimited { .. }) => "rate-limited".to_string(),
+            Some(crate::host::FlowState::WindowLimited { .. }) => "window-limited".to_string(),
+            Some(crate::host::FlowState::WaitingOnTimeout { .. }) => {
+                "waiting on a timeout".to_string()
+            }
+            Some(st) => st.to_string(),
+            None => "done".to_string(),
+        };
+        let e = why.entry(key).or_default();
+        e.0 += 1;
+        e.1 += f.size_bytes;
+        e.2 += f.acked_bytes;
+    }
+    for (k, (n, size, acked)) in &why {
+        let _ = writeln!(
+            s,
+            "unfinished: {n} {k} ({acked} of {size} bytes acknowledged)"
+        );
+    }
     for (scope, inter) in [("intra-DC", false), ("inter-DC", true)] {
-        let v: Vec<f64> = o
-            .flows
-            .iter()
-            .zip(&r.ideal_fct_ns)
-            .filter(|(f, _)| f.inter_dc == Some(inter))
-            .filter_map(|(f, i)| Some(f.fct_ns()? as f64 / (*i)?.max(1) as f64))
-            .collect();
-        if !v.is_empty() {
-            let avg = v.iter().sum::<f64>() / v.len() as f64;
+        if let Some((avg, p99)) = avg_p99(&mut slow(&|f| f.inter_dc == Some(inter))) {
+            let n = slow(&|f| f.inter_dc == Some(inter)).len();
             let _ = writeln!(
                 s,
-                "{scope} fct slowdown: avg {avg:.3} over {} flows",
-                v.len()
+                "{scope} fct slowdown: avg {avg:.3}, p99 {p99:.3} over {n} flows"
             );
         }
     }
-    if !slow.is_empty() {
-        let mut v = slow.clone();
-        v.sort_by(f64::total_cmp);
-        let avg = v.iter().sum::<f64>() / v.len() as f64;
-        let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
+    let mut all = slow(&|_| true);
+    if let Some((avg, p99)) = avg_p99(&mut all) {
         let _ = writeln!(
             s,
             "fct slowdown: avg {avg:.3}, p99 {p99:.3}, max {:.3}",
-            v[v.len() - 1]
+            all[all.len() - 1]
         );
     }
     let _ = writeln!(

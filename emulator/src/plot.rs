@@ -55,21 +55,14 @@ pub fn slowdown_by_bucket(r: &Report) -> Vec<(&'static str, f64, f64)> {
     let mut out = Vec::new();
     let mut lo = 0;
     for (hi, label) in BUCKETS {
-        let mut v: Vec<f64> = r
-            .outcome
-            .flows
-            .iter()
-            .zip(&r.ideal_fct_ns)
-            .filter(|(f, _)| f.size_bytes >= lo && f.size_bytes < hi)
-            .filter_map(|(f, i)| Some(f.fct_ns()? as f64 / (*i)?.max(1) as f64))
+        let mut v: Vec<f64> = (0..r.outcome.flows.len())
+            .filter(|&i| (lo..hi).contains(&r.outcome.flows[i].size_bytes))
+            .filter_map(|i| r.slowdown(i))
             .collect();
         lo = hi;
-        if v.is_empty() {
+        let Some((avg, p99)) = crate::output::avg_p99(&mut v) else {
             continue;
-        }
-        v.sort_by(f64::total_cmp);
-        let avg = v.iter().sum::<f64>() / v.len() as f64;
-        let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
+        };
         out.push((label, avg, p99));
     }
     out

@@ -266,6 +266,8 @@ struct RawSwift {
     beta: Option<S<f64>>,
     max_mdf: Option<S<f64>>,
     base_target_us: Option<S<f64>>,
+    hop_delay_us: Option<S<f64>>,
+    target_propagation: Option<S<bool>>,
     fs_range_us: Option<S<f64>>,
     max_cwnd: Option<S<f64>>,
     init_cwnd: Option<S<f64>>,
@@ -280,6 +282,7 @@ struct RawTimely {
     t_high_us: Option<S<f64>>,
     min_rtt_us: Option<S<f64>>,
     delta_mbps: Option<S<f64>>,
+    hai_mbps: Option<S<f64>>,
     min_rate_mbps: Option<S<f64>>,
 }
 
@@ -296,6 +299,7 @@ struct RawDcqcn {
     rate_hai_mbps: Option<S<f64>>,
     min_rate_mbps: Option<S<f64>>,
     rate_on_first_cnp: Option<S<f64>>,
+    first_decrease: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -847,7 +851,8 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             td.min_rtt_ns as f64 / 1e3,
         )
         .max(1),
-        delta_bps: 0,
+        delta_bps: None,
+        hai_bps: None,
         min_rate_bps: 0,
     };
     let d = DcqcnParams::default();
@@ -902,18 +907,30 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             0,
             1000,
         ) as u32,
-        rate_ai_bps: mbps(
-            v,
-            &k("dcqcn.rate_ai_mbps"),
-            &dcqcn.rate_ai_mbps,
-            d.rate_ai_bps,
-        ),
-        rate_hai_bps: mbps(
-            v,
-            &k("dcqcn.rate_hai_mbps"),
-            &dcqcn.rate_hai_mbps,
-            d.rate_hai_bps,
-        ),
+        rate_ai_bps: dcqcn
+            .rate_ai_mbps
+            .as_ref()
+            .map(|_| mbps(v, &k("dcqcn.rate_ai_mbps"), &dcqcn.rate_ai_mbps, 0)),
+        rate_hai_bps: dcqcn
+            .rate_hai_mbps
+            .as_ref()
+            .map(|_| mbps(v, &k("dcqcn.rate_hai_mbps"), &dcqcn.rate_hai_mbps, 0)),
+        first_decrease_immediate: match &dcqcn.first_decrease {
+            None => d.first_decrease_immediate,
+            Some(f) if f.get_ref() == "next-check" => false,
+            Some(f) if f.get_ref() == "immediate" => true,
+            Some(f) => {
+                v.err(
+                    k("dcqcn.first_decrease"),
+                    span(f),
+                    format!(
+                        "'{}': expected \"next-check\" or \"immediate\"",
+                        f.get_ref()
+                    ),
+                );
+                d.first_decrease_immediate
+            }
+        },
         min_rate_bps: mbps(
             v,
             &k("dcqcn.min_rate_mbps"),
@@ -958,6 +975,16 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             wd.base_target_ns as f64 / 1e3,
         )
         .max(1),
+        hop_delay_ns: us(
+            v,
+            &k("swift.hop_delay_us"),
+            &w.hop_delay_us,
+            wd.hop_delay_ns as f64 / 1e3,
+        ),
+        target_propagation: w
+            .target_propagation
+            .as_ref()
+            .map_or(wd.target_propagation, |b| *b.get_ref()),
         fs_range_ns: us(
             v,
             &k("swift.fs_range_us"),
@@ -969,7 +996,14 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         ..wd
     };
     let tp = TimelyParams {
-        delta_bps: mbps(v, &k("timely.delta_mbps"), &t.delta_mbps, td.delta_bps),
+        delta_bps: t
+            .delta_mbps
+            .as_ref()
+            .map(|_| mbps(v, &k("timely.delta_mbps"), &t.delta_mbps, 0)),
+        hai_bps: t
+            .hai_mbps
+            .as_ref()
+            .map(|_| mbps(v, &k("timely.hai_mbps"), &t.hai_mbps, 0)),
         min_rate_bps: mbps(
             v,
             &k("timely.min_rate_mbps"),
@@ -999,7 +1033,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         },
         rto_ns: us(v, &k("rto_us"), &e.rto_us, 8000.0).max(1),
         nak_interval_ns: us(v, &k("nak_interval_us"), &e.nak_interval_us, 500.0),
-        cnp_interval_ns: us(v, &k("cnp_interval_us"), &e.cnp_interval_us, 50.0),
+        cnp_interval_ns: us(v, &k("cnp_interval_us"), &e.cnp_interval_us, 0.0),
         data_dscp: v.int_or(&k("data_dscp"), &e.data_dscp, 26, 0, 63) as u8,
         control_dscp: v.int_or(&k("control_dscp"), &e.control_dscp, 48, 0, 63) as u8,
         data_priority: v.int_or(&k("data_priority"), &e.data_priority, 3, 0, 7) as u8,
@@ -1065,7 +1099,10 @@ pub(crate) mod tests {
     fn defaults() {
         let p = params();
         assert_eq!((p.mtu, p.ack_interval, p.data_priority), (1024, 1, 3));
-        assert_eq!(p.cnp_interval_ns, 50_000);
+        assert_eq!(
+            p.cnp_interval_ns, 0,
+            "a CNP for every CE-marked packet, as the HPCC simulator flags every ACK"
+        );
         assert_eq!(p.dcqcn, Some(DcqcnParams::default()));
     }
 }

@@ -9,7 +9,7 @@
 //! clock, and ties are broken by insertion order, so a scenario and a seed give the same run.
 
 use crate::host::rnic::NOT_STARTED;
-use crate::host::{wire_time, FramePool, Host, HostStats};
+use crate::host::{wire_time, FlowState, FramePool, Host, HostStats};
 use crate::scenario::{End, Scenario};
 use crate::traffic::Rng;
 use longhaul_dataplane::engine::SwitchSnapshot;
@@ -87,6 +87,10 @@ pub struct FlowResult {
     pub naks: u64,
     pub timeouts: u64,
     pub cnps: u64,
+    /// Bytes the receiver acknowledged by the end.
+    pub acked_bytes: u64,
+    /// Why it is not done at the end (`None`: done).
+    pub state: Option<FlowState>,
 }
 
 impl FlowResult {
@@ -166,6 +170,11 @@ pub struct Emulation {
     frames: FramePool,
     /// Whether a switch takes its quiet steps in one call ([`Emulation::set_quiet_steps`]).
     quiet_steps: bool,
+    /// `--until-done`: past the duration, the run goes on until every flow is done or this
+    /// virtual time (the bound) is reached; `None`: it stops at the duration.
+    until_done: Option<Nanos>,
+    /// Flows done, as last counted (past the duration, with `until_done`).
+    all_done: bool,
 }
 
 /// "No next event" in `Emulation::sw_next` (no event is ever scheduled that late).
@@ -234,7 +243,7 @@ impl Emulation {
             };
             let mut params = s.params.clone();
             if sequential {
-                // The ideal-FCT run: FCTs count from the first data packet either way, so the
+                // The runs alone: FCTs count from the first data packet either way, so the
                 // flows run alone without their connection setup.
                 params.connect = crate::scenario::Connect::None;
             }
@@ -248,6 +257,7 @@ impl Emulation {
             }
             hosts.push(host);
         }
+        let paths = crate::path::Paths::of(s);
         let mut flows = Vec::new();
         for (k, (f, id)) in all.iter().enumerate() {
             let id = *id;
@@ -262,6 +272,9 @@ impl Emulation {
                 (true, _) => NOT_STARTED,
             };
             let sender = hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start, remote);
+            if let Some(p) = paths.get(f.src, f.dst) {
+                hosts[f.src].set_path(sender, p.links.saturating_sub(1), 2 * p.prop_ns);
+            }
             hosts[f.dst].add_receiver(id, src_ip, start, remote);
             flows.push(FlowRun {
                 src: f.src,
@@ -314,6 +327,8 @@ impl Emulation {
             sequential: (sequential && !all.is_empty()).then_some((0, s.params.duration_ns)),
             frames: FramePool::default(),
             quiet_steps: true,
+            until_done: None,
+            all_done: false,
         };
         if let Some(ns) = s.params.sample_ns {
             e.sample_every(ns);
@@ -322,6 +337,40 @@ impl Emulation {
             e.reschedule(h);
         }
         Ok(e)
+    }
+
+    /// Run past the duration until every flow is done, or until virtual time `max_ns` at the
+    /// latest (`--until-done`, `--max-duration`). One at a time (the runs alone), each flow
+    /// then has up to `max_ns` to finish instead of the duration.
+    pub fn until_done(&mut self, max_ns: Nanos) {
+        let max_ns = max_ns.max(self.duration_ns);
+        self.until_done = Some(max_ns);
+        if let Some((k, _)) = self.sequential {
+            self.sequential = Some((k, max_ns));
+        }
+    }
+
+    /// The virtual time the run may not pass: the duration, or the bound of `until_done`.
+    fn end_bound(&self) -> Nanos {
+        self.until_done.unwrap_or(self.duration_ns)
+    }
+
+    /// Whether every flow is done (counted past the duration with `until_done`, every 1024
+    /// events: the last flow's ACK and up to 1023 more events are taken before the run stops).
+    fn past_end(&mut self, t: Nanos) -> bool {
+        if t <= self.duration_ns {
+            return false;
+        }
+        let Some(max_ns) = self.until_done else {
+            return true;
+        };
+        if t > max_ns {
+            return true;
+        }
+        if self.stats.0 & 1023 == 0 || self.all_done {
+            self.all_done = self.flows.iter().all(|f| self.sender(f).qp.done.is_some());
+        }
+        self.all_done
     }
 
     /// Whether a switch whose step sent nothing takes its next steps in the same call while
@@ -373,13 +422,12 @@ impl Emulation {
     }
 
     fn acked_bytes(&self) -> Vec<u64> {
-        (0..self.flows.len())
-            .map(|k| {
-                let f = &self.flows[k];
-                let q = &self.sender(f).qp;
-                (q.snd_una as u64 * self.mtu() as u64).min(f.size)
-            })
-            .collect()
+        self.flows.iter().map(|f| self.acked(f)).collect()
+    }
+
+    /// Bytes of flow `f` the receiver acknowledged.
+    fn acked(&self, f: &FlowRun) -> u64 {
+        (self.sender(f).qp.snd_una as u64 * self.mtu() as u64).min(f.size)
     }
 
     fn mtu(&self) -> u32 {
@@ -501,7 +549,7 @@ impl Emulation {
                     None => break,
                 },
             };
-            if t > self.duration_ns && self.sequential.is_none() {
+            if self.sequential.is_none() && self.past_end(t) {
                 break;
             }
             while self.sample_ns.is_some() && self.next_sample <= t {
@@ -616,8 +664,14 @@ impl Emulation {
             }
             self.next_in_sequence(t);
         }
-        // Nothing changes between the last event and the end: sample up to the duration.
-        while self.sample_ns.is_some() && self.next_sample <= self.duration_ns {
+        // Nothing changes between the last event and the end: sample up to the duration (or,
+        // with `until_done`, the last event).
+        let last = if self.until_done.is_some() {
+            now.max(self.duration_ns)
+        } else {
+            self.duration_ns
+        };
+        while self.sample_ns.is_some() && self.next_sample <= last {
             self.sample();
         }
         self.outcome(now)
@@ -642,7 +696,7 @@ impl Emulation {
             limit = limit.min(self.next_sample);
         }
         match self.sequential {
-            None => limit.min(self.duration_ns.saturating_add(1)),
+            None => limit.min(self.end_bound().saturating_add(1)),
             Some((k, deadline)) => {
                 if self.sender(&self.flows[k]).qp.done.is_some() {
                     t
@@ -672,7 +726,7 @@ impl Emulation {
         let (src, sender) = (next.src, next.sender);
         self.hosts[src].start_sender(sender, start);
         self.reschedule(src);
-        self.sequential = Some((k + 1, start + self.duration_ns));
+        self.sequential = Some((k + 1, start + self.end_bound()));
     }
 
     fn outcome(self, end_ns: Nanos) -> Outcome {
@@ -701,6 +755,8 @@ impl Emulation {
                 naks: q.naks,
                 timeouts: q.timeouts,
                 cnps: q.cnps,
+                acked_bytes: self.acked(f),
+                state: self.hosts[src].flow_state(f.sender, end_ns),
             });
         }
         Outcome {

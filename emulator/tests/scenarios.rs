@@ -4,13 +4,18 @@ use longhaul_emulator::scenario::Scenario;
 use longhaul_emulator::sim::{Emulation, FlowResult, Outcome};
 use std::path::Path;
 
+/// Past its duration a scenario runs until every flow is done, for at most this long in all.
+const UNTIL_DONE_NS: u64 = 2_000_000_000;
+
 fn run(name: &str) -> Outcome {
     let reg = longhaul_pipelines::registry();
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../scenarios")
         .join(name);
     let s = Scenario::load(&path, reg.as_ref()).unwrap_or_else(|e| panic!("{e:?}"));
-    Emulation::new(&s, &reg).unwrap().run()
+    let mut e = Emulation::new(&s, &reg).unwrap();
+    e.until_done(UNTIL_DONE_NS);
+    e.run()
 }
 
 fn switch<'a>(o: &'a Outcome, name: &str) -> &'a longhaul_dataplane::engine::SwitchSnapshot {
@@ -64,18 +69,18 @@ fn report(name: &str) -> longhaul_emulator::Report {
         .join("../scenarios")
         .join(name);
     let mut s = Scenario::load(&path, reg.as_ref()).unwrap_or_else(|e| panic!("{e:?}"));
-    longhaul_emulator::emulate(&mut s, &reg, longhaul_emulator::Overrides::default()).unwrap()
+    let o = longhaul_emulator::Overrides {
+        until_done_ns: Some(UNTIL_DONE_NS),
+        ..Default::default()
+    };
+    longhaul_emulator::emulate(&mut s, &reg, o).unwrap()
 }
 
 /// Average FCT slowdown of the flows whose source name starts with `prefix`.
 fn avg_slowdown(r: &longhaul_emulator::Report, prefix: &str) -> f64 {
-    let v: Vec<f64> = r
-        .outcome
-        .flows
-        .iter()
-        .zip(&r.ideal_fct_ns)
-        .filter(|(f, _)| f.src.starts_with(prefix))
-        .map(|(f, i)| f.fct_ns().expect("done") as f64 / i.expect("ideal") as f64)
+    let v: Vec<f64> = (0..r.outcome.flows.len())
+        .filter(|&i| r.outcome.flows[i].src.starts_with(prefix))
+        .map(|i| r.slowdown(i).expect("done"))
         .collect();
     v.iter().sum::<f64>() / v.len() as f64
 }
@@ -257,17 +262,10 @@ fn themis_sprays_without_spurious_retransmissions() {
 /// (average slowdown of the finished flows, finished, all) of the intra-DC (`inter` false) or
 /// inter-DC flows.
 fn scope_slowdown(r: &longhaul_emulator::Report, inter: bool) -> (f64, usize, usize) {
-    let all: Vec<_> = r
-        .outcome
-        .flows
-        .iter()
-        .zip(&r.ideal_fct_ns)
-        .filter(|(f, _)| f.inter_dc == Some(inter))
+    let all: Vec<usize> = (0..r.outcome.flows.len())
+        .filter(|&i| r.outcome.flows[i].inter_dc == Some(inter))
         .collect();
-    let done: Vec<f64> = all
-        .iter()
-        .filter_map(|(f, i)| Some(f.fct_ns()? as f64 / (**i)? as f64))
-        .collect();
+    let done: Vec<f64> = all.iter().filter_map(|&i| r.slowdown(i)).collect();
     (
         done.iter().sum::<f64>() / done.len().max(1) as f64,
         done.len(),
@@ -572,9 +570,12 @@ fn port_queue(o: &Outcome, sw: &str, port: &str, t0: u64, t1: u64) -> (f64, u64)
 /// inter-DC flows hold R_NS at line rate, PFC pauses the leaf's hosts and the intra-DC flow
 /// starves (Fig. 3's effect). Rates from 3 ms (after the last start) to 10 ms, when the first
 /// inter-DC flow stops sending; no loss either way. Against DCQCN end to end
-/// (`mlcc-srcbottleneck-dcqcn.toml`, Fig. 3's baseline): the intra-DC flow is starved in at
-/// least a quarter of the samples there (never with MLCC), the uplink holds a standing queue
-/// (MLCC's mean at most a twentieth) with PFC pauses, and the last flow ends later.
+/// (`mlcc-srcbottleneck-dcqcn.toml`, Fig. 3's baseline, with the HPCC script's DCQCN
+/// parameters that the paper says it followed, section 4): the uplink holds a standing queue
+/// (MLCC's mean at most a twentieth) with PFC pauses, and the last flow ends later. The
+/// intra-DC flow is not starved there (8.0 of a fair 8.3 Gb/s, no sample below 10%): Fig. 3's
+/// starvation came with the simulator's attribute defaults (a quarter of the samples and more),
+/// docs/mlcc.md.
 #[test]
 fn mlcc_near_source_loop_shares_a_sender_side_bottleneck() {
     let on = run("mlcc-srcbottleneck.toml");
@@ -619,8 +620,7 @@ fn mlcc_near_source_loop_shares_a_sender_side_bottleneck() {
     assert!(counter(&on, "dci-a", "mlcc.feedback.switch_ints") > 0);
     assert_eq!(counter(&off, "dci-a", "mlcc.feedback.switch_ints"), 0);
     // Fig. 3's DCQCN end to end in the same setting: the inter-DC flows hear of the uplink a
-    // long-haul round trip late and surge every few ms, starving the intra-DC flow while they
-    // do (the MLCC run never, in any 200 us sample), with a standing queue and PFC pauses.
+    // long-haul round trip late: a standing queue and PFC pauses.
     let dcqcn = run("mlcc-srcbottleneck-dcqcn.toml");
     let starved = |o: &Outcome| {
         let v: Vec<f64> = o
@@ -634,7 +634,7 @@ fn mlcc_near_source_loop_shares_a_sender_side_bottleneck() {
     let (s_on, s_off, s_dcqcn) = (starved(&on), starved(&off), starved(&dcqcn));
     let (q_dcqcn, pfc_dcqcn) = port_queue(&dcqcn, "tor-a1", "up", t0, t1);
     assert!(
-        s_on == 0.0 && s_off >= 0.5 && s_dcqcn >= 0.25,
+        s_on == 0.0 && s_off >= 0.5,
         "share of samples with the intra-DC flow below 10% of its fair share: MLCC {s_on:.2}, \
          without the near-source loop {s_off:.2}, DCQCN {s_dcqcn:.2}"
     );

@@ -207,7 +207,7 @@ fn runs_are_deterministic() {
             &reg,
             Overrides {
                 seed: Some(seed),
-                duration_ns: None,
+                ..Overrides::default()
             },
         )
         .unwrap();
@@ -225,9 +225,10 @@ fn the_shipped_incast_scenario_runs() {
     assert!(r.outcome.flows.iter().all(|f| f.finish_ns.is_some()));
     let csv = output::flows_csv(&r);
     assert_eq!(csv.lines().count(), 4, "{csv}");
-    // Three flows into one port: each is slower than alone.
-    for (f, ideal) in r.outcome.flows.iter().zip(&r.ideal_fct_ns) {
-        assert!(f.fct_ns().unwrap() > ideal.unwrap());
+    // Three flows into one port: each is slower than alone, and than its standalone FCT.
+    for (i, (f, alone)) in r.outcome.flows.iter().zip(&r.alone_fct_ns).enumerate() {
+        assert!(f.fct_ns().unwrap() > alone.unwrap());
+        assert!(r.slowdown(i).unwrap() > 1.2, "{f:?}");
     }
 }
 
@@ -332,10 +333,10 @@ fn bad_traffic_is_named() {
     }
 }
 
-/// The ideal FCTs (every distinct flow alone, one after the other in one run) are each flow's
+/// The FCTs alone (every distinct flow alone, one after the other in one run) are each flow's
 /// FCT when the scenario holds only that flow.
 #[test]
-fn ideal_fcts_equal_each_flow_alone() {
+fn alone_fcts_equal_each_flow_alone() {
     let flows = [
         flow(0, 3, 300_000, 5.0),
         flow(1, 2, 2_000, 0.0),
@@ -344,7 +345,7 @@ fn ideal_fcts_equal_each_flow_alone() {
     .concat();
     let s = load(&scenario("", &flows, ""));
     let reg = longhaul_pipelines::registry();
-    let (ideal, _) = longhaul_emulator::ideal_fcts(&s, &reg).unwrap();
+    let (ideal, _) = longhaul_emulator::alone_fcts(&s, &reg).unwrap();
     for (i, f) in s.flows.iter().enumerate() {
         let alone = load(&scenario("", &flow(f.src, f.dst, f.size_bytes, 0.0), ""));
         let fct = Emulation::new(&alone, &reg).unwrap().run().flows[0].fct_ns();
@@ -352,8 +353,8 @@ fn ideal_fcts_equal_each_flow_alone() {
     }
 }
 
-/// A flow that does not finish in the run has no slowdown, so it is not run alone: its ideal
-/// FCT is empty, and the finished flows' are those of `ideal_fcts` (which runs them all).
+/// A flow that does not finish in the run has no slowdown, so it is not run alone: its FCT
+/// alone is empty, and the finished flows' are those of `alone_fcts` (which runs them all).
 #[test]
 fn unfinished_flows_are_not_run_alone() {
     // Alone, each 4 MB flow takes about 0.34 ms; together on h3's port, twice that.
@@ -365,7 +366,7 @@ fn unfinished_flows_are_not_run_alone() {
     .concat();
     let mut s = load(&scenario("duration_us = 500", &flows, ""));
     let reg = longhaul_pipelines::registry();
-    let (all, all_hops) = longhaul_emulator::ideal_fcts(&s, &reg).unwrap();
+    let (all, all_hops) = longhaul_emulator::alone_fcts(&s, &reg).unwrap();
     assert!(all.iter().all(Option::is_some), "{all:?}");
     let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
     let done: Vec<bool> = r
@@ -375,12 +376,12 @@ fn unfinished_flows_are_not_run_alone() {
         .map(|f| f.finish_ns.is_some())
         .collect();
     assert_eq!(done, [true, false, false]);
-    assert_eq!(r.ideal_fct_ns, [all[0], None, None]);
+    assert_eq!(r.alone_fct_ns, [all[0], None, None]);
     // The 4 MB flows alone are most of the runs alone's frames.
     assert!(
-        r.ideal_hops * 10 < all_hops,
+        r.alone_hops * 10 < all_hops,
         "{} of {all_hops}",
-        r.ideal_hops
+        r.alone_hops
     );
 }
 
@@ -483,8 +484,8 @@ fn swift_shares_the_incast_port_without_pfc() {
         "{}",
         sw.stats.buffer_max_bytes
     );
-    for (f, ideal) in r.outcome.flows.iter().zip(&r.ideal_fct_ns) {
-        let slowdown = f.fct_ns().expect("done") as f64 / ideal.unwrap() as f64;
+    for (i, f) in r.outcome.flows.iter().enumerate() {
+        let slowdown = r.slowdown(i).expect("done");
         assert!(slowdown < 3.15, "{f:?}: {slowdown}");
         assert_eq!(f.retransmitted, 0);
     }

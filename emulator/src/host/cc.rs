@@ -78,12 +78,13 @@ impl Cc {
     /// A feedback packet that acknowledges nothing (a Reflex pseudo-ACK) measured `rtt` for
     /// packet `psn`: TIMELY takes it as any RTT sample (its once-per-RTT rule keyed on PSNs);
     /// Swift as an ACK of one packet (its additive increase counts ACKed packets; our choice,
-    /// docs/emulator.md); DCQCN ignores delay.
+    /// docs/emulator.md) held against its target without the path's propagation; DCQCN
+    /// ignores delay.
     pub fn on_feedback(&mut self, now: Nanos, psn: u32, rtt: Nanos, snd_nxt: u32) {
         match self {
             Cc::Dcqcn(_) | Cc::Agent(_) => {}
             Cc::Timely(t) => t.on_rtt(psn, rtt, snd_nxt),
-            Cc::Swift(s) => s.on_ack(now, rtt, 1),
+            Cc::Swift(s) => s.on_feedback(now, rtt),
         }
     }
     pub fn on_nak(&mut self, now: Nanos) {

@@ -1,19 +1,29 @@
 //! DCQCN at the sender (the reaction point, RP): Zhu et al., "Congestion Control for Large-Scale
 //! RDMA Deployments", SIGCOMM 2015, section 3.1, in the timer-driven form of the HPCC
 //! simulator's RNIC model (its "mlx" mode: `rdma-hw.cc`, `UpdateAlphaMlx`,
-//! `CheckRateDecreaseMlx`, `RateIncEventTimerMlx`), whose attribute defaults are ours:
+//! `CheckRateDecreaseMlx`, `RateIncEventTimerMlx`), with the parameters of the simulator's
+//! experiment script (`simulation/run.py --cc dcqcn`), which every paper here ran:
 //!
-//! - alpha: every `alpha_resume` (55 us), `alpha = (1 - g) * alpha + g` if a CNP arrived in the
-//!   interval, `(1 - g) * alpha` otherwise (g = 1/16);
+//! - alpha: every `alpha_resume` (run.py: 1 us), `alpha = (1 - g) * alpha + g` if a CNP arrived
+//!   in the interval, `(1 - g) * alpha` otherwise (run.py: g = 1/256);
 //! - decrease: every `rate_decrease` (4 us), if a CNP arrived since the last check:
 //!   `Rt = Rc` (unless the previous event was also a decrease), `Rc = max(min_rate, Rc * (1 -
-//!   alpha / 2))`, and the increase timer restarts at stage 0;
-//! - increase: every `rp_timer` (1500 us) without a decrease, stage by stage: fast recovery
-//!   `Rc = (Rc + Rt) / 2` for the first `fast_recovery_times` (5) stages, then additive
-//!   (`Rt += rate_ai`, 5 Mb/s) once, then hyper (`Rt += rate_hai`, 50 Mb/s), each followed by
-//!   `Rc = (Rc + Rt) / 2`; `Rt` is capped at line rate.
+//!   alpha / 2))` (run.py: `MIN_RATE` 1 Gb/s), and the increase timer restarts at stage 0;
+//! - increase: every `rp_timer` (run.py: 300 us) without a decrease, stage by stage: fast
+//!   recovery `Rc = (Rc + Rt) / 2` for the first `fast_recovery_times` (run.py: 1) stages, then
+//!   additive (`Rt += rate_ai`) once, then hyper (`Rt += rate_hai`), each followed by
+//!   `Rc = (Rc + Rt) / 2`; `Rt` is capped at line rate. run.py scales both steps with the NIC
+//!   rate: `ai = 5 * bw / 25`, `hai = 50 * bw / 25` Mb/s (20 and 200 Mb/s at 100 Gb/s); so do
+//!   we when the scenario does not set them;
 //! - the first CNP sets alpha to 1 and `Rc = Rt = rate_on_first_cnp * Rc` (1.0), and starts the
-//!   timers; the decrease check runs 1 ns after it so that the first CNP decreases at once.
+//!   timers; the first decrease check comes `rate_decrease` + 1 ns after it (the simulator's
+//!   `ScheduleDecreaseRateMlx(q, 1)`: after the alpha update), or 1 ns after it with
+//!   `first_decrease = "immediate"` (the DCQCN paper's RP cuts on the CNP).
+//!
+//! The simulator's `RdmaHw` attribute defaults differ from run.py's (alpha 55 us, g 1/16, 5
+//! fast-recovery stages, increase timer 1.5 ms, 5 / 50 Mb/s, min 100 Mb/s): with them a cut flow
+//! regains 5 Mb/s per 1.5 ms, and sub-MB flows stayed unfinished for tens of ms after the
+//! traffic stopped (`two-dc-websearch`); no paper ran them.
 //!
 //! The simulator drops DCQCN's byte counter (B = 10 MB in the paper): increases are timer-driven
 //! only. We do the same, so that results compare with the papers that used it.
@@ -28,25 +38,31 @@ pub struct DcqcnParams {
     pub rate_decrease_ns: Nanos,
     pub rp_timer_ns: Nanos,
     pub fast_recovery_times: u32,
-    pub rate_ai_bps: u64,
-    pub rate_hai_bps: u64,
+    /// The additive and hyper increase steps; `None`: scaled with the line rate as run.py
+    /// does (line / 5000 and line / 500).
+    pub rate_ai_bps: Option<u64>,
+    pub rate_hai_bps: Option<u64>,
     pub min_rate_bps: u64,
     pub rate_on_first_cnp: f64,
+    /// Whether the first CNP's decrease waits for the next decrease check (the simulator) or
+    /// comes at once.
+    pub first_decrease_immediate: bool,
 }
 
 impl Default for DcqcnParams {
-    /// The HPCC simulator's `RdmaHw` attribute defaults.
+    /// The HPCC simulator's experiment script (`run.py --cc dcqcn`).
     fn default() -> Self {
         DcqcnParams {
-            g: 1.0 / 16.0,
-            alpha_resume_ns: 55_000,
+            g: 1.0 / 256.0,
+            alpha_resume_ns: 1_000,
             rate_decrease_ns: 4_000,
-            rp_timer_ns: 1_500_000,
-            fast_recovery_times: 5,
-            rate_ai_bps: 5_000_000,
-            rate_hai_bps: 50_000_000,
-            min_rate_bps: 100_000_000,
+            rp_timer_ns: 300_000,
+            fast_recovery_times: 1,
+            rate_ai_bps: None,
+            rate_hai_bps: None,
+            min_rate_bps: 1_000_000_000,
             rate_on_first_cnp: 1.0,
+            first_decrease_immediate: false,
         }
     }
 }
@@ -56,6 +72,8 @@ impl Default for DcqcnParams {
 pub struct Dcqcn {
     p: DcqcnParams,
     line_bps: f64,
+    rate_ai: f64,
+    rate_hai: f64,
     /// Current rate Rc and target rate Rt, b/s.
     pub rc: f64,
     pub rt: f64,
@@ -76,6 +94,8 @@ impl Dcqcn {
         Dcqcn {
             p,
             line_bps: line_bps as f64,
+            rate_ai: p.rate_ai_bps.map_or(line_bps as f64 / 5000.0, |r| r as f64),
+            rate_hai: p.rate_hai_bps.map_or(line_bps as f64 / 500.0, |r| r as f64),
             rc: line_bps as f64,
             rt: line_bps as f64,
             alpha: 1.0,
@@ -99,7 +119,11 @@ impl Dcqcn {
             self.alpha = 1.0;
             self.cnp_for_alpha = false;
             self.next_alpha = now + self.p.alpha_resume_ns;
-            self.next_decrease = now + 1;
+            self.next_decrease = if self.p.first_decrease_immediate {
+                now + 1
+            } else {
+                now + self.p.rate_decrease_ns + 1
+            };
             self.rc *= self.p.rate_on_first_cnp;
             self.rt = self.rc;
         }
@@ -142,9 +166,9 @@ impl Dcqcn {
             } else {
                 self.next_increase = t + self.p.rp_timer_ns;
                 if self.stage > self.p.fast_recovery_times {
-                    self.rt = (self.rt + self.p.rate_hai_bps as f64).min(self.line_bps);
+                    self.rt = (self.rt + self.rate_hai).min(self.line_bps);
                 } else if self.stage == self.p.fast_recovery_times {
-                    self.rt = (self.rt + self.p.rate_ai_bps as f64).min(self.line_bps);
+                    self.rt = (self.rt + self.rate_ai).min(self.line_bps);
                 }
                 self.rc = (self.rc + self.rt) / 2.0;
                 self.stage += 1;
@@ -164,11 +188,26 @@ mod tests {
 
     const LINE: u64 = 100_000_000_000;
 
+    /// The simulator's attribute defaults, which the hand computations below use.
+    fn attr() -> DcqcnParams {
+        DcqcnParams {
+            g: 1.0 / 16.0,
+            alpha_resume_ns: 55_000,
+            rp_timer_ns: 1_500_000,
+            fast_recovery_times: 5,
+            rate_ai_bps: Some(5_000_000),
+            rate_hai_bps: Some(50_000_000),
+            min_rate_bps: 100_000_000,
+            first_decrease_immediate: true,
+            ..DcqcnParams::default()
+        }
+    }
+
     /// Hand-computed: the first CNP at t = 0 halves the rate at t = 1 ns (alpha = 1); a second
     /// CNP within the alpha interval raises alpha only at t = 55 us.
     #[test]
     fn first_cnp_halves_the_rate_then_alpha_decays() {
-        let p = DcqcnParams::default();
+        let p = attr();
         let mut d = Dcqcn::new(p, LINE);
         d.on_cnp(0);
         assert_eq!(d.next_timer(), Some(1));
@@ -197,7 +236,7 @@ mod tests {
         let p = DcqcnParams {
             rp_timer_ns: 100,
             alpha_resume_ns: 1_000_000_000,
-            ..DcqcnParams::default()
+            ..attr()
         };
         let mut d = Dcqcn::new(p, LINE);
         d.on_cnp(0);
@@ -227,11 +266,41 @@ mod tests {
 
     #[test]
     fn the_rate_never_goes_below_min_rate() {
-        let mut d = Dcqcn::new(DcqcnParams::default(), LINE);
+        let mut d = Dcqcn::new(attr(), LINE);
         for i in 0..200 {
             d.on_cnp(i * 4_000);
             d.on_time(i * 4_000 + 1);
         }
         assert_eq!(d.rc, 100e6);
+    }
+
+    /// run.py's parameters: the first decrease waits for the check 4 us + 1 ns after the CNP;
+    /// alpha decays every 1 us by 1/256; one fast-recovery stage, then + 20 Mb/s (additive) and
+    /// + 200 Mb/s (hyper) at 100 Gb/s, every 300 us; the floor is 1 Gb/s.
+    #[test]
+    fn run_py_parameters() {
+        let mut d = Dcqcn::new(DcqcnParams::default(), LINE);
+        d.on_cnp(0);
+        assert_eq!(d.next_timer(), Some(1_000), "the alpha update comes first");
+        d.on_time(4_000);
+        assert_eq!(d.rc, 100e9, "no decrease before 4 us + 1 ns");
+        d.on_time(4_001);
+        // alpha: 1, then four updates without a CNP (at 1, 2, 3, 4 us).
+        let a = (255.0f64 / 256.0).powi(4);
+        assert!((d.rc - 100e9 * (1.0 - a / 2.0)).abs() < 1.0, "{}", d.rc);
+        let rc = d.rc;
+        d.on_time(304_001); // fast recovery
+        assert!((d.rc - (rc + 100e9) / 2.0).abs() < 1.0);
+        d.rt = 60e9;
+        d.on_time(604_001); // additive
+        assert!((d.rt - 60.02e9).abs() < 1.0);
+        d.on_time(904_001); // hyper
+        assert!((d.rt - 60.22e9).abs() < 1.0);
+        let mut d = Dcqcn::new(DcqcnParams::default(), LINE);
+        for i in 0..400 {
+            d.on_cnp(i * 4_000);
+            d.on_time(i * 4_000 + 4_001);
+        }
+        assert_eq!(d.rc, 1e9);
     }
 }

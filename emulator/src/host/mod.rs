@@ -70,9 +70,54 @@ const SYNDROME_NAK_PSN: u8 = 0x60;
 const ACK_V4_LEN: usize = ROCE_V4_AFTER_BTH + AETH_LEN + icrc::ICRC_LEN;
 const CNP_V4_LEN: usize = ROCE_V4_AFTER_BTH + CNP_PAYLOAD_LEN + icrc::ICRC_LEN;
 
+/// Length of an RDMA WRITE data frame the hosts send (no FCS): Ethernet, IPv4, UDP, BTH, the
+/// RETH on a message's first packet, `payload` bytes padded to 4, the ICRC.
+pub fn data_frame_len(payload: usize, first: bool) -> usize {
+    let reth = if first { RETH_LEN } else { 0 };
+    ROCE_V4_AFTER_BTH + reth + payload + (4 - payload % 4) % 4 + icrc::ICRC_LEN
+}
+
 /// Time to put `bytes` (a frame, without FCS) on a link of `rate_bps`.
 pub fn wire_time(bytes: usize, rate_bps: u64) -> Nanos {
     ((bytes as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).div_ceil(rate_bps)
+}
+
+/// Why a flow is not done when a run ends (`flows.csv`'s `state`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FlowState {
+    /// Its QP has not started (a connection being set up, or a start after the end).
+    NotStarted,
+    /// Data to send, held by a PFC pause of the data priority at the host's port.
+    PausedByPfc,
+    /// Data to send, held by the window (the TX window or Swift's): `packets` outstanding.
+    WindowLimited { packets: u32 },
+    /// Data to send, at a congestion-controlled rate below the line rate.
+    RateLimited { bps: f64 },
+    /// Data to send, at line rate.
+    Sending,
+    /// Everything sent, ACKs still to come.
+    AwaitingAcks,
+    /// Everything sent, no progress for half the retransmission timeout or more: a packet or
+    /// its ACK was lost, and the timer (due at `at_ns`) will send it again.
+    WaitingOnTimeout { at_ns: Nanos },
+}
+
+impl std::fmt::Display for FlowState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlowState::NotStarted => write!(f, "not started"),
+            FlowState::PausedByPfc => write!(f, "paused by PFC"),
+            FlowState::WindowLimited { packets } => {
+                write!(f, "window-limited ({packets} packets outstanding)")
+            }
+            FlowState::RateLimited { bps } => write!(f, "sending at {:.3} Gb/s", bps / 1e9),
+            FlowState::Sending => write!(f, "sending at line rate"),
+            FlowState::AwaitingAcks => write!(f, "all sent, awaiting ACKs"),
+            FlowState::WaitingOnTimeout { at_ns } => {
+                write!(f, "waiting on a timeout (due at {at_ns} ns)")
+            }
+        }
+    }
 }
 
 /// The requester end of a flow on its source host.
@@ -320,6 +365,14 @@ impl Host {
         let i = self.senders.len() - 1;
         self.track(i);
         i
+    }
+
+    /// Sender `i`'s path on the idle network, for a congestion control that scales with it
+    /// (Swift's target): `hops` switches forward, `prop_rtt_ns` of propagation both ways.
+    pub fn set_path(&mut self, i: usize, hops: u32, prop_rtt_ns: Nanos) {
+        if let Some(Cc::Swift(w)) = self.senders.get_mut(i).and_then(|s| s.qp.cc.as_mut()) {
+            w.set_path(hops, prop_rtt_ns);
+        }
     }
 
     /// Puts sender `i`, just created or started, in `pending` (a start to come, with
@@ -846,7 +899,7 @@ impl Host {
         // frame itself (zeroed by the resize, the RETH over them), not built aside and copied;
         // the ICRC is carried across the zeros without reading them.
         let after_bth = reth + payload + pad;
-        let n = ROCE_V4_AFTER_BTH + after_bth + icrc::ICRC_LEN;
+        let n = data_frame_len(payload, first);
         let mut buf = pool.get();
         buf.resize(n, 0);
         if first {
@@ -876,6 +929,40 @@ impl Host {
             .qp
             .take_next(now, len as u64 + WIRE_OVERHEAD, rate);
         Some(buf)
+    }
+
+    /// Why sender `i`'s flow is not done at `now` (`None`: it is done).
+    pub fn flow_state(&self, i: usize, now: Nanos) -> Option<FlowState> {
+        let q = &self.senders.get(i)?.qp;
+        if q.done.is_some() {
+            return None;
+        }
+        let line = self.spec.rate_bps as f64;
+        let frame_bits =
+            ((data_frame_len(self.p.mtu as usize, false) as u64 + WIRE_OVERHEAD) * 8) as f64;
+        let rate = q.cc.as_ref().map_or(line, |c| c.rate_bps(line, frame_bits));
+        Some(if q.start == rnic::NOT_STARTED || q.start > now {
+            FlowState::NotStarted
+        } else if q.snd_nxt >= q.total {
+            // Everything sent, not everything acknowledged: the ACKs are on their way, or a
+            // packet was lost and the retransmission timer will send it again.
+            match q.timeout_at(self.p.rto_ns) {
+                Some(t) if now.saturating_sub(q.last_progress) >= self.p.rto_ns / 2 => {
+                    FlowState::WaitingOnTimeout { at_ns: t }
+                }
+                _ => FlowState::AwaitingAcks,
+            }
+        } else if now < self.paused_until {
+            FlowState::PausedByPfc
+        } else if !q.window_open(self.p.window) {
+            FlowState::WindowLimited {
+                packets: q.snd_nxt - q.snd_una,
+            }
+        } else if rate < line {
+            FlowState::RateLimited { bps: rate }
+        } else {
+            FlowState::Sending
+        })
     }
 
     /// When it next needs to run (send, a timer), if ever.

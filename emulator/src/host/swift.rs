@@ -8,17 +8,32 @@
 //!   per RTT, `cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf)`;
 //! - a NAK (fast recovery) or a retransmission timeout: `cwnd *= 1 - max_mdf` once per RTT;
 //!   `retx_reset` timeouts in a row: `cwnd = min_cwnd`;
-//! - the target: `base_target` plus flow-based scaling (section 3.2),
-//!   `max(0, min(alpha / sqrt(cwnd) + beta', fs_range))` with alpha and beta' chosen so the
-//!   scaling is `fs_range` at `fs_min_cwnd` and 0 at `fs_max_cwnd`. Topology-based scaling (per
-//!   hop) is left out: the emulated host does not know its hop count.
+//! - the target (section 3.2): `base_target`, plus topology-based scaling `hops * hop_delay`
+//!   (the switches on the flow's forward path: what the paper reads from the IP TTL), plus
+//!   flow-based scaling `max(0, min(alpha / sqrt(cwnd) + beta', fs_range))` with alpha and beta'
+//!   chosen so that it is `fs_range` at `fs_min_cwnd` and 0 at `fs_max_cwnd`;
+//! - the path's propagation (`target_propagation`, on by default): the target also holds the
+//!   path's round-trip propagation delay. Swift is a datacenter protocol whose base target
+//!   covers a one-hop path's fixed delays; across datacenters the propagation (1 ms and more)
+//!   dwarfs any target, and a delay measured against a target without it reads as congestion
+//!   on every ACK: the window halves every RTT down to `min_cwnd` (the Reflex paper's
+//!   Observation 2) and a flow larger than its first window does not finish (0.001 packets per
+//!   RTT). The public NS-3 ports of Swift (HPCC-simulator derivatives, `GetFabricTargetDelay`)
+//!   compare the whole RTT with `base_target + hops * h + fs`, without the propagation: set
+//!   `target_propagation = false` for that behaviour. The path (hops, propagation) is the
+//!   idle network's ([`crate::path`]), given to each QP when it is made. A feedback packet's
+//!   delay (Reflex's pseudo-ACKs, [`Swift::on_feedback`]) is measured over the segment to the
+//!   switch that sent it, whose propagation the host does not know: it is held against the
+//!   target without the propagation (base, hops, flow scaling), which is the near-source
+//!   segment's in the Reflex paper's setting (its 1 us per hop covers its 1 us links).
 //!
 //! Parameter values: the paper's (beta 0.8, max_mdf 0.5, ai 1 packet per RTT); base target
-//! 25 us, fs_range 50 us, fs_min_cwnd 0.1, fs_max_cwnd 100, cwnd in [0.001, 256] starting at 64 are ours
-//! (`init_cwnd` and `max_cwnd` are scenario keys: the HPCC simulator starts every window at the
-//! network's largest BDP)
-//! (the paper gives the form, not one value set). Reflex (issue 16) feeds the same `on_ack`
-//! with the delays its pseudo-ACKs carry.
+//! 25 us, no per-hop scaling, fs_range 50 us, fs_min_cwnd 0.1, fs_max_cwnd 100, cwnd in
+//! [0.001, 256] starting at 64 are ours (the paper gives the form, not one value set;
+//! `base_target_us`, `hop_delay_us`, `init_cwnd` and `max_cwnd` are scenario keys: the Reflex
+//! paper runs base_delay 200 ns and hop_delay 1 us, and the HPCC simulator starts every window
+//! at the network's largest BDP). Reflex feeds the same `on_ack` with the delays its pseudo-ACKs
+//! carry.
 
 use longhaul_dataplane::time::Nanos;
 
@@ -29,6 +44,10 @@ pub struct SwiftParams {
     pub beta: f64,
     pub max_mdf: f64,
     pub base_target_ns: Nanos,
+    /// Topology-based scaling: added to the target per switch on the forward path.
+    pub hop_delay_ns: Nanos,
+    /// Whether the target holds the path's round-trip propagation delay (see the module).
+    pub target_propagation: bool,
     pub fs_range_ns: Nanos,
     pub fs_min_cwnd: f64,
     pub fs_max_cwnd: f64,
@@ -46,6 +65,8 @@ impl Default for SwiftParams {
             beta: 0.8,
             max_mdf: 0.5,
             base_target_ns: 25_000,
+            hop_delay_ns: 0,
+            target_propagation: true,
             fs_range_ns: 50_000,
             fs_min_cwnd: 0.1,
             fs_max_cwnd: 100.0,
@@ -67,6 +88,10 @@ pub struct Swift {
     last_decrease: Option<Nanos>,
     retx: u32,
     pub decreases: u64,
+    /// The parts of the target the path sets ([`Swift::set_path`]): `hops * hop_delay`, and
+    /// the round-trip propagation with `target_propagation` (end-to-end ACKs only).
+    hop_target_ns: Nanos,
+    prop_target_ns: Nanos,
 }
 
 impl Swift {
@@ -78,17 +103,36 @@ impl Swift {
             last_decrease: None,
             retx: 0,
             decreases: 0,
+            hop_target_ns: 0,
+            prop_target_ns: 0,
         }
     }
 
-    /// The target delay for the current window (section 3.2, flow-based scaling).
+    /// The flow's path: `hops` switches forward, `prop_rtt_ns` of propagation both ways.
+    pub fn set_path(&mut self, hops: u32, prop_rtt_ns: Nanos) {
+        let prop = if self.p.target_propagation {
+            prop_rtt_ns
+        } else {
+            0
+        };
+        self.hop_target_ns = hops as Nanos * self.p.hop_delay_ns;
+        self.prop_target_ns = prop;
+    }
+
+    /// The target delay of an end-to-end ACK for the current window and the path (section
+    /// 3.2).
     pub fn target_ns(&self) -> f64 {
+        self.fabric_target_ns() + self.prop_target_ns as f64
+    }
+
+    /// The target without the path's propagation: base, hops and flow-based scaling.
+    fn fabric_target_ns(&self) -> f64 {
         let p = &self.p;
         let (lo, hi) = (1.0 / p.fs_min_cwnd.sqrt(), 1.0 / p.fs_max_cwnd.sqrt());
         let alpha = p.fs_range_ns as f64 / (lo - hi);
         let beta = -alpha * hi;
         let fs = (alpha / self.cwnd.sqrt() + beta).clamp(0.0, p.fs_range_ns as f64);
-        p.base_target_ns as f64 + fs
+        (p.base_target_ns + self.hop_target_ns) as f64 + fs
     }
 
     fn can_decrease(&self, now: Nanos) -> bool {
@@ -109,8 +153,17 @@ impl Swift {
 
     /// An ACK at `now` that newly acknowledged `acked` packets, with RTT `delay`.
     pub fn on_ack(&mut self, now: Nanos, delay: Nanos, acked: u32) {
+        self.react(now, delay, acked, self.target_ns());
+    }
+
+    /// A feedback packet (a pseudo-ACK) at `now` with `delay` over the segment it covers,
+    /// counted as one acknowledged packet; held against the target without the propagation.
+    pub fn on_feedback(&mut self, now: Nanos, delay: Nanos) {
+        self.react(now, delay, 1, self.fabric_target_ns());
+    }
+
+    fn react(&mut self, now: Nanos, delay: Nanos, acked: u32, target: f64) {
         self.retx = 0;
-        let target = self.target_ns();
         let acked = acked as f64;
         if (delay as f64) < target {
             if self.cwnd >= 1.0 {
@@ -210,6 +263,32 @@ mod tests {
         s.on_ack(0, 10_000, 1);
         assert!((s.cwnd - 1.5).abs() < 1e-9, "ai * acked below one packet");
         assert!(s.pacing_bps(8192.0).is_none());
+    }
+
+    /// Topology scaling adds `hops * hop_delay`, and the propagation only when asked: a 1 ms
+    /// inter-DC RTT then reads as no congestion, and as congestion without it.
+    #[test]
+    fn the_path_scales_the_target() {
+        let p = SwiftParams {
+            hop_delay_ns: 1_000,
+            base_target_ns: 200,
+            ..SwiftParams::default()
+        };
+        let mut s = Swift::new(p);
+        s.cwnd = 100.0; // no flow-based scaling
+        s.set_path(5, 1_000_000);
+        assert!((s.target_ns() - (200.0 + 5_000.0 + 1_000_000.0)).abs() < 1e-6);
+        s.on_ack(0, 1_004_000, 1);
+        assert!(s.cwnd > 100.0, "below the target: increase");
+        let mut s = Swift::new(SwiftParams {
+            target_propagation: false,
+            ..p
+        });
+        s.cwnd = 100.0;
+        s.set_path(5, 1_000_000);
+        assert!((s.target_ns() - 5_200.0).abs() < 1e-6);
+        s.on_ack(0, 1_004_000, 1);
+        assert_eq!(s.cwnd, 50.0, "far above the target: max_mdf");
     }
 
     #[test]
