@@ -15,8 +15,8 @@ other DC) at 70% load for 10 ms; TIMELY or Swift senders.
   TMAX_SHORT): the pause bounded to what the measurements in docs/reflex.md (issue 16) show it
   helps with.
 
-Swift's windows start at the largest BDP of the network (the inter-DC path), as the HPCC
-simulator's senders do (`[emulation.swift] init_cwnd`, `max_cwnd`).
+Swift runs the paper's base_delay and hop_delay; its windows start at the largest BDP of the
+network (the inter-DC path), the emulator's default, as the HPCC simulator's senders do.
 
     python3 scenarios/gen_reflex.py
 
@@ -41,7 +41,6 @@ HOSTS_PER_LEAF = int(os.environ.get("HOSTS", 4))
 LOAD = float(os.environ.get("LOAD", 0.7))
 STOP_US = int(os.environ.get("STOP_US", 10000))
 DURATION_US = int(os.environ.get("DUR_US", 60000))
-SWIFT_BDP_PKTS = int(os.environ.get("SWIFT_BDP", 3200))
 ALPHA = os.environ.get("ALPHA", "0.7")
 TMAX = os.environ.get("TMAX", "500000")
 TMAX_SHORT = os.environ.get("TMAX_SHORT", "50000")
@@ -189,11 +188,10 @@ def scenario(variant, reflex):
     if reflex:
         s += 'host_agents = ["reflex"]\n'
     if cc == "swift":
-        # As the HPCC simulator's senders (which the paper's NS-3 runs build on): every window
-        # starts at the network's largest BDP (the inter-DC path: 25 Gb/s x ~1.01 ms / 1 KB).
-        # Section II-C: "Swift uses a base_delay of 200ns and a hop_delay of 1us".
-        s += ("\n[emulation.swift]\ninit_cwnd = %d\nmax_cwnd = %d\nbase_target_us = 0.2\n"
-              "hop_delay_us = 1\n" % (SWIFT_BDP_PKTS, SWIFT_BDP_PKTS))
+        # Section II-C: "Swift uses a base_delay of 200ns and a hop_delay of 1us". Every window
+        # starts at the network's largest BDP, the emulator's default (as the HPCC simulator's
+        # senders, which the paper's NS-3 runs build on).
+        s += "\n[emulation.swift]\nbase_target_us = 0.2\nhop_delay_us = 1\n"
     names = []
     for dc in range(2):
         for leaf in range(2):

@@ -342,6 +342,42 @@ fn emulate_writes_outputs_and_names_bad_scenarios() {
     );
 }
 
+/// `--until-done` runs a scenario cut short by `--duration` until its flows are done; the
+/// summary says what a cut run left and why; a bad or lone `--max-duration` is refused.
+#[test]
+fn emulate_until_done() {
+    let incast = root().join("scenarios/incast.toml");
+    let run = |args: &[&str]| {
+        let out = bin()
+            .arg("emulate")
+            .arg(&incast)
+            .args(args)
+            .env("LONGHAUL_EMULATE_THP", "0")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, cut, _) = run(&["--duration", "100"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        cut.starts_with("flows: 0 of 3 done\nunfinished: 3 "),
+        "{cut}"
+    );
+    let (code, done, err) = run(&["--duration", "100", "--until-done"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(done.starts_with("flows: 3 of 3 done\n"), "{done}");
+    let (code, _, err) = run(&["--until-done", "--max-duration", "0"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--max-duration: must be more than 0"), "{err}");
+    let (code, _, err) = run(&["--max-duration", "1000"]);
+    assert_eq!(code, Some(2), "clap: --max-duration needs --until-done");
+    assert!(err.contains("--until-done"), "{err}");
+}
+
 /// `longhaul emulate` executes itself again with glibc's huge-page tunable (src/main.rs,
 /// `emulate_on_huge_pages`): the arguments survive it (`--duration` and `--seed` take effect)
 /// and the outputs are byte for byte those of a run kept in its first process.

@@ -138,4 +138,16 @@ impl Paths {
     pub fn get(&self, src: usize, dst: usize) -> Option<Path> {
         self.paths.get(src)?.get(dst).copied().flatten()
     }
+
+    /// The largest bandwidth-delay product of any host pair (base RTT x bottleneck), bytes:
+    /// the window the HPCC simulator's window-based senders start with (`maxBdp`).
+    pub fn max_bdp_bytes(&self) -> u64 {
+        self.paths
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|p| (p.base_rtt_ns() as u128 * p.bottleneck_bps as u128 / 8_000_000_000) as u64)
+            .max()
+            .unwrap_or(0)
+    }
 }

@@ -991,8 +991,14 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             &w.fs_range_us,
             wd.fs_range_ns as f64 / 1e3,
         ),
-        max_cwnd: positive(v, &k("swift.max_cwnd"), &w.max_cwnd, wd.max_cwnd).max(1.0),
-        init_cwnd: positive(v, &k("swift.init_cwnd"), &w.init_cwnd, wd.init_cwnd).max(1.0),
+        max_cwnd: w
+            .max_cwnd
+            .as_ref()
+            .map(|_| positive(v, &k("swift.max_cwnd"), &w.max_cwnd, 1.0).max(1.0)),
+        init_cwnd: w
+            .init_cwnd
+            .as_ref()
+            .map(|_| positive(v, &k("swift.init_cwnd"), &w.init_cwnd, 1.0).max(1.0)),
         ..wd
     };
     let tp = TimelyParams {
@@ -1031,7 +1037,13 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
                 false
             }
         },
-        rto_ns: us(v, &k("rto_us"), &e.rto_us, 8000.0).max(1),
+        rto_ns: us(
+            v,
+            &k("rto_us"),
+            &e.rto_us,
+            crate::host::rnic::DEFAULT_RTO_NS as f64 / 1e3,
+        )
+        .max(1),
         nak_interval_ns: us(v, &k("nak_interval_us"), &e.nak_interval_us, 500.0),
         cnp_interval_ns: us(v, &k("cnp_interval_us"), &e.cnp_interval_us, 0.0),
         data_dscp: v.int_or(&k("data_dscp"), &e.data_dscp, 26, 0, 63) as u8,

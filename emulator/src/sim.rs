@@ -258,6 +258,7 @@ impl Emulation {
             hosts.push(host);
         }
         let paths = crate::path::Paths::of(s);
+        let max_bdp = paths.max_bdp_bytes();
         let mut flows = Vec::new();
         for (k, (f, id)) in all.iter().enumerate() {
             let id = *id;
@@ -273,7 +274,8 @@ impl Emulation {
             };
             let sender = hosts[f.src].add_sender(id, dst_ip, f.size_bytes, start, remote);
             if let Some(p) = paths.get(f.src, f.dst) {
-                hosts[f.src].set_path(sender, p.links.saturating_sub(1), 2 * p.prop_ns);
+                let (hops, prop) = (p.links.saturating_sub(1), 2 * p.prop_ns);
+                hosts[f.src].set_path(sender, hops, prop, p.base_rtt_ns(), max_bdp);
             }
             hosts[f.dst].add_receiver(id, src_ip, start, remote);
             flows.push(FlowRun {

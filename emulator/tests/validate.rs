@@ -94,6 +94,102 @@ fn isolated_flow_fct_matches_the_formula() {
     assert_eq!(out.flows[0].retransmitted, 0);
 }
 
+/// The standalone FCT (the papers' normalized FCT's denominator) is the HPCC simulator's
+/// formula on the idle path, computed by hand here: two propagation delays (2 x 1 us each way)
+/// + one full frame's store and forward on both links + every frame's bytes on the wire over
+/// the 100 Gb/s bottleneck. The same flow emulated alone takes within 2% of it (its ACK's way
+/// back is the difference), so its slowdown is 1.
+#[test]
+fn standalone_fct_is_the_papers_formula_and_a_lone_flow_meets_it() {
+    let size = 1_000_000u64;
+    let mut s = load(&scenario("", &flow(0, 1, size, 0.0), ""));
+    let paths = longhaul_emulator::path::Paths::of(&s);
+    let p = paths.get(0, 1).expect("h0 -> h1");
+    assert_eq!(
+        (p.links, p.prop_ns, p.bottleneck_bps),
+        (2, 2000, 100_000_000_000)
+    );
+    assert!(paths.get(0, 0).is_none());
+    let (mtu, rate) = (1024u64, 100_000_000_000u64);
+    let n = size.div_ceil(mtu);
+    let frame = |i: u64| {
+        let payload = if i + 1 == n {
+            size - (n - 1) * mtu
+        } else {
+            mtu
+        };
+        58 + payload + if i == 0 { 16 } else { 0 }
+    };
+    let bytes: u64 = (0..n).map(|i| frame(i) + 24).sum();
+    let full = wire_time(58 + mtu as usize, rate);
+    let expected = 2 * 2 * 1000 + 2 * full + (bytes * 8 * 1_000_000_000).div_ceil(rate);
+    assert_eq!(p.standalone_fct_ns(size, 1024), expected);
+    // The network's largest BDP: base RTT x 100 Gb/s.
+    assert_eq!(
+        paths.max_bdp_bytes(),
+        (4000 + 2 * full) * 100 / 8,
+        "base RTT {} ns",
+        4000 + 2 * full
+    );
+    let r = emulate(
+        &mut s,
+        &longhaul_pipelines::registry(),
+        Overrides::default(),
+    )
+    .unwrap();
+    let fct = r.outcome.flows[0].fct_ns().expect("done");
+    assert_eq!(r.standalone_fct_ns, [Some(expected)]);
+    assert!(
+        fct >= expected && fct - expected <= expected / 50,
+        "FCT {fct} ns, standalone {expected} ns"
+    );
+    assert_eq!(r.slowdown(0), Some((fct as f64 / expected as f64).max(1.0)));
+}
+
+/// A run cut short says, per unfinished flow, why and how much it delivered: in an incast
+/// without congestion control, cut at 150 us, the senders are paused by the ToR's PFC or
+/// sending; `--until-done` then finishes them all, in the same network.
+#[test]
+fn unfinished_flows_say_why_and_until_done_finishes_them() {
+    let flows = [
+        flow(0, 3, 4_000_000, 0.0),
+        flow(1, 3, 4_000_000, 0.0),
+        flow(2, 3, 4_000_000, 0.0),
+    ]
+    .concat();
+    let text = scenario("cc = \"none\"\nduration_us = 150", &flows, "");
+    let reg = longhaul_pipelines::registry();
+    let r = emulate(&mut load(&text), &reg, Overrides::default()).unwrap();
+    let csv = output::flows_csv(&r);
+    for f in &r.outcome.flows {
+        assert!(f.finish_ns.is_none());
+        assert!(f.acked_bytes > 0 && f.acked_bytes < f.size_bytes, "{f:?}");
+    }
+    assert!(
+        r.outcome
+            .flows
+            .iter()
+            .any(|f| f.state == Some(longhaul_emulator::host::FlowState::PausedByPfc)),
+        "{csv}"
+    );
+    assert!(csv.contains(",paused by PFC\n"), "{csv}");
+    let summary = output::summary(&r);
+    assert!(summary.contains("unfinished: "), "{summary}");
+    let o = Overrides {
+        until_done_ns: Some(100_000_000),
+        ..Overrides::default()
+    };
+    let r = emulate(&mut load(&text), &reg, o).unwrap();
+    assert!(r
+        .outcome
+        .flows
+        .iter()
+        .all(|f| f.state.is_none() && f.finish_ns.is_some()));
+    assert!(r.outcome.end_ns > 150_000);
+    let csv = output::flows_csv(&r);
+    assert_eq!(csv.matches(",done\n").count(), 3, "{csv}");
+}
+
 fn jain(x: &[f64]) -> f64 {
     let s: f64 = x.iter().sum();
     let q: f64 = x.iter().map(|v| v * v).sum();

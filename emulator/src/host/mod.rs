@@ -352,6 +352,7 @@ impl Host {
             cc
         };
         let mut qp = SendQp::new(size, self.p.mtu, start, cc);
+        qp.rto_ns = self.p.rto_ns;
         qp.ack_rtt = self.agents.iter().all(|a| a.ack_rtt(&info));
         self.by_qpn
             .insert(REQ_QPN_BASE + flow as u32, self.senders.len());
@@ -367,11 +368,26 @@ impl Host {
         i
     }
 
-    /// Sender `i`'s path on the idle network, for a congestion control that scales with it
-    /// (Swift's target): `hops` switches forward, `prop_rtt_ns` of propagation both ways.
-    pub fn set_path(&mut self, i: usize, hops: u32, prop_rtt_ns: Nanos) {
-        if let Some(Cc::Swift(w)) = self.senders.get_mut(i).and_then(|s| s.qp.cc.as_mut()) {
-            w.set_path(hops, prop_rtt_ns);
+    /// Sender `i`'s path on the idle network: `hops` switches forward, `base_rtt_ns` (its
+    /// propagation both ways, `prop_rtt_ns`, and a frame's store and forward), and the
+    /// network's largest BDP in bytes. The QP's retransmission timeout becomes at least twice
+    /// the base RTT (an application picks its QP's local ACK timeout; one below the round trip
+    /// fires on every packet of a long-haul flow); Swift scales its target and window with it.
+    pub fn set_path(
+        &mut self,
+        i: usize,
+        hops: u32,
+        prop_rtt_ns: Nanos,
+        base_rtt_ns: Nanos,
+        max_bdp_bytes: u64,
+    ) {
+        let frame = (data_frame_len(self.p.mtu as usize, false) as u64 + WIRE_OVERHEAD) as f64;
+        let Some(q) = self.senders.get_mut(i).map(|s| &mut s.qp) else {
+            return;
+        };
+        q.rto_ns = q.rto_ns.max(2 * base_rtt_ns);
+        if let Some(Cc::Swift(w)) = q.cc.as_mut() {
+            w.set_path(hops, prop_rtt_ns, max_bdp_bytes as f64 / frame);
         }
     }
 
@@ -815,13 +831,13 @@ impl Host {
     /// Timers due by `now`: retransmission timeouts, DCQCN.
     pub fn on_time(&mut self, now: Nanos) {
         self.promote(now);
-        let (senders, rto) = (&mut self.senders, self.p.rto_ns);
+        let senders = &mut self.senders;
         self.live.retain(|&i| {
             let q = &mut senders[i].qp;
             if q.done.is_some() {
                 return false;
             }
-            q.check_timeout(now, rto);
+            q.check_timeout(now, q.rto_ns);
             if let Some(cc) = q.cc.as_mut() {
                 cc.on_time(now);
             }
@@ -946,8 +962,8 @@ impl Host {
         } else if q.snd_nxt >= q.total {
             // Everything sent, not everything acknowledged: the ACKs are on their way, or a
             // packet was lost and the retransmission timer will send it again.
-            match q.timeout_at(self.p.rto_ns) {
-                Some(t) if now.saturating_sub(q.last_progress) >= self.p.rto_ns / 2 => {
+            match q.timeout_at(q.rto_ns) {
+                Some(t) if now.saturating_sub(q.last_progress) >= q.rto_ns / 2 => {
                     FlowState::WaitingOnTimeout { at_ns: t }
                 }
                 _ => FlowState::AwaitingAcks,
@@ -990,7 +1006,7 @@ impl Host {
                         .max(self.paused_until),
                 );
             }
-            if let Some(x) = q.timeout_at(self.p.rto_ns) {
+            if let Some(x) = q.timeout_at(q.rto_ns) {
                 take(x);
             }
             if q.done.is_none() {

@@ -11,6 +11,9 @@
 use super::cc::Cc;
 use longhaul_dataplane::time::Nanos;
 
+/// A QP's retransmission timeout until its host sets it: the scenario's default `rto_us`.
+pub const DEFAULT_RTO_NS: Nanos = 8_000_000;
+
 /// The start time of a QP whose message waits to be started ([`SendQp::start_at`]).
 pub const NOT_STARTED: Nanos = Nanos::MAX;
 
@@ -56,6 +59,8 @@ pub struct SendQp {
     pub ack_rtt: bool,
     /// RTT samples from feedback packets ([`SendQp::on_rtt_sample`]).
     pub rtt_samples: u64,
+    /// Its retransmission timeout (the host's, raised for a long path: `Host::set_path`).
+    pub rto_ns: Nanos,
 }
 
 impl SendQp {
@@ -80,6 +85,7 @@ impl SendQp {
             cnps: 0,
             ack_rtt: true,
             rtt_samples: 0,
+            rto_ns: DEFAULT_RTO_NS,
         }
     }
 

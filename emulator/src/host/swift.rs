@@ -28,12 +28,12 @@
 //!   segment's in the Reflex paper's setting (its 1 us per hop covers its 1 us links).
 //!
 //! Parameter values: the paper's (beta 0.8, max_mdf 0.5, ai 1 packet per RTT); base target
-//! 25 us, no per-hop scaling, fs_range 50 us, fs_min_cwnd 0.1, fs_max_cwnd 100, cwnd in
-//! [0.001, 256] starting at 64 are ours (the paper gives the form, not one value set;
-//! `base_target_us`, `hop_delay_us`, `init_cwnd` and `max_cwnd` are scenario keys: the Reflex
-//! paper runs base_delay 200 ns and hop_delay 1 us, and the HPCC simulator starts every window
-//! at the network's largest BDP). Reflex feeds the same `on_ack` with the delays its pseudo-ACKs
-//! carry.
+//! 25 us, no per-hop scaling, fs_range 50 us, fs_min_cwnd 0.1, fs_max_cwnd 100, min_cwnd 0.001
+//! are ours (the paper gives the form, not one value set); the window starts at, and never
+//! exceeds, the network's largest BDP, as the HPCC simulator's senders do (`HAS_WIN`,
+//! `GLOBAL_T 1`: `maxBdp`). `base_target_us`, `hop_delay_us`, `target_propagation`,
+//! `init_cwnd` and `max_cwnd` are scenario keys (the Reflex paper runs base_delay 200 ns and
+//! hop_delay 1 us). Reflex feeds the same `on_ack` with the delays its pseudo-ACKs carry.
 
 use longhaul_dataplane::time::Nanos;
 
@@ -52,9 +52,10 @@ pub struct SwiftParams {
     pub fs_min_cwnd: f64,
     pub fs_max_cwnd: f64,
     pub min_cwnd: f64,
-    pub max_cwnd: f64,
-    /// The window a QP starts with (at most `max_cwnd`).
-    pub init_cwnd: f64,
+    /// The largest window; `None`: the network's largest BDP ([`Swift::set_path`]).
+    pub max_cwnd: Option<f64>,
+    /// The window a QP starts with (at most the largest); `None`: the largest.
+    pub init_cwnd: Option<f64>,
     pub retx_reset: u32,
 }
 
@@ -71,18 +72,22 @@ impl Default for SwiftParams {
             fs_min_cwnd: 0.1,
             fs_max_cwnd: 100.0,
             min_cwnd: 0.001,
-            max_cwnd: 256.0,
-            init_cwnd: 64.0,
+            max_cwnd: None,
+            init_cwnd: None,
             retx_reset: 3,
         }
     }
 }
+
+/// The window's bound and start before the path is known ([`Swift::set_path`]), unless set.
+const UNSET_CWND: f64 = 256.0;
 
 /// One sender QP's Swift state.
 #[derive(Clone, Debug)]
 pub struct Swift {
     p: SwiftParams,
     pub cwnd: f64,
+    max_cwnd: f64,
     /// The latest RTT sample (pacing below one packet; "once per RTT").
     pub rtt_ns: Nanos,
     last_decrease: Option<Nanos>,
@@ -98,7 +103,11 @@ impl Swift {
     pub fn new(p: SwiftParams) -> Self {
         Swift {
             p,
-            cwnd: p.max_cwnd.min(p.init_cwnd),
+            cwnd: p
+                .init_cwnd
+                .unwrap_or(UNSET_CWND)
+                .min(p.max_cwnd.unwrap_or(UNSET_CWND)),
+            max_cwnd: p.max_cwnd.unwrap_or(UNSET_CWND),
             rtt_ns: p.base_target_ns,
             last_decrease: None,
             retx: 0,
@@ -108,8 +117,12 @@ impl Swift {
         }
     }
 
-    /// The flow's path: `hops` switches forward, `prop_rtt_ns` of propagation both ways.
-    pub fn set_path(&mut self, hops: u32, prop_rtt_ns: Nanos) {
+    /// The flow's path: `hops` switches forward, `prop_rtt_ns` of propagation both ways; and
+    /// the network's largest BDP in packets, the window's bound and start unless set.
+    pub fn set_path(&mut self, hops: u32, prop_rtt_ns: Nanos, bdp_packets: f64) {
+        let bdp = bdp_packets.max(1.0);
+        self.max_cwnd = self.p.max_cwnd.unwrap_or(bdp);
+        self.cwnd = self.p.init_cwnd.unwrap_or(self.max_cwnd).min(self.max_cwnd);
         let prop = if self.p.target_propagation {
             prop_rtt_ns
         } else {
@@ -148,7 +161,7 @@ impl Swift {
     }
 
     fn clamp(&mut self) {
-        self.cwnd = self.cwnd.clamp(self.p.min_cwnd, self.p.max_cwnd);
+        self.cwnd = self.cwnd.clamp(self.p.min_cwnd, self.max_cwnd);
     }
 
     /// An ACK at `now` that newly acknowledged `acked` packets, with RTT `delay`.
@@ -275,8 +288,8 @@ mod tests {
             ..SwiftParams::default()
         };
         let mut s = Swift::new(p);
+        s.set_path(5, 1_000_000, 1000.0);
         s.cwnd = 100.0; // no flow-based scaling
-        s.set_path(5, 1_000_000);
         assert!((s.target_ns() - (200.0 + 5_000.0 + 1_000_000.0)).abs() < 1e-6);
         s.on_ack(0, 1_004_000, 1);
         assert!(s.cwnd > 100.0, "below the target: increase");
@@ -284,8 +297,8 @@ mod tests {
             target_propagation: false,
             ..p
         });
+        s.set_path(5, 1_000_000, 1000.0);
         s.cwnd = 100.0;
-        s.set_path(5, 1_000_000);
         assert!((s.target_ns() - 5_200.0).abs() < 1e-6);
         s.on_ack(0, 1_004_000, 1);
         assert_eq!(s.cwnd, 50.0, "far above the target: max_mdf");
