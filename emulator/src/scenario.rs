@@ -110,6 +110,10 @@ pub struct Params {
     /// The responder keeps out-of-order packets (`responder = "selective"`, RNIC-SR) instead
     /// of discarding them (`"go-back-n"`, the default).
     pub keep_ooo: bool,
+    /// The requester sends the NAKed packet and the last one it sent again and goes on
+    /// (`requester = "selective"`, RNIC-SR) instead of going back to the NAKed one
+    /// (`"go-back-n"`, the default).
+    pub selective_repeat: bool,
     /// Sender retransmission timeout (go back to the oldest unacknowledged PSN).
     pub rto_ns: Nanos,
     /// Receiver: a NAK for the same expected PSN is repeated at most this often.
@@ -241,6 +245,7 @@ struct RawEmulation {
     ack_interval: Option<S<i64>>,
     window: Option<S<i64>>,
     responder: Option<S<String>>,
+    requester: Option<S<String>>,
     rto_us: Option<S<f64>>,
     nak_interval_us: Option<S<f64>>,
     cnp_interval_us: Option<S<f64>>,
@@ -779,6 +784,32 @@ fn rate(
     }
 }
 
+/// The responder's and the requester's loss recovery: `"selective"` (RNIC-SR) or not.
+const RECOVERY: [(&str, bool); 2] = [("go-back-n", false), ("selective", true)];
+
+/// One of `options` by name (`default` when absent); another name is an error listing them.
+fn choice<T: Copy>(
+    v: &mut Validator,
+    key: &str,
+    x: &Option<S<String>>,
+    options: &[(&str, T)],
+    default: T,
+) -> T {
+    let Some(x) = x else {
+        return default;
+    };
+    if let Some((_, t)) = options.iter().find(|(n, _)| *n == x.get_ref()) {
+        return *t;
+    }
+    let names: Vec<String> = options.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    v.err(
+        key,
+        span(x),
+        format!("'{}': expected {}", x.get_ref(), names.join(" or ")),
+    );
+    default
+}
+
 fn us(v: &mut Validator, key: &str, x: &Option<S<f64>>, default: f64) -> Nanos {
     match x {
         None => (default * 1000.0) as Nanos,
@@ -915,22 +946,13 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             .rate_hai_mbps
             .as_ref()
             .map(|_| mbps(v, &k("dcqcn.rate_hai_mbps"), &dcqcn.rate_hai_mbps, 0)),
-        first_decrease_immediate: match &dcqcn.first_decrease {
-            None => d.first_decrease_immediate,
-            Some(f) if f.get_ref() == "next-check" => false,
-            Some(f) if f.get_ref() == "immediate" => true,
-            Some(f) => {
-                v.err(
-                    k("dcqcn.first_decrease"),
-                    span(f),
-                    format!(
-                        "'{}': expected \"next-check\" or \"immediate\"",
-                        f.get_ref()
-                    ),
-                );
-                d.first_decrease_immediate
-            }
-        },
+        first_decrease_immediate: choice(
+            v,
+            &k("dcqcn.first_decrease"),
+            &dcqcn.first_decrease,
+            &[("next-check", false), ("immediate", true)],
+            d.first_decrease_immediate,
+        ),
         min_rate_bps: mbps(
             v,
             &k("dcqcn.min_rate_mbps"),
@@ -1024,19 +1046,8 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
         ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
         window: v.int_or(&k("window"), &e.window, 0, 0, 1 << 22) as u32,
-        keep_ooo: match &e.responder {
-            None => false,
-            Some(r) if r.get_ref() == "go-back-n" => false,
-            Some(r) if r.get_ref() == "selective" => true,
-            Some(r) => {
-                v.err(
-                    k("responder"),
-                    span(r),
-                    format!("'{}': expected \"go-back-n\" or \"selective\"", r.get_ref()),
-                );
-                false
-            }
-        },
+        keep_ooo: choice(v, &k("responder"), &e.responder, &RECOVERY, false),
+        selective_repeat: choice(v, &k("requester"), &e.requester, &RECOVERY, false),
         rto_ns: us(
             v,
             &k("rto_us"),

@@ -353,6 +353,7 @@ impl Host {
         };
         let mut qp = SendQp::new(size, self.p.mtu, start, cc);
         qp.rto_ns = self.p.rto_ns;
+        qp.selective = self.p.selective_repeat;
         qp.ack_rtt = self.agents.iter().all(|a| a.ack_rtt(&info));
         self.by_qpn
             .insert(REQ_QPN_BASE + flow as u32, self.senders.len());
@@ -889,7 +890,7 @@ impl Host {
         self.rr = (i + 1) % n;
         let mtu = self.p.mtu;
         let s = &self.senders[i];
-        let psn = s.qp.snd_nxt;
+        let psn = s.qp.next_psn();
         let payload = s.qp.payload(psn, mtu) as usize;
         let pad = (4 - payload % 4) % 4;
         let (first, last) = (psn == 0, psn + 1 == s.qp.total);

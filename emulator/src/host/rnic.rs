@@ -4,7 +4,11 @@
 //! last one, which has AckReq set), answers a PSN gap with a PSN-sequence-error NAK (AETH
 //! syndrome 0x60, BTH PSN = the expected PSN; repeated at most every `nak_interval` for the
 //! same expected PSN) and a duplicate with an ACK of what it has; the requester goes back to
-//! the NAK's PSN (go-back-N) and, with no progress for `rto`, to the oldest unacknowledged PSN.
+//! the NAK's PSN (go-back-N) or, as a selective-repeat RNIC (RNIC-SR, [`SendQp::selective`]),
+//! sends the NAK's PSN and the packet it sent last again and goes on where it was; with no
+//! progress for `rto`, either goes back to the oldest unacknowledged PSN. The requester's
+//! congestion control hears of a NAK (Swift cuts; DCQCN, as ConnectX's and the HPCC
+//! simulator's, reacts to CNPs only).
 //! The responder is also DCQCN's notification point: a CE-marked packet makes a CNP to the
 //! requester's QP, at most one per `cnp_interval` per QP (DCQCN section 3.1, NP).
 
@@ -61,6 +65,12 @@ pub struct SendQp {
     pub rtt_samples: u64,
     /// Its retransmission timeout (the host's, raised for a long path: `Host::set_path`).
     pub rto_ns: Nanos,
+    /// RNIC-SR (paper 002, section 2.3): "when the sender receives the NACK, it retransmits two
+    /// packets: the packet indicated by the ePSN carried in the NACK, and the previous packet
+    /// it just sent", then goes on with new data; `false`: go-back-N.
+    pub selective: bool,
+    /// PSNs to send again before the next new one (selective).
+    resend: Vec<u32>,
 }
 
 impl SendQp {
@@ -86,13 +96,22 @@ impl SendQp {
             ack_rtt: true,
             rtt_samples: 0,
             rto_ns: DEFAULT_RTO_NS,
+            selective: false,
+            resend: Vec::new(),
         }
     }
 
     /// Whether it has a packet to send (ignoring the rate limiter); a QP not started yet
     /// ([`NOT_STARTED`]) has none.
     pub fn has_data(&self) -> bool {
-        self.done.is_none() && self.snd_nxt < self.total && self.start != NOT_STARTED
+        self.done.is_none()
+            && (self.snd_nxt < self.total || !self.resend.is_empty())
+            && self.start != NOT_STARTED
+    }
+
+    /// The PSN [`SendQp::take_next`] will send: one to send again, else the next new one.
+    pub fn next_psn(&self) -> u32 {
+        self.resend.first().copied().unwrap_or(self.snd_nxt)
     }
 
     /// Whether the TX window (`window` packets unacknowledged, 0 = none) and the congestion
@@ -129,11 +148,16 @@ impl SendQp {
     /// timer runs from the oldest unacknowledged packet's transmission, not from an ACK that
     /// emptied the QP long before (a paced QP may send its next packet more than `rto` later).
     pub fn take_next(&mut self, now: Nanos, wire_bytes: u64, line_bps: u64) -> u32 {
-        let psn = self.snd_nxt;
-        if self.snd_una == self.snd_nxt {
-            self.last_progress = now;
-        }
-        self.snd_nxt += 1;
+        let psn = if self.resend.is_empty() {
+            let psn = self.snd_nxt;
+            if self.snd_una == self.snd_nxt {
+                self.last_progress = now;
+            }
+            self.snd_nxt += 1;
+            psn
+        } else {
+            self.resend.remove(0)
+        };
         if psn < self.high {
             self.retransmitted += 1;
         }
@@ -165,6 +189,8 @@ impl SendQp {
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
+        let una = self.snd_una;
+        self.resend.retain(|&p| p >= una);
         if self.snd_una == self.total {
             self.done = Some(now);
         }
@@ -190,7 +216,16 @@ impl SendQp {
             self.on_ack(now, psn - 1);
         }
         if self.done.is_none() && psn < self.snd_nxt {
-            self.go_back(psn);
+            if self.selective {
+                let last = self.snd_nxt - 1;
+                for p in [psn, last] {
+                    if !self.resend.contains(&p) {
+                        self.resend.push(p);
+                    }
+                }
+            } else {
+                self.go_back(psn);
+            }
         }
     }
 
@@ -211,6 +246,7 @@ impl SendQp {
 
     fn go_back(&mut self, psn: u32) {
         self.snd_nxt = psn;
+        self.resend.clear();
     }
 
     /// When the retransmission timer fires, if packets are outstanding.
@@ -429,5 +465,29 @@ mod tests {
             .map(|&t| r.on_ce(t, 50_000))
             .collect();
         assert_eq!(sent, [true, false, false, true, false]);
+    }
+
+    /// RNIC-SR: a NAK for PSN 2 after PSNs 0..6 were sent resends 2 and 5 (the last sent),
+    /// then goes on with 6; go-back-N would send 2, 3, 4, 5 again.
+    #[test]
+    fn selective_requester_resends_two_packets() {
+        let mut s = SendQp::new(10 * 1024, 1024, 0, None);
+        s.selective = true;
+        for t in 0..6 {
+            assert_eq!(s.take_next(t, 1100, 100_000_000_000), t as u32);
+        }
+        s.on_nak(10, 2);
+        assert_eq!(s.snd_una, 2);
+        let sent: Vec<u32> = (0..3)
+            .map(|k| s.take_next(20 + k, 1100, 100_000_000_000))
+            .collect();
+        assert_eq!(sent, [2, 5, 6]);
+        assert_eq!(s.retransmitted, 2);
+        // An ACK past a queued resend drops it; a timeout goes back N.
+        s.on_nak(30, 3);
+        s.on_ack(31, 6);
+        assert_eq!(s.next_psn(), 7);
+        s.check_timeout(31 + s.rto_ns, s.rto_ns);
+        assert_eq!(s.next_psn(), 7);
     }
 }
