@@ -95,9 +95,9 @@ fn isolated_flow_fct_matches_the_formula() {
 }
 
 /// The standalone FCT (the papers' normalized FCT's denominator) is the HPCC simulator's
-/// formula on the idle path, computed by hand here: two propagation delays (2 x 1 us each way)
-/// + one full frame's store and forward on both links + every frame's bytes on the wire over
-/// the 100 Gb/s bottleneck. The same flow emulated alone takes within 2% of it (its ACK's way
+/// formula on the idle path, computed by hand here: two propagation delays (2 x 1 us each way),
+/// plus one full frame's store and forward on both links, plus every frame's bytes on the wire
+/// over the 100 Gb/s bottleneck. The same flow emulated alone takes within 2% of it (its ACK's way
 /// back is the difference), so its slowdown is 1.
 #[test]
 fn standalone_fct_is_the_papers_formula_and_a_lone_flow_meets_it() {
