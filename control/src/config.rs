@@ -565,6 +565,9 @@ pub struct EcnConfig {
     pub kmax_bytes: u64,
     /// Marking probability reached at Kmax (linear from 0 at Kmin).
     pub pmax: f64,
+    /// Where packets are marked (`at = "dequeue"`: on the depth a packet leaves behind, as the
+    /// HPCC simulator; `"enqueue"`, the default: on the depth it finds).
+    pub at_dequeue: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

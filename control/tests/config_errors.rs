@@ -585,6 +585,11 @@ fn ecn() {
         "0 is out of range: must be > 0 and <= 1",
     );
     assert_err(
+        &c("kmin_bytes = 1, kmax_bytes = 2, pmax = 0.5, at = \"egress\""),
+        "qos.classes[0].ecn.at",
+        "'egress': expected \"enqueue\" or \"dequeue\"",
+    );
+    assert_err(
         &c("kmin_bytes = 1, kmax_bytes = 2, pmax = 1.5"),
         "qos.classes[0].ecn.pmax",
         "1.5 is out of range: must be > 0 and <= 1",

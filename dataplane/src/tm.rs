@@ -40,6 +40,9 @@ pub struct TmClassConfig {
     pub lossless: bool,
     /// ECN marking thresholds; `None` = no marking.
     pub ecn: Option<RedParams>,
+    /// Mark when a packet leaves the queue, on the depth it leaves behind (the HPCC simulator's
+    /// `SwitchNotifyDequeue`), instead of when it enters, on the depth it finds.
+    pub ecn_at_dequeue: bool,
 }
 
 impl Default for TmClassConfig {
@@ -49,6 +52,7 @@ impl Default for TmClassConfig {
             limit_pkts: 1024,
             lossless: false,
             ecn: None,
+            ecn_at_dequeue: false,
         }
     }
 }
@@ -177,6 +181,8 @@ pub struct TmPortStats {
 struct ClassQ<B: PacketBuf> {
     q: PktQueue<B>,
     red: Option<RedEcn>,
+    /// Mark at dequeue ([`TmClassConfig::ecn_at_dequeue`]).
+    mark_at_dequeue: bool,
     lossless: bool,
     st: ClassStats,
 }
@@ -295,6 +301,7 @@ impl<B: PacketBuf> TrafficManager<B> {
                 red: cc
                     .ecn
                     .map(|p| RedEcn::new(p, cfg.seed.wrapping_add(c as u64))),
+                mark_at_dequeue: cc.ecn_at_dequeue,
                 lossless: cc.lossless,
                 st: ClassStats::default(),
             }
@@ -422,7 +429,7 @@ impl<B: PacketBuf> TrafficManager<B> {
         }
         let depth_bytes_before = cq.q.bytes();
         let depth_pkts_before = cq.q.len() as u32;
-        let marked = cq.mark(&mut pkt, depth_bytes_before);
+        let marked = !cq.mark_at_dequeue && cq.mark(&mut pkt, depth_bytes_before);
         pkt.meta_mut().enq_ts = now;
         let len = pkt.len() as u64;
         if let Err(p) = cq.q.push(pkt) {
@@ -479,9 +486,13 @@ impl<B: PacketBuf> TrafficManager<B> {
             };
             let c = self.sched.pick(&view)?;
             let cq = self.classes.get_mut(c)?;
-            let p = cq.q.pop()?;
+            let mut p = cq.q.pop()?;
             if cq.q.is_empty() {
                 self.nonempty &= !(1 << c);
+            }
+            if cq.mark_at_dequeue {
+                let left = cq.q.bytes();
+                cq.mark(&mut p, left);
             }
             cq.st.deq_pkts += 1;
             cq.st.deq_bytes += p.len() as u64;
@@ -1093,6 +1104,49 @@ mod tests {
             }
             now += rng.below(300) as u64;
         }
+    }
+
+    /// Marking at dequeue (the HPCC simulator's point): nothing is marked on the way in; on the
+    /// way out each packet is judged on the depth it leaves behind (Kmin 2000, Kmax 3000,
+    /// pmax 1): of five 1000-byte packets the first two leave 4000 and 3000 bytes (marked),
+    /// the next three 2000 or less (never). At enqueue the same five would be judged on 0 to
+    /// 4000 bytes before them: the last two marked instead.
+    #[test]
+    fn ecn_marking_at_dequeue() {
+        let mut c = TmConfig {
+            rate_bps: 0,
+            ..cfg()
+        };
+        let red = RedParams {
+            kmin_bytes: 2000,
+            kmax_bytes: 3000,
+            pmax: 1.0,
+        };
+        c.classes[3].ecn = Some(red);
+        c.classes[3].ecn_at_dequeue = true;
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&c);
+        for _ in 0..5 {
+            let i = tm.enqueue(ipv4_frame(1000, 3, ecn::ECT0), 0).unwrap();
+            assert!(!i.marked);
+        }
+        let mut marks = Vec::new();
+        while let Some(p) = tm.dequeue(0) {
+            let ip = &p.data()[14..34];
+            assert_eq!(ipv4_checksum(ip), 0);
+            marks.push(p.meta().flags & FLAG_ECN_MARKED != 0 && ip[1] & 3 == ecn::CE);
+        }
+        assert_eq!(marks, [true, true, false, false, false]);
+        assert_eq!(tm.class_stats(3).ecn_marks, 2);
+        c.classes[3].ecn_at_dequeue = false;
+        let mut tm: TrafficManager<HeapBuf> = TrafficManager::new(&c);
+        let at_enqueue: Vec<bool> = (0..5)
+            .map(|_| {
+                tm.enqueue(ipv4_frame(1000, 3, ecn::ECT0), 0)
+                    .unwrap()
+                    .marked
+            })
+            .collect();
+        assert_eq!(at_enqueue, [false, false, false, true, true]);
     }
 
     #[test]

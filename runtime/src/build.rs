@@ -34,6 +34,7 @@ pub fn tm_config(cfg: &Config, i: usize) -> TmConfig {
                 kmax_bytes: e.kmax_bytes,
                 pmax: e.pmax,
             }),
+            ecn_at_dequeue: cc.ecn.is_some_and(|e| e.at_dequeue),
         };
     }
     let (strict_mask, sched) = match q.scheduler {

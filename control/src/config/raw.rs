@@ -285,6 +285,7 @@ pub(super) struct RawEcn {
     pub kmin_bytes: Option<S<i64>>,
     pub kmax_bytes: Option<S<i64>>,
     pub pmax: Option<S<f64>>,
+    pub at: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

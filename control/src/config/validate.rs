@@ -1367,10 +1367,25 @@ impl<'a> Validator<'a> {
             );
             self.err(&kmax_key, s, msg);
         }
+        let at_key = format!("{key}.at");
+        let at_dequeue = match &e.at {
+            None => false,
+            Some(a) if a.get_ref() == "enqueue" => false,
+            Some(a) if a.get_ref() == "dequeue" => true,
+            Some(a) => {
+                self.err(
+                    &at_key,
+                    span(a),
+                    format!("'{}': expected \"enqueue\" or \"dequeue\"", a.get_ref()),
+                );
+                false
+            }
+        };
         Some(EcnConfig {
             kmin_bytes: kmin,
             kmax_bytes: kmax,
             pmax,
+            at_dequeue,
         })
     }
 
