@@ -125,6 +125,9 @@ pub struct Params {
     pub control_dscp: u8,
     /// The PFC priority of data packets: a pause frame for it stops the hosts' data.
     pub data_priority: u8,
+    /// A pause holds until a resume (`pfc_pause = "until-resume"`: the HPCC simulator's
+    /// `QbbNetDevice`) instead of for the time it carries (`"time"`, 802.1Qbb, the default).
+    pub pause_until_resume: bool,
     /// DCQCN at the senders (`cc = "dcqcn"`, the default).
     pub dcqcn: Option<DcqcnParams>,
     /// TIMELY at the senders (`cc = "timely"`).
@@ -246,6 +249,7 @@ struct RawEmulation {
     window: Option<S<i64>>,
     responder: Option<S<String>>,
     requester: Option<S<String>>,
+    pfc_pause: Option<S<String>>,
     rto_us: Option<S<f64>>,
     nak_interval_us: Option<S<f64>>,
     cnp_interval_us: Option<S<f64>>,
@@ -1048,6 +1052,13 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         window: v.int_or(&k("window"), &e.window, 0, 0, 1 << 22) as u32,
         keep_ooo: choice(v, &k("responder"), &e.responder, &RECOVERY, false),
         selective_repeat: choice(v, &k("requester"), &e.requester, &RECOVERY, false),
+        pause_until_resume: choice(
+            v,
+            &k("pfc_pause"),
+            &e.pfc_pause,
+            &[("time", false), ("until-resume", true)],
+            false,
+        ),
         rto_ns: us(
             v,
             &k("rto_us"),

@@ -648,9 +648,15 @@ impl Host {
             Ok(MacControl::Pause { time }) => time,
             _ => return,
         };
-        // A pause quantum is 512 bit times at the port's rate; 0 resumes.
-        let ns = (quanta as u64 * 512 * 1_000_000_000).div_ceil(self.spec.rate_bps);
-        self.paused_until = now + ns;
+        // A pause quantum is 512 bit times at the port's rate; 0 resumes. Held until a
+        // resume (`pfc_pause = "until-resume"`), any pause stops data until a frame with 0.
+        self.paused_until = if quanta == 0 {
+            now
+        } else if self.p.pause_until_resume {
+            Nanos::MAX
+        } else {
+            now + longhaul_control::config::pause_time_ns(quanta, self.spec.rate_bps)
+        };
     }
 
     /// With `connect = "tcp"`: register this end of flow `flow`'s connection (the client sends
@@ -1016,7 +1022,8 @@ impl Host {
                 }
             }
         }
-        t
+        // A pause held until a resume has no end to wake at.
+        t.filter(|&x| x != Nanos::MAX)
     }
 }
 
@@ -1094,6 +1101,27 @@ mod tests {
         // 100 quanta * 512 bits at 100 Gb/s = 512 ns.
         assert_eq!(a.next_wake(), Some(512));
         assert!(a.transmit(512, pool).is_some());
+        // Held until a resume (the HPCC simulator's): the same pause stops data past its time,
+        // until a frame with time 0.
+        let mut b = host("b", [10, 0, 0, 1], 1);
+        b.p.pause_until_resume = true;
+        b.add_sender(0, Ipv4Addr::new(10, 0, 0, 2), 100_000, 0, false);
+        let frame = |t: u16| {
+            let mut f = vec![0u8; 64];
+            let n = pfc::build_pfc(&mut f, MacAddr([2, 0, 0, 0, 0, 0xee]), 1 << 3, {
+                let mut times = [0u16; 8];
+                times[3] = t;
+                times
+            })
+            .unwrap();
+            f.truncate(n);
+            f
+        };
+        b.receive(0, frame(100), pool);
+        assert!(b.transmit(10_000, pool).is_none());
+        assert_eq!(b.next_wake(), None);
+        b.receive(20_000, frame(0), pool);
+        assert!(b.transmit(20_000, pool).is_some());
     }
 
     /// QPs whose start is to come wake the host at their start and are served then, in the
