@@ -612,6 +612,10 @@ pub struct PfcConfig {
     pub pause_quanta: u16,
     /// While XOFF holds, the frame is re-sent this often (ns) so the upstream stays paused.
     pub refresh_ns: u64,
+    /// Dynamic thresholds (`dynamic_alpha`): XOFF once a (port, class) holds this share of the
+    /// free shared buffer (capped at `xoff_bytes`), XON once it is `xoff_bytes - xon_bytes`
+    /// below that; `None`: the static `xoff_bytes` / `xon_bytes`.
+    pub dynamic_alpha: Option<f64>,
 }
 
 /// What to do with an input anomaly.

@@ -639,6 +639,17 @@ fn pfc_thresholds_required_when_enabled() {
 }
 
 #[test]
+fn pfc_dynamic_alpha_in_range() {
+    assert_err(
+        &pfc(
+            "xoff_bytes = 262144\nxon_bytes = 259072\nheadroom_bytes = 65536\ndynamic_alpha = 0.0",
+        ),
+        "pfc.dynamic_alpha",
+        "0 is out of range: must be > 0 and <= 8",
+    );
+}
+
+#[test]
 fn pfc_xon_below_xoff() {
     assert_err(
         &pfc("xoff_bytes = 1000\nxon_bytes = 1000\nheadroom_bytes = 65536"),

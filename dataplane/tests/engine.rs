@@ -185,6 +185,7 @@ fn pfc_xoff_then_xon_and_no_lossless_drops() {
         headroom_bytes: 40_000,
         pause_quanta: 1000,
         refresh_ns: 0,
+        dynamic: None,
     };
     let ports = vec![
         port(0, 10 * GBPS, 1 << 3),
@@ -263,6 +264,7 @@ fn bypassed_frames_of_two_ingress_ports_release_their_pfc_bytes() {
             headroom_bytes: 40_000,
             pause_quanta: 1000,
             refresh_ns: 0,
+            dynamic: None,
         };
         let spec = SwitchSpec {
             ports: vec![
@@ -454,6 +456,7 @@ fn same_input_same_output() {
             headroom_bytes: 40_000,
             pause_quanta: 500,
             refresh_ns: 2_000,
+            dynamic: None,
         };
         let ports = vec![
             port(0, 10 * GBPS, 1 << 3),
@@ -802,6 +805,7 @@ fn burst_ingress_over_several_ports_sends_what_one_packet_at_a_time_sends() {
             headroom_bytes: 40_000,
             pause_quanta: 500,
             refresh_ns: 0,
+            dynamic: None,
         };
         let mut ports: Vec<PortSpec> = (0..base).map(|i| port(100 + i as u16, GBPS, 0)).collect();
         ports.extend([
@@ -1107,6 +1111,7 @@ proptest::proptest! {
                 headroom_bytes: 40_000,
                 pause_quanta: 500,
                 refresh_ns: 0,
+                dynamic: None,
             };
             let spec = SwitchSpec {
                 ports: vec![

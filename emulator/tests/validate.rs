@@ -190,6 +190,48 @@ fn unfinished_flows_say_why_and_until_done_finishes_them() {
     assert_eq!(csv.matches(",done\n").count(), 3, "{csv}");
 }
 
+/// Dynamic PFC thresholds (`[pfc] dynamic_alpha`, the HPCC simulator's 1/16 of the free shared
+/// buffer here, capped at 4 MB): an incast without congestion control stays lossless, and each
+/// sender's ingress may hold far more than the static 512 KB before it is paused, so the ToR's
+/// buffer peaks at more than twice the static run's.
+#[test]
+fn dynamic_pfc_thresholds_follow_the_free_buffer() {
+    let flows = [
+        flow(0, 3, 4_000_000, 0.0),
+        flow(1, 3, 4_000_000, 0.0),
+        flow(2, 3, 4_000_000, 0.0),
+    ]
+    .concat();
+    let reg = longhaul_pipelines::registry();
+    let peak = |text: &str| {
+        let r = emulate(&mut load(text), &reg, Overrides::default()).unwrap();
+        let (_, sw) = &r.outcome.switches[0];
+        assert!(r.outcome.flows.iter().all(|f| f.finish_ns.is_some()));
+        assert_eq!(sw.stats.drops.iter().map(|(_, v)| v).sum::<u64>(), 0);
+        assert!(sw.ports.iter().map(|p| p.stats.pfc_tx).sum::<u64>() > 0);
+        sw.stats.buffer_max_bytes
+    };
+    let stat = peak(&scenario("cc = \"none\"", &flows, ""));
+    let tor = std::fs::read_to_string(dir().join("switches/tor4.toml"))
+        .unwrap()
+        .replace("limit_bytes = 4194304", "limit_bytes = 8388608")
+        .replace(
+            "xoff_bytes = 524288\nxon_bytes = 458752",
+            "xoff_bytes = 4194304\nxon_bytes = 4191232\ndynamic_alpha = 0.0625",
+        );
+    assert!(tor.contains("dynamic_alpha"));
+    let cfg = std::env::temp_dir().join(format!("longhaul-dyn-pfc-{}.toml", std::process::id()));
+    std::fs::write(&cfg, tor).unwrap();
+    let text = scenario("cc = \"none\"", &flows, "")
+        .replace("switches/tor4.toml", &cfg.display().to_string());
+    let dynamic = peak(&text);
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        dynamic > 2 * stat,
+        "buffer peak: dynamic {dynamic}, static {stat}"
+    );
+}
+
 fn jain(x: &[f64]) -> f64 {
     let s: f64 = x.iter().sum();
     let q: f64 = x.iter().map(|v| v * v).sum();

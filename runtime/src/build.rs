@@ -3,7 +3,7 @@
 
 use crate::mechanism::MechanismSet;
 use longhaul_control::config::{Config, SchedulerKind};
-use longhaul_dataplane::asic::pfc::PfcParams;
+use longhaul_dataplane::asic::pfc::{DynamicXoff, PfcParams};
 use longhaul_dataplane::engine::{PortInfo, PortSpec, SwitchSpec};
 use longhaul_dataplane::packet::NUM_CLASSES;
 use longhaul_dataplane::tm::{RedParams, TmClassConfig, TmConfig, TmSched, IDENTITY_PRIORITIES};
@@ -82,6 +82,10 @@ pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
         .enumerate()
         .filter(|(_, c)| c.lossless)
         .fold(0u8, |m, (i, _)| m | (1 << i));
+    // The shared buffer dynamic thresholds divide: what the headroom of every (port, lossless
+    // class) leaves of the switch's buffer.
+    let reserved =
+        cfg.ports.len() as u64 * enabled_classes.count_ones() as u64 * cfg.pfc.headroom_bytes;
     Some(PfcParams {
         enabled_classes,
         xoff_bytes: cfg.pfc.xoff_bytes,
@@ -89,6 +93,10 @@ pub fn pfc_params(cfg: &Config) -> Option<PfcParams> {
         headroom_bytes: cfg.pfc.headroom_bytes,
         pause_quanta: cfg.pfc.pause_quanta,
         refresh_ns: cfg.pfc.refresh_ns,
+        dynamic: cfg.pfc.dynamic_alpha.map(|a| DynamicXoff {
+            alpha_1024: (a * 1024.0).round().max(1.0) as u32,
+            pool_bytes: cfg.switch.buffer_bytes.saturating_sub(reserved),
+        }),
     })
 }
 

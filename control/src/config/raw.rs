@@ -297,6 +297,7 @@ pub(super) struct RawPfc {
     pub headroom_bytes: Option<S<i64>>,
     pub pause_quanta: Option<S<i64>>,
     pub refresh_ns: Option<S<i64>>,
+    pub dynamic_alpha: Option<S<f64>>,
 }
 
 #[derive(Deserialize, Default)]

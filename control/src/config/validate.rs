@@ -1531,6 +1531,19 @@ impl<'a> Validator<'a> {
             }
         }
 
+        let dynamic_alpha = p.dynamic_alpha.as_ref().and_then(|a| {
+            let x = *a.get_ref();
+            if x.is_finite() && x > 0.0 && x <= 8.0 {
+                Some(x)
+            } else {
+                self.err(
+                    "pfc.dynamic_alpha",
+                    span(a),
+                    format!("{x} is out of range: must be > 0 and <= 8"),
+                );
+                None
+            }
+        });
         PfcConfig {
             enabled,
             xoff_bytes: xoff.map_or(0, |x| x.0),
@@ -1538,6 +1551,7 @@ impl<'a> Validator<'a> {
             headroom_bytes: headroom.map_or(0, |x| x.0),
             pause_quanta,
             refresh_ns,
+            dynamic_alpha,
         }
     }
 

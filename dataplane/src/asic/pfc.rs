@@ -90,6 +90,21 @@ pub struct PfcParams {
     pub pause_quanta: u16,
     /// XOFF refresh period while paused, ns (0 = never refresh).
     pub refresh_ns: Nanos,
+    /// Dynamic thresholds: XOFF at a share of the free shared buffer; `None`: static.
+    pub dynamic: Option<DynamicXoff>,
+}
+
+/// Dynamic PFC thresholds, as commodity switch buffers (Broadcom's dynamic threshold, Choudhury
+/// and Hahne) and the HPCC simulator's `SwitchMmu` (`GetPfcThreshold`: `(buffer - headroom -
+/// shared used) >> pfc_a_shift`, 1/8 by default) set them: a (port, priority) is paused once it
+/// holds `alpha` of the shared buffer still free, at most `xoff_bytes`; it resumes once it is
+/// `xoff_bytes - xon_bytes` below the threshold (the simulator's `resume_offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DynamicXoff {
+    /// alpha x 1024.
+    pub alpha_1024: u32,
+    /// The shared buffer: the switch's buffer less every (port, lossless priority)'s headroom.
+    pub pool_bytes: u64,
 }
 
 /// Admission decision of [`PfcGenerator::on_enqueue`].
@@ -145,6 +160,8 @@ pub struct PfcGenerator {
     /// Slots not `Idle` (paused, or an XON pending): while 0, `next_deadline` and `poll` have
     /// nothing to look at (the usual case; both run once per event step).
     active: usize,
+    /// Bytes accounted over every (port, priority), for dynamic thresholds.
+    total: u64,
     stats: PfcGenStats,
 }
 
@@ -156,7 +173,22 @@ impl PfcGenerator {
             num_ports,
             slots: vec![Slot::default(); num_ports * NUM_CLASSES],
             active: 0,
+            total: 0,
             stats: PfcGenStats::default(),
+        }
+    }
+
+    /// The count at which XOFF is sent now: `xoff_bytes`, or with dynamic thresholds alpha x
+    /// the shared buffer still free, at most `xoff_bytes`.
+    #[inline]
+    fn xoff_now(&self) -> u64 {
+        match self.p.dynamic {
+            None => self.p.xoff_bytes,
+            Some(d) => {
+                let free = d.pool_bytes.saturating_sub(self.total);
+                let t = (free as u128 * d.alpha_1024 as u128 / 1024) as u64;
+                t.min(self.p.xoff_bytes)
+            }
         }
     }
 
@@ -203,15 +235,18 @@ impl PfcGenerator {
             return Admit::Accept;
         };
         let p = self.p;
+        let xoff = self.xoff_now();
         let s = &mut self.slots[i];
         let new = s.bytes.saturating_add(bytes);
-        if new > p.xoff_bytes.saturating_add(p.headroom_bytes) {
+        if new > xoff.saturating_add(p.headroom_bytes) {
             self.stats.headroom_drops[prio as usize] += 1;
             return Admit::Drop(DropReason::HeadroomOverflow);
         }
         s.bytes = new;
         s.max_bytes = s.max_bytes.max(new);
-        if new >= p.xoff_bytes && !matches!(s.state, Xstate::Paused(_)) {
+        self.total += bytes;
+        let s = &mut self.slots[i];
+        if new >= xoff && !matches!(s.state, Xstate::Paused(_)) {
             if s.state == Xstate::Idle {
                 self.active += 1;
             }
@@ -231,12 +266,17 @@ impl PfcGenerator {
         let Some(i) = self.idx(port, prio) else {
             return;
         };
-        let xon = self.p.xon_bytes;
         let s = &mut self.slots[i];
         if bytes > s.bytes {
             self.stats.underflows += 1;
         }
-        s.bytes = s.bytes.saturating_sub(bytes);
+        let left = bytes.min(s.bytes);
+        s.bytes -= left;
+        self.total -= left;
+        // Static: XON at xon_bytes; dynamic: the same distance below the threshold.
+        let hysteresis = self.p.xoff_bytes - self.p.xon_bytes.min(self.p.xoff_bytes);
+        let xon = self.xoff_now().saturating_sub(hysteresis);
+        let s = &mut self.slots[i];
         if matches!(s.state, Xstate::Paused(_)) && s.bytes <= xon {
             s.state = Xstate::XonPending;
             self.emit_port(port as usize, now, out);
@@ -455,7 +495,58 @@ mod tests {
             headroom_bytes: 4_000,
             pause_quanta: 0xffff,
             refresh_ns: 100 * NS_PER_US,
+            dynamic: None,
         }
+    }
+
+    /// Dynamic thresholds (alpha 1/8 of a 80 000-byte shared buffer, the cap out of reach, a
+    /// 3072-byte resume offset): alone, port 0 is paused at 9000 bytes (the first count at or
+    /// above (80 000 - count) / 8); with port 1 holding 40 000, at 5000 ((40 000 - 5000) / 8 =
+    /// 4375); it resumes once 3072 bytes below the threshold, which grows as bytes leave.
+    #[test]
+    fn dynamic_thresholds_follow_the_free_buffer() {
+        let p = PfcParams {
+            xoff_bytes: 1_000_000,
+            xon_bytes: 1_000_000 - 3072,
+            headroom_bytes: 100_000,
+            dynamic: Some(DynamicXoff {
+                alpha_1024: 128,
+                pool_bytes: 80_000,
+            }),
+            ..params()
+        };
+        let first_xoff = |g: &mut PfcGenerator| {
+            let mut out = ActionBuf::new();
+            (1..=20u64)
+                .find(|_| {
+                    g.on_enqueue(0, 3, 1000, 0, &mut out);
+                    !out.is_empty()
+                })
+                .map(|k| k * 1000)
+        };
+        let mut g = PfcGenerator::new(2, p);
+        assert_eq!(first_xoff(&mut g), Some(9000));
+        let mut g = PfcGenerator::new(2, p);
+        let mut out = ActionBuf::new();
+        assert_eq!(g.on_enqueue(1, 3, 40_000, 0, &mut out), Admit::Accept);
+        assert_eq!(
+            out.as_slice()[0].port,
+            1,
+            "40 000 is above port 1's own 80 000 / 8"
+        );
+        assert_eq!(first_xoff(&mut g), Some(5000));
+        // Port 1's bytes leave: the threshold is (80 000 - 5000) / 8 = 9375, XON at or below
+        // 6303: port 0's 5000 qualify at once on its next dequeue.
+        let mut out = ActionBuf::new();
+        g.on_dequeue(1, 3, 40_000, 1, &mut out);
+        g.on_dequeue(0, 3, 0, 2, &mut out);
+        assert!(out
+            .as_slice()
+            .iter()
+            .any(|a| a.port == 0 && a.times == [0; 8]));
+        // The static generator is unchanged: XOFF at xoff_bytes.
+        let mut g = PfcGenerator::new(1, params());
+        assert_eq!(first_xoff(&mut g), Some(10_000));
     }
 
     #[test]
