@@ -218,6 +218,22 @@ pub fn stats_view(v: &Value) -> String {
     let mut pipeline: BTreeMap<String, u64> = BTreeMap::new();
     let mut tables: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     let mut ctl = [0u64; 4];
+    // port name -> (rx_nobuf, rx_errors, tx_errors): the port I/O's own counters.
+    let mut io: Vec<(String, [u64; 3])> = Vec::new();
+    for w in &workers {
+        for p in w["ports"].as_array().into_iter().flatten() {
+            let name = p["name"].as_str().unwrap_or("?").to_owned();
+            let add = [
+                num(&p["rx_nobuf"]),
+                num(&p["rx_errors"]),
+                num(&p["tx_errors"]),
+            ];
+            match io.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => c.iter_mut().zip(add).for_each(|(a, b)| *a += b),
+                None => io.push((name, add)),
+            }
+        }
+    }
     for w in &workers {
         for p in w["ports"].as_array().into_iter().flatten() {
             let name = p["name"].as_str().unwrap_or("?").to_owned();
@@ -279,6 +295,19 @@ pub fn stats_view(v: &Value) -> String {
             o,
             "{:<12} {:>12} {:>14} {:>12} {:>14} {:>11} {:>10} {:>8}",
             name, c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n{:<12} {:>6} {:>10} {:>10} {:>10}",
+        "port I/O", "link", "rx nobuf", "rx errors", "tx errors"
+    );
+    for (name, c) in &io {
+        let link = v["links"][name.as_str()].as_str().unwrap_or("-");
+        let _ = writeln!(
+            o,
+            "{:<12} {:>6} {:>10} {:>10} {:>10}",
+            name, link, c[0], c[1], c[2]
         );
     }
     let nonzero: Vec<String> = drops

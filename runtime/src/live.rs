@@ -315,7 +315,7 @@ where
         }
         if now >= next_stats {
             next_stats = now + interval;
-            publish(sw, now, &opts.snapshot, &mut scratch);
+            publish(sw, now, ports, sum.iterations, &opts.snapshot, &mut scratch);
         }
         let idle = !work
             && draining.is_none()
@@ -336,7 +336,14 @@ where
         let _ = p.flush();
         sum.ports.push(p.stats());
     }
-    publish(sw, mono_ns(), &opts.snapshot, &mut scratch);
+    publish(
+        sw,
+        mono_ns(),
+        ports,
+        sum.iterations,
+        &opts.snapshot,
+        &mut scratch,
+    );
     sum
 }
 
@@ -387,10 +394,15 @@ fn finish_drain<P: BufPool, L: Pipeline<P>>(
 fn publish<P: BufPool, L: Pipeline<P>>(
     sw: &Switch<P, L>,
     now: Nanos,
+    ports: &[Box<dyn Port<P> + Send>],
+    loops: u64,
     shared: &Mutex<SwitchSnapshot>,
     scratch: &mut SwitchSnapshot,
 ) {
     sw.snapshot_into(now, scratch);
+    scratch.loops = loops;
+    scratch.io.clear();
+    scratch.io.extend(ports.iter().map(|p| p.stats()));
     if let Ok(mut s) = shared.try_lock() {
         s.clone_from(scratch);
     }
