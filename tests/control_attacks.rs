@@ -372,3 +372,40 @@ fn promtool_check_metrics(scrape: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// With LONGHAUL_LOG_FORMAT=json every line `run` writes on stderr is a JSON object: the
+/// start-up lines, the logs, and the error of a run that fails.
+#[test]
+fn json_logs_are_json_on_every_stderr_line() {
+    let d = TmpDir::new("attacks", "json");
+    let cfg = live_config(&d, "live.toml", "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("rx_loop = true", "rx_loop = false")).unwrap();
+    let out = bin()
+        .args(["run", "--until-idle", "--config"])
+        .arg(&cfg)
+        .env("LONGHAUL_LOG_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let bad = bin()
+        .args(["run", "--config"])
+        .arg(d.join("missing.toml"))
+        .env("LONGHAUL_LOG_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    for (what, o) in [("run", &out), ("failed run", &bad)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(!lines.is_empty(), "{what}: nothing on stderr");
+        for l in lines {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {l}"));
+            assert!(v["fields"]["message"].is_string(), "{what}: {l}");
+        }
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("management API on http://"), "{err}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.toml"));
+}

@@ -204,7 +204,7 @@ where
             sw.snapshot_into(0, &mut snap);
         }
         for line in memory_report(&platform.pool_note(&cfg), n, &snap) {
-            eprintln!("longhaul: memory: {line}");
+            longhaul_control::logs::note(&format!("memory: {line}"));
         }
     }
     let stop = opts.stop.clone();
