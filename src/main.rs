@@ -327,6 +327,16 @@ fn cmd_emulate(
 fn cmd_check_config(file: &Path) -> Result<ExitCode> {
     match load_config_all(file) {
         Ok(cfg) => {
+            let (errors, warnings) = longhaul_runtime::run::run_refusals(&cfg);
+            for w in &warnings {
+                eprintln!("{}: warning: {w}", file.display());
+            }
+            if !errors.is_empty() {
+                for e in &errors {
+                    eprintln!("{}: {e}", file.display());
+                }
+                return Ok(ExitCode::FAILURE);
+            }
             println!(
                 "{}: ok ({} ports, {} routes, {} L2 entries, pipeline {})",
                 file.display(),

@@ -409,3 +409,59 @@ fn json_logs_are_json_on_every_stderr_line() {
     assert!(err.contains("management API on http://"), "{err}");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.toml"));
 }
+
+/// `check-config` refuses what `run` would refuse in this build (DPDK ports without the
+/// feature, the placeholder token) and warns, with status 0, about what `run` refuses unless
+/// its environment gives a token.
+#[test]
+fn check_config_says_what_run_would_refuse() {
+    let d = TmpDir::new("attacks", "check");
+    let cfg = live_config(&d, "live.toml", "");
+    let check = |path: &Path, token: Option<&str>| {
+        let mut c = bin();
+        c.arg("check-config")
+            .arg(path)
+            .env_remove("LONGHAUL_API_TOKEN");
+        if let Some(t) = token {
+            c.env("LONGHAUL_API_TOKEN", t);
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(check(&cfg, None), (true, String::new()));
+    let (ok, err) = check(&cfg, Some("change-me"));
+    assert!(!ok && err.contains("placeholder"), "{err}");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let public = d.join("public.toml");
+    std::fs::write(
+        &public,
+        text.replace("api_listen = \"127.0.0.1:0\"", "api_listen = \"0.0.0.0:0\""),
+    )
+    .unwrap();
+    let (ok, err) = check(&public, None);
+    assert!(ok, "{err}");
+    assert!(err.contains("warning: control.api_listen"), "{err}");
+    assert_eq!(check(&public, Some("s3cret")), (true, String::new()));
+    if !cfg!(feature = "dpdk") {
+        let dpdk = d.join("dpdk.toml");
+        let mut first = true;
+        let only_dpdk: String = text
+            .lines()
+            .filter(|l| !l.contains("wan0-out.pcap"))
+            .map(|l| {
+                if first && l.starts_with("io = ") {
+                    first = false;
+                    "io = { kind = \"dpdk\", device = \"net_null0\" }\n".to_owned()
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&dpdk, only_dpdk + "\n[dpdk]\neal_args = [\"--no-huge\"]\n").unwrap();
+        let (ok, err) = check(&dpdk, None);
+        assert!(!ok && err.contains("ports[0].io.kind"), "{err}");
+    }
+}

@@ -44,6 +44,8 @@ pub const MAX_BODY: usize = 1 << 20;
 pub const DEFAULT_LIMIT: usize = 100;
 /// Largest `limit` of a table listing (larger values are clamped to it).
 pub const MAX_LIMIT: usize = 10_000;
+/// The token deploy/longhaul.env ships with: refused, so that it is never used for real.
+pub const PLACEHOLDER_TOKEN: &str = "change-me";
 /// Environment variable that supplies the API token (it overrides `control.api_token`).
 pub const TOKEN_ENV: &str = "LONGHAUL_API_TOKEN";
 
@@ -275,6 +277,12 @@ impl ApiServer {
     ) -> Result<ApiServer, String> {
         if token.as_deref() == Some("") {
             return Err("the management API token is empty".to_owned());
+        }
+        if token.as_deref() == Some(PLACEHOLDER_TOKEN) {
+            return Err(format!(
+                "the management API token is the placeholder '{PLACEHOLDER_TOKEN}' of \
+                 deploy/longhaul.env: set a secret ({TOKEN_ENV}, e.g. from `openssl rand -hex 32`)"
+            ));
         }
         if token.is_none() && !listen.ip().is_loopback() {
             return Err(format!(

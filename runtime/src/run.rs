@@ -165,6 +165,39 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
             .all(|(x, y)| x.id == y.id && x.name == y.name && x.io == y.io)
 }
 
+/// What `run` would refuse in this build and environment, beyond what the config's validation
+/// says (for `check-config`): errors (`run` refuses) and warnings (`run` may refuse, depending on
+/// its environment at start), each a line naming the key.
+pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
+    use longhaul_control::api::{PLACEHOLDER_TOKEN, TOKEN_ENV};
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    if !cfg!(feature = "dpdk") {
+        for (i, p) in cfg.ports.iter().enumerate() {
+            if matches!(p.io, longhaul_control::config::PortIo::Dpdk { .. }) {
+                errors.push(format!(
+                    "ports[{i}].io.kind ('{}'): \"dpdk\" needs a longhaul built with the dpdk \
+                     feature, and this one is not (docs/dpdk.md): run refuses this config",
+                    p.name
+                ));
+            }
+        }
+    }
+    let token = resolve_token(cfg.control.api_token.as_deref());
+    match token.as_deref() {
+        Some(PLACEHOLDER_TOKEN) => errors.push(format!(
+            "control.api_token / {TOKEN_ENV}: the placeholder '{PLACEHOLDER_TOKEN}' is refused: \
+             set a secret"
+        )),
+        None if cfg.control.api_needs_token() => warnings.push(format!(
+            "control.api_listen: {} is not loopback and no token is set (control.api_token, or \
+             {TOKEN_ENV} in run's environment): run refuses to start the API without one",
+            cfg.control.api_listen
+        )),
+        _ => {}
+    }
+    (errors, warnings)
+}
+
 /// How long a stopping run waits for the control thread.
 const CONTROL_JOIN: Duration = Duration::from_millis(500);
 
