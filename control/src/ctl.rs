@@ -41,8 +41,10 @@ pub enum CtlCmd {
     /// List, insert or delete table entries.
     #[command(subcommand)]
     Table(TableCmd),
-    /// Validate and swap in the config at PATH (default: the file the switch was started with);
-    /// a bad config is refused and the running one stays.
+    /// Validate and swap in the config at PATH (default: the file the switch was started with,
+    /// whatever was reloaded since); a bad config is refused and the running one stays. A
+    /// relative PATH is taken from this shell's current directory (`POST /reload` takes it from
+    /// the first of `control.reload_dirs`); the file must be in an allowed directory either way.
     Reload { path: Option<PathBuf> },
 }
 

@@ -244,6 +244,20 @@ fn every_alert_rule_has_a_promtool_test() {
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
     assert!(names.len() >= 10, "{names:?}");
+    // And a dashboard panel shows what each rule watches.
+    let dash = std::fs::read_to_string(dir.join("longhaul-dashboard.json")).unwrap();
+    let exported = exported();
+    for expr in alerts
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr: "))
+    {
+        for m in metrics_used(expr, &exported) {
+            assert!(
+                dash.contains(&format!("{m}{{")),
+                "no dashboard panel shows {m} (alert expr {expr})"
+            );
+        }
+    }
     for n in names {
         let cases = tests
             .lines()
