@@ -14,9 +14,13 @@
 //! Errors are `{"error": "..."}` with 400 (bad request, bad JSON, bad config), 401 (token), 403
 //! (a reload path outside the allowed directories), 404, 405 (wrong method, with `Allow`), 409,
 //! 408 (request not completed within the deadline), 411 (chunked body), 413 (body over
-//! [`MAX_BODY`]), 503 (the backend is unavailable, or too many requests or connections: see
-//! [`crate::http`]). When a token is set, every request needs `Authorization: Bearer <token>` (compared in constant time); the token is
-//! checked before the body is read. A non-loopback listen address without a token is refused.
+//! [`MAX_BODY`]), 415 and 421 (no token: a request a browser could make cross-site, see
+//! [`check_browser`]), 503 (the backend is unavailable: the request was not applied; or too many
+//! requests or connections: see [`crate::http`]). `GET /health` is 503 unless its `status` is
+//! `ok`. When a token is set, every request needs `Authorization: Bearer <token>` (compared in
+//! constant time); the token is checked before the body is read. A non-loopback listen address
+//! without a token is refused. Without a token, [`check_browser`] sees the head instead. JSON
+//! bodies with a key twice are refused (400).
 //!
 //! Nothing from the network can panic a handler: requests are bounded by the HTTP layer
 //! ([`crate::http`], axum on hyper with tower limits: head size, body size, deadline, connections

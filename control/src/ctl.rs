@@ -60,10 +60,11 @@ pub enum TableCmd {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Insert (or replace) an entry, e.g. routes '{"prefix": "10.1.0.0/16", "port": "wan0",
-    /// "next_hop": "192.0.2.2"}'.
+    /// Insert (or replace) an entry, e.g. routes '{"prefix": "10.9.0.0/16", "port": "wan0",
+    /// "next_hop_mac": "02:00:00:00:20:02"}' (a gateway, "next_hop": "192.0.2.2", needs a
+    /// port with an address on its subnet).
     Insert { name: String, entry: String },
-    /// Delete the entry with this key, e.g. routes '{"prefix": "10.1.0.0/16"}'.
+    /// Delete the entry with this key, e.g. routes '{"prefix": "10.9.0.0/16"}'.
     Delete { name: String, key: String },
 }
 

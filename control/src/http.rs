@@ -59,7 +59,7 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// Threads for handlers' blocking work (the control thread answers one request at a time anyway).
 const BLOCKING_THREADS: usize = 4;
 /// Time requests in progress get to finish when the server stops.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(300);
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(200);
 /// Time given to a connection refused for lack of slots to take its 503.
 const BUSY_WRITE: Duration = Duration::from_secs(1);
 
@@ -300,7 +300,7 @@ impl HttpServer {
             .spawn(move || {
                 rt.block_on(serve(listener, app, stopped));
                 // Blocking work still running (a backend call) is abandoned, not waited for.
-                rt.shutdown_timeout(Duration::from_millis(200));
+                rt.shutdown_timeout(Duration::from_millis(100));
             })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
         Ok(HttpServer {

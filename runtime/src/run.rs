@@ -199,7 +199,7 @@ pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
 }
 
 /// How long a stopping run waits for the control thread.
-const CONTROL_JOIN: Duration = Duration::from_millis(500);
+const CONTROL_JOIN: Duration = Duration::from_millis(300);
 
 /// Run the switches of pipeline `L` on platform `X` with control handler `H`: one per worker.
 pub fn run_with<X, L, H, F>(
