@@ -315,6 +315,11 @@ where
         }
         if now >= next_stats {
             next_stats = now + interval;
+            // What a pcap capture holds reaches its file every stats interval, not only at exit
+            // (a reader sees whole records); errors stay with the port, counted at its tx.
+            for p in ports.iter_mut() {
+                let _ = p.flush();
+            }
             publish(sw, now, ports, sum.iterations, &opts.snapshot, &mut scratch);
         }
         let idle = !work
