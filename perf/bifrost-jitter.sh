@@ -2,7 +2,7 @@
 # Slot timer jitter of Bifrost on a busy live worker (T = 10 us): configs/bifrost-dci.toml with
 # wan0 reading a 64-flow class-3 trace looped unpaced (scapy) and dc0 writing to /dev/null; runs
 # `longhaul run` for SECONDS (default 12) and prints the slot lateness counters. Env: LONGHAUL
-# (the binary; default: cargo build --release and target/release/longhaul).
+# (the binary; default: cargo build --profile dist and target/dist/longhaul).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${1:-12}
@@ -30,8 +30,8 @@ sed -e "s|^name = \"wan0\"|name = \"wan0\"\nio = { kind = \"pcap\", rx = \"$D/wa
     configs/bifrost-dci.toml > "$D/live.toml"
 printf '\n[control]\napi_listen = "127.0.0.1:19510"\nmetrics_listen = "off"\n' >> "$D/live.toml"
 if [ -z "${LONGHAUL:-}" ]; then
-  cargo build -q --release
-  LONGHAUL=target/release/longhaul
+  cargo build -q --profile dist
+  LONGHAUL=target/dist/longhaul
 fi
 timeout -s INT "$SECONDS_TO_RUN" "$LONGHAUL" run --config "$D/live.toml" > "$D/out.txt" 2>&1 || true
 grep -E "bifrost|port\.wan0\.rx_pkts" "$D/out.txt"

@@ -14,8 +14,8 @@
 # `valgrind --tool=callgrind` and prints the instructions of `emulate_with_progress` (the
 # emulation: both runs, without reading the scenario or writing outputs) per hop.
 #
-# Env: LONGHAUL (binary; default: `cargo build --release --locked -p longhaul` and
-# target/release/longhaul), CALLGRIND (1: also count instructions), OUT (directory for the
+# Env: LONGHAUL (binary; default: `cargo build --profile dist --locked -p longhaul` and
+# target/dist/longhaul), CALLGRIND (1: also count instructions), OUT (directory for the
 # callgrind files; default a new one in /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +27,8 @@ SCENARIOS=("$@")
 case $RUNS in '' | *[!0-9]* | 0) echo "RUNS must be a positive integer, not '$RUNS'" >&2; exit 2 ;; esac
 for s in "${SCENARIOS[@]}"; do [ -f "$s" ] || { echo "no scenario $s" >&2; exit 2; }; done
 if [ -z "${LONGHAUL:-}" ]; then
-  cargo build --release --locked -q -p longhaul
-  LONGHAUL=target/release/longhaul
+  cargo build --profile dist --locked -q -p longhaul
+  LONGHAUL=target/dist/longhaul
 fi
 [ -x "$LONGHAUL" ] || { echo "no executable $LONGHAUL" >&2; exit 2; }
 if [ "${CALLGRIND:-0}" = 1 ]; then

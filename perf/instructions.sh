@@ -16,7 +16,7 @@
 #
 # Frames: longhaul's `run: N frames in` line at exit; l3fwd's `Rx-total:` line at exit (the l3fwd
 # build of perf/build-l3fwd.sh prints it). CONFIG needs `[dpdk] eal_args` with its --vdev arguments,
-# as perf/testpmd.sh's configs have. Env: LONGHAUL (binary; default: build release with the dpdk
+# as perf/testpmd.sh's configs have. Env: LONGHAUL (binary; default: build the dist profile with the dpdk
 # feature), L3FWD (optional), OUT (directory for the callgrind files; default a new one in /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,8 +31,8 @@ OUT=$(cd "$OUT" && pwd)
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 command -v callgrind_annotate >/dev/null || { echo "needs callgrind_annotate (valgrind)" >&2; exit 1; }
 if [ -z "${LONGHAUL:-}" ]; then
-  cargo build --release --features dpdk --locked -q
-  LONGHAUL=target/release/longhaul
+  cargo build --profile dist --features dpdk --locked -q
+  LONGHAUL=target/dist/longhaul
 fi
 for c in "${CONFIGS[@]}"; do [ -f "$c" ] || { echo "no config $c" >&2; exit 1; }; done
 # shellcheck source=perf/l3fwd-args.sh

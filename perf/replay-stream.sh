@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 frames="${1:-5000000}"
 out="${2:-/dev/null}"
-bin="${LONGHAUL:-target/release/longhaul}"
-[[ -x "$bin" ]] || cargo build --release --locked
+bin="${LONGHAUL:-target/dist/longhaul}"
+[[ -x "$bin" ]] || cargo build --profile dist --locked
 trace=$(mktemp /tmp/longhaul-replay-XXXXXX.pcap)
 trap 'rm -f "$trace"' EXIT
 python3 perf/gen_big_trace.py "$trace" "$frames"

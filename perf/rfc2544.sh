@@ -11,7 +11,7 @@
 # `testpmd-io` in place of a config measures dpdk-testpmd's io forwarding between the same two
 # memif ports instead of longhaul: the yardstick (what the memif path and the tester allow).
 #
-# Defaults: target/release/longhaul (built with --features dpdk if missing), sizes
+# Defaults: target/dist/longhaul (built with --features dpdk if missing), sizes
 # 64,128,256,512,1024,1280,1518, 10 s trials, 2000 ms settle, 1% resolution, every config that
 # has a known ingress/egress pair below. Writes DIR/<config>/rfc2544.{csv,json} and the plots,
 # DIR/summary.csv (all configs), and prints each config's table. Exit 1 when a run fails or a
@@ -30,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-bin=target/release/longhaul
+bin=target/dist/longhaul
 sizes=64,128,256,512,1024,1280,1518
 trial=10
 settle=2000
@@ -75,7 +75,7 @@ for c in "${configs[@]}"; do
   [ -n "$(pair_for "$c")" ] || { echo "rfc2544.sh: $c: no ingress/egress pair known for it (edit pair_for)" >&2; exit 2; }
 done
 if [ ! -x "$bin" ]; then
-  cargo build --release --locked --features dpdk
+  cargo build --profile dist --locked --features dpdk
 fi
 "$bin" --version | grep -q "DPDK ports: built in" || { echo "rfc2544.sh: $bin was built without --features dpdk" >&2; exit 2; }
 

@@ -4,7 +4,7 @@
 #
 #   perf/soak.sh [--seconds N] [--bin PATH] [CONFIG ...]
 #
-# Defaults: 600 s per config, target/release/longhaul, every configs/*.toml except DPDK ones.
+# Defaults: 600 s per config, target/dist/longhaul, every configs/*.toml except DPDK ones.
 # A config without port I/O gets the trace on its first DC port (dc0, else the first port) as a
 # looped, paced pcap rx; the other ports stay null (tx into the void, counted). The management
 # API and metrics move to ephemeral ports. Resident memory (VmRSS) is sampled every 5 s; the
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=600
-bin=target/release/longhaul
+bin=target/dist/longhaul
 configs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,7 +29,7 @@ if [ ${#configs[@]} -eq 0 ]; then
     grep -q 'kind = "dpdk"' "$c" || configs+=("$c")
   done
 fi
-[ -x "$bin" ] || cargo build --release --locked
+[ -x "$bin" ] || cargo build --profile dist --locked
 work=$(mktemp -d /tmp/longhaul-soak.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root=$(pwd)

@@ -26,7 +26,7 @@
 # Rates are steady state: after WARMUP seconds (default 2), testpmd's per-second Tx-pps of port 1
 # are averaged; longhaul's tx_pkts of the net_null ports (wan0; up0..up3 for spray) is read from
 # the management API at the start and the end of the window and summed. Env: WARMUP, LONGHAUL
-# (binary; default: cargo build --release --features dpdk and target/release/longhaul), TESTPMD
+# (binary; default: cargo build --profile dist --features dpdk and target/dist/longhaul), TESTPMD
 # (default dpdk-testpmd), L3FWD (optional: DPDK's l3fwd built by perf/build-l3fwd.sh; when set, it
 # runs between the two on the same vdevs and its rate is printed too: a minimal DPDK router as a
 # second yardstick), REPEAT (default 1: rounds of l3fwd then longhaul, alternated, after the one
@@ -74,8 +74,8 @@ if [ "${HUGE:-0}" = 1 ]; then
 fi
 
 if [ -z "${LONGHAUL:-}" ]; then
-  cargo build --release --features dpdk --locked -q
-  LONGHAUL=target/release/longhaul
+  cargo build --profile dist --features dpdk --locked -q
+  LONGHAUL=target/dist/longhaul
 fi
 
 echo "== dpdk-testpmd io forwarding, ${DURATION} s (+${WARMUP} s warm-up)"

@@ -153,7 +153,7 @@ fn main() -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("longhaul: {e:#}");
+            longhaul_control::logs::error(&format!("{e:#}"));
             ExitCode::FAILURE
         }
     }
@@ -170,7 +170,7 @@ fn init_logs() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
-    let r = if std::env::var("LONGHAUL_LOG_FORMAT").is_ok_and(|f| f == "json") {
+    let r = if longhaul_control::logs::json() {
         b.json().try_init()
     } else {
         b.try_init()
@@ -191,11 +191,12 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
     opts.until_idle = until_idle;
     opts.report_memory = true;
     opts.on_ready = Some(Arc::new(|api, metrics| {
-        eprintln!("longhaul: management API on http://{api}");
+        use longhaul_control::logs::note;
+        note(&format!("management API on http://{api}"));
         if let Some(m) = metrics {
-            eprintln!("longhaul: metrics on http://{m}/metrics");
+            note(&format!("metrics on http://{m}/metrics"));
         }
-        eprintln!("longhaul: running; Ctrl-C (SIGINT) or SIGTERM stops");
+        note("running; Ctrl-C (SIGINT) or SIGTERM stops");
     }));
     let report = longhaul_pipelines::run(config, opts).map_err(|e| anyhow!(e))?;
     let w = &report.worker;
@@ -212,7 +213,7 @@ fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
     if w.swaps == 0 {
         // Without a rebuild the last switch saw every frame: its ledger must balance.
         if let Err(e) = report.snapshot.ledger().check() {
-            eprintln!("longhaul: {e}");
+            longhaul_control::logs::error(&e.to_string());
         }
     }
     // The port I/O's own counters (what the files, rings or NICs took), beside the switch's.
@@ -350,6 +351,16 @@ fn cmd_emulate(
 fn cmd_check_config(file: &Path) -> Result<ExitCode> {
     match load_config_all(file) {
         Ok(cfg) => {
+            let (errors, warnings) = longhaul_runtime::run::run_refusals(&cfg);
+            for w in &warnings {
+                eprintln!("{}: warning: {w}", file.display());
+            }
+            if !errors.is_empty() {
+                for e in &errors {
+                    eprintln!("{}: {e}", file.display());
+                }
+                return Ok(ExitCode::FAILURE);
+            }
             println!(
                 "{}: ok ({} ports, {} routes, {} L2 entries, pipeline {})",
                 file.display(),

@@ -49,8 +49,9 @@ pub struct ReplayArgs {
     /// queue depth per port and class, throughput per port, PFC frames and CNPs into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// The --plot sampling step, in virtual microseconds.
-    #[arg(long, value_name = "US", default_value_t = 10)]
+    /// The --plot sampling step, in virtual microseconds (at least 1).
+    #[arg(long, value_name = "US", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_us: u64,
     /// Only non-zero counters: what replay prints by default (kept for scripts).
     #[arg(long, hide = true)]

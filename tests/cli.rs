@@ -552,3 +552,16 @@ fn replay_json_is_one_object_with_the_summary() {
         .filter(|c| **c == 0);
     assert_eq!(zeros.count(), 0, "zero counters only with --all");
 }
+
+#[test]
+fn a_zero_sampling_step_is_refused() {
+    let d = tmpdir("sample0");
+    let out = bin()
+        .args(["replay", "--sample-us", "0", "--plot"])
+        .arg(d.join("plots"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--sample-us") && err.contains("0"), "{err}");
+}

@@ -14,9 +14,13 @@
 //! Errors are `{"error": "..."}` with 400 (bad request, bad JSON, bad config), 401 (token), 403
 //! (a reload path outside the allowed directories), 404, 405 (wrong method, with `Allow`), 409,
 //! 408 (request not completed within the deadline), 411 (chunked body), 413 (body over
-//! [`MAX_BODY`]), 503 (the backend is unavailable, or too many requests or connections: see
-//! [`crate::http`]). When a token is set, every request needs `Authorization: Bearer <token>` (compared in constant time); the token is
-//! checked before the body is read. A non-loopback listen address without a token is refused.
+//! [`MAX_BODY`]), 415 and 421 (no token: a request a browser could make cross-site, see
+//! [`check_browser`]), 503 (the backend is unavailable: the request was not applied; or too many
+//! requests or connections: see [`crate::http`]). `GET /health` is 503 unless its `status` is
+//! `ok`. When a token is set, every request needs `Authorization: Bearer <token>` (compared in
+//! constant time); the token is checked before the body is read. A non-loopback listen address
+//! without a token is refused. Without a token, [`check_browser`] sees the head instead. JSON
+//! bodies with a key twice are refused (400).
 //!
 //! Nothing from the network can panic a handler: requests are bounded by the HTTP layer
 //! ([`crate::http`], axum on hyper with tower limits: head size, body size, deadline, connections
@@ -36,7 +40,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Largest request body accepted, bytes (more is 413).
 pub const MAX_BODY: usize = 1 << 20;
@@ -44,6 +48,8 @@ pub const MAX_BODY: usize = 1 << 20;
 pub const DEFAULT_LIMIT: usize = 100;
 /// Largest `limit` of a table listing (larger values are clamped to it).
 pub const MAX_LIMIT: usize = 10_000;
+/// The token deploy/longhaul.env ships with: refused, so that it is never used for real.
+pub const PLACEHOLDER_TOKEN: &str = "change-me";
 /// Environment variable that supplies the API token (it overrides `control.api_token`).
 pub const TOKEN_ENV: &str = "LONGHAUL_API_TOKEN";
 
@@ -130,6 +136,125 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// What a request without a token must show that it is not a browser's cross-site request
+/// ([`check_browser`]): the names its `Host` header may give (with the listen port), besides
+/// the listen address itself and `localhost`.
+#[derive(Debug, Default)]
+pub struct AllowedHosts {
+    names: Vec<String>,
+    listen: OnceLock<SocketAddr>,
+}
+
+impl AllowedHosts {
+    /// `names` from `control.api_hosts` (`name` or `name:port`, lower case).
+    pub fn new(names: Vec<String>) -> Arc<AllowedHosts> {
+        Arc::new(AllowedHosts {
+            names: names.into_iter().map(|n| n.to_ascii_lowercase()).collect(),
+            listen: OnceLock::new(),
+        })
+    }
+
+    /// The address the API listens on (its real port once bound).
+    pub fn set_listen(&self, a: SocketAddr) {
+        let _ = self.listen.set(a);
+    }
+
+    /// Whether `authority` (`host[:port]`, from `Host` or an `Origin`) names this API.
+    fn allows(&self, authority: &str) -> bool {
+        let Some(listen) = self.listen.get() else {
+            return false;
+        };
+        let a = authority.trim().to_ascii_lowercase();
+        let (host, port) = match a.rsplit_once(':') {
+            Some((h, p)) if !p.contains(']') => (h.to_owned(), p.parse::<u16>().ok()),
+            _ => (a.clone(), Some(80)),
+        };
+        if self.names.contains(&a) {
+            return true;
+        }
+        if port != Some(listen.port()) {
+            return false;
+        }
+        let ip = match listen.ip() {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        };
+        host == ip || host == "localhost" || self.names.contains(&host)
+    }
+
+    fn shown(&self) -> String {
+        let port = self.listen.get().map_or(0, SocketAddr::port);
+        let mut v: Vec<String> = self
+            .listen
+            .get()
+            .map(|a| a.to_string())
+            .into_iter()
+            .collect();
+        v.push(format!("localhost:{port}"));
+        v.extend(self.names.iter().cloned());
+        v.join(", ")
+    }
+}
+
+/// Without a token, the refusals that keep a web page from using the API (CSRF, DNS
+/// rebinding): a `Host` that is not this API's address (421), an `Origin` that is not this
+/// API (403), and a request that changes state (anything but GET/HEAD) whose `Content-Type` is
+/// not `application/json` (415; a browser cannot send that cross-site without a CORS preflight,
+/// which this API never grants). `None`: go on.
+fn check_browser(head: &Parts, hosts: &AllowedHosts) -> Option<Response> {
+    let refuse = |status: u16, msg: String| Some(error(status, &msg));
+    let host = head
+        .headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| head.uri.authority().map(|a| a.as_str().to_owned()));
+    match host {
+        None => return refuse(400, "the request has no Host header".into()),
+        Some(h) if !hosts.allows(&h) => {
+            return refuse(
+                421,
+                format!(
+                    "Host '{h}' is not this API's address ({}; more names: control.api_hosts)",
+                    hosts.shown()
+                ),
+            )
+        }
+        Some(_) => {}
+    }
+    if let Some(o) = head.headers.get(header::ORIGIN) {
+        let o = o.to_str().unwrap_or("");
+        let own = o
+            .strip_prefix("http://")
+            .is_some_and(|rest| !rest.contains('/') && hosts.allows(rest));
+        if !own {
+            return refuse(
+                403,
+                format!("cross-origin request refused: Origin '{o}' is not this API"),
+            );
+        }
+    }
+    if head.method != Method::GET && head.method != Method::HEAD {
+        let ct = head
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let media = ct.split(';').next().unwrap_or("").trim();
+        if !media.eq_ignore_ascii_case("application/json") {
+            let shown = if ct.is_empty() { "none" } else { ct };
+            return refuse(
+                415,
+                format!(
+                    "{} needs Content-Type: application/json (got {shown})",
+                    head.method
+                ),
+            );
+        }
+    }
+    None
+}
+
 /// The running API server (its own runtime thread, [`crate::http::HttpServer`]). Stops it on
 /// [`ApiServer::shutdown`] or drop.
 pub struct ApiServer {
@@ -144,8 +269,24 @@ impl ApiServer {
         token: Option<String>,
         backend: Arc<dyn ManagementBackend>,
     ) -> Result<ApiServer, String> {
+        ApiServer::start_with_hosts(listen, token, backend, Vec::new())
+    }
+
+    /// Like [`ApiServer::start`], with the `Host` names `control.api_hosts` adds.
+    pub fn start_with_hosts(
+        listen: SocketAddr,
+        token: Option<String>,
+        backend: Arc<dyn ManagementBackend>,
+        api_hosts: Vec<String>,
+    ) -> Result<ApiServer, String> {
         if token.as_deref() == Some("") {
             return Err("the management API token is empty".to_owned());
+        }
+        if token.as_deref() == Some(PLACEHOLDER_TOKEN) {
+            return Err(format!(
+                "the management API token is the placeholder '{PLACEHOLDER_TOKEN}' of \
+                 deploy/longhaul.env: set a secret ({TOKEN_ENV}, e.g. from `openssl rand -hex 32`)"
+            ));
         }
         if token.is_none() && !listen.ip().is_loopback() {
             return Err(format!(
@@ -153,8 +294,11 @@ impl ApiServer {
                  and no token is set (set control.api_token or {TOKEN_ENV}, or listen on 127.0.0.1)"
             ));
         }
-        let http = http::HttpServer::start(listen, "longhaul-api", app(token, backend, MAX_BODY))
+        let hosts = AllowedHosts::new(api_hosts);
+        let app = app(token, backend, MAX_BODY, hosts.clone());
+        let http = http::HttpServer::start(listen, "longhaul-api", app)
             .map_err(|e| format!("management API: {e}"))?;
+        hosts.set_listen(http.local_addr());
         Ok(ApiServer { http })
     }
 
@@ -169,13 +313,23 @@ impl ApiServer {
     }
 }
 
-/// The API as served: routes, token gate and the HTTP layer's limits with a body limit of
-/// `max_body`, without a listener (for [`crate::http::answer`]: tests and the fuzz targets).
-pub fn app(token: Option<String>, backend: Arc<dyn ManagementBackend>, max_body: usize) -> Router {
-    let gate: Option<Gate> = token.map(|t| {
-        let t = t.into_bytes();
-        Arc::new(move |head: &Parts| check_token(head, &t)) as Gate
-    });
+/// The API as served: routes, the gate (the token when set, else [`check_browser`] against
+/// `hosts`) and the HTTP layer's limits with a body limit of `max_body`, without a listener
+/// (for [`crate::http::answer`]: tests and the fuzz targets).
+pub fn app(
+    token: Option<String>,
+    backend: Arc<dyn ManagementBackend>,
+    max_body: usize,
+    hosts: Arc<AllowedHosts>,
+) -> Router {
+    let gate: Gate = match token {
+        Some(t) => {
+            let t = t.into_bytes();
+            Arc::new(move |head: &Parts| check_token(head, &t))
+        }
+        None => Arc::new(move |head: &Parts| check_browser(head, &hosts)),
+    };
+    let gate = Some(gate);
     let handler = Arc::new(Handler { backend });
     let router = Router::new().fallback(handle).with_state(handler);
     http::app(router, "api", max_body, gate)
@@ -258,7 +412,11 @@ impl Handler {
             r
         };
         match (&route, method) {
-            (Route::Health, "GET") => json_reply(200, &self.backend.health()),
+            (Route::Health, "GET") => {
+                let v = self.backend.health();
+                let st = if v["status"] == "ok" { 200 } else { 503 };
+                json_reply(st, &v)
+            }
             (Route::Stats, "GET") => json_reply(200, &self.backend.stats()),
             (Route::Tables, "GET") => json_reply(200, &json!({ "tables": self.backend.tables() })),
             (Route::Table(name), "GET") => match paging(query) {
@@ -360,9 +518,71 @@ fn json_body(body: &[u8]) -> Result<Option<Value>, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    serde_json::from_slice(body)
-        .map(Some)
+    serde_json::from_slice::<Strict>(body)
+        .map(|s| Some(s.0))
         .map_err(|e| format!("the request body is not valid JSON: {e}"))
+}
+
+/// A JSON value whose objects have no key twice (a duplicate key is an error, not "the last
+/// one wins").
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(Strict(x)) = seq.next_element()? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut m = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if m.contains_key(&k) {
+                return Err(serde::de::Error::custom(format!("duplicate key \"{k}\"")));
+            }
+            let Strict(v) = map.next_value()?;
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
+    }
 }
 
 /// `{"path": "..."}` (or `{}`) of `POST /reload`.

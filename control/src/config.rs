@@ -27,7 +27,7 @@ pub use sections::{SectionConfig, Sections};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub use validate::pause_time_ns;
 pub use validate::{
-    fmt_ip, fmt_mac, parse_ip, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS,
+    check_mac, fmt_ip, fmt_mac, parse_ip, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS,
     MIN_RATE_GBPS,
 };
 
@@ -171,13 +171,24 @@ impl Config {
         }
     }
 
-    /// Like [`Config::load_with`], but on failure returns every error found.
+    /// Like [`Config::load_with`], but on failure returns every error found. The file must be a
+    /// regular file of at most [`MAX_CONFIG_FILE_BYTES`] ([`read_config_file`]).
     pub fn load_all_with(path: &Path, schema: &dyn Schema) -> Result<Config, Vec<ConfigError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        Self::load_bounded(path, schema, MAX_CONFIG_FILE_BYTES)
+    }
+
+    /// Like [`Config::load_all_with`] with a size limit of `max_bytes` (a reload's
+    /// `control.reload_max_bytes`).
+    pub fn load_bounded(
+        path: &Path,
+        schema: &dyn Schema,
+        max_bytes: u64,
+    ) -> Result<Config, Vec<ConfigError>> {
+        let text = read_config_file(path, max_bytes).map_err(|e| {
             vec![ConfigError {
                 file: path.to_path_buf(),
                 key: String::new(),
-                msg: format!("cannot read the file: {e}"),
+                msg: e.to_string(),
             }]
         })?;
         Self::parse_all_with(&text, path, schema)
@@ -490,6 +501,72 @@ pub enum WorkerRate {
     Full,
 }
 
+/// Largest config file read at start (`run`, `check-config`): a reload's limit is
+/// `control.reload_max_bytes`.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 256 << 20;
+
+/// Why a config file was not read ([`read_config_file`]). The path is in [`ConfigError::file`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReadConfigError {
+    #[error("cannot read the file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a regular file (a {0}): a config must be a regular file")]
+    NotRegular(&'static str),
+    #[error("the file is {size} bytes, more than the limit of {limit} bytes")]
+    TooLarge { size: u64, limit: u64 },
+    #[error("the file is not UTF-8 text")]
+    NotUtf8,
+}
+
+/// Reads a config file without ever blocking on it: it is opened non-blocking (a FIFO's open
+/// does not wait for a writer), must be a regular file (no FIFO, device, socket or directory),
+/// and at most `max_bytes` long (checked before reading, and again while reading, in case it
+/// grows).
+pub fn read_config_file(path: &Path, max_bytes: u64) -> Result<String, ReadConfigError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = f.metadata()?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_dir() {
+            "directory"
+        } else if ft.is_fifo() {
+            "FIFO"
+        } else if ft.is_char_device() {
+            "character device"
+        } else if ft.is_block_device() {
+            "block device"
+        } else if ft.is_socket() {
+            "socket"
+        } else {
+            "special file"
+        };
+        return Err(ReadConfigError::NotRegular(kind));
+    }
+    if meta.len() > max_bytes {
+        return Err(ReadConfigError::TooLarge {
+            size: meta.len(),
+            limit: max_bytes,
+        });
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.take(max_bytes + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max_bytes {
+        return Err(ReadConfigError::TooLarge {
+            size: buf.len() as u64,
+            limit: max_bytes,
+        });
+    }
+    String::from_utf8(buf).map_err(|_| ReadConfigError::NotUtf8)
+}
+
+/// Default of `control.reload_max_bytes`: 4 MiB.
+pub const DEFAULT_RELOAD_MAX_BYTES: u64 = 4 << 20;
+
 /// `[control]`: the control thread, the management API and the Prometheus exporter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControlConfig {
@@ -511,6 +588,11 @@ pub struct ControlConfig {
     /// Directories `POST /reload {"path": ...}` may read a config from (absolute); empty: the
     /// directory of the config the process started with.
     pub reload_dirs: Vec<std::path::PathBuf>,
+    /// Largest config file a reload reads, bytes (a larger one is refused before it is read).
+    pub reload_max_bytes: u64,
+    /// Host names (besides the listen address and `localhost`) a request to the API may name in
+    /// its `Host` header when no token is set.
+    pub api_hosts: Vec<String>,
 }
 
 impl ControlConfig {
@@ -533,6 +615,8 @@ impl Default for ControlConfig {
             command_ring: 4096,
             punt_ring: 4096,
             reload_dirs: Vec::new(),
+            reload_max_bytes: DEFAULT_RELOAD_MAX_BYTES,
+            api_hosts: Vec::new(),
         }
     }
 }

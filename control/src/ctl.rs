@@ -41,8 +41,10 @@ pub enum CtlCmd {
     /// List, insert or delete table entries.
     #[command(subcommand)]
     Table(TableCmd),
-    /// Validate and swap in the config at PATH (default: the file the switch was started with);
-    /// a bad config is refused and the running one stays.
+    /// Validate and swap in the config at PATH (default: the file the switch was started with,
+    /// whatever was reloaded since); a bad config is refused and the running one stays. A
+    /// relative PATH is taken from this shell's current directory (`POST /reload` takes it from
+    /// the first of `control.reload_dirs`); the file must be in an allowed directory either way.
     Reload { path: Option<PathBuf> },
 }
 
@@ -58,10 +60,11 @@ pub enum TableCmd {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Insert (or replace) an entry, e.g. routes '{"prefix": "10.1.0.0/16", "port": "wan0",
-    /// "next_hop": "192.0.2.2"}'.
+    /// Insert (or replace) an entry, e.g. routes '{"prefix": "10.9.0.0/16", "port": "wan0",
+    /// "next_hop_mac": "02:00:00:00:20:02"}' (a gateway, "next_hop": "192.0.2.2", needs a
+    /// port with an address on its subnet).
     Insert { name: String, entry: String },
-    /// Delete the entry with this key, e.g. routes '{"prefix": "10.1.0.0/16"}'.
+    /// Delete the entry with this key, e.g. routes '{"prefix": "10.9.0.0/16"}'.
     Delete { name: String, key: String },
 }
 
@@ -218,6 +221,22 @@ pub fn stats_view(v: &Value) -> String {
     let mut pipeline: BTreeMap<String, u64> = BTreeMap::new();
     let mut tables: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     let mut ctl = [0u64; 4];
+    // port name -> (rx_nobuf, rx_errors, tx_errors): the port I/O's own counters.
+    let mut io: Vec<(String, [u64; 3])> = Vec::new();
+    for w in &workers {
+        for p in w["ports"].as_array().into_iter().flatten() {
+            let name = p["name"].as_str().unwrap_or("?").to_owned();
+            let add = [
+                num(&p["rx_nobuf"]),
+                num(&p["rx_errors"]),
+                num(&p["tx_errors"]),
+            ];
+            match io.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => c.iter_mut().zip(add).for_each(|(a, b)| *a += b),
+                None => io.push((name, add)),
+            }
+        }
+    }
     for w in &workers {
         for p in w["ports"].as_array().into_iter().flatten() {
             let name = p["name"].as_str().unwrap_or("?").to_owned();
@@ -279,6 +298,19 @@ pub fn stats_view(v: &Value) -> String {
             o,
             "{:<12} {:>12} {:>14} {:>12} {:>14} {:>11} {:>10} {:>8}",
             name, c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n{:<12} {:>6} {:>10} {:>10} {:>10}",
+        "port I/O", "link", "rx nobuf", "rx errors", "tx errors"
+    );
+    for (name, c) in &io {
+        let link = v["links"][name.as_str()].as_str().unwrap_or("-");
+        let _ = writeln!(
+            o,
+            "{:<12} {:>6} {:>10} {:>10} {:>10}",
+            name, link, c[0], c[1], c[2]
         );
     }
     let nonzero: Vec<String> = drops

@@ -58,6 +58,8 @@ pub const MAX_IN_FLIGHT: usize = 32;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// Threads for handlers' blocking work (the control thread answers one request at a time anyway).
 const BLOCKING_THREADS: usize = 4;
+/// Time requests in progress get to finish when the server stops.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(200);
 /// Time given to a connection refused for lack of slots to take its 503.
 const BUSY_WRITE: Duration = Duration::from_secs(1);
 
@@ -298,7 +300,7 @@ impl HttpServer {
             .spawn(move || {
                 rt.block_on(serve(listener, app, stopped));
                 // Blocking work still running (a backend call) is abandoned, not waited for.
-                rt.shutdown_timeout(Duration::from_secs(1));
+                rt.shutdown_timeout(Duration::from_millis(100));
             })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
         Ok(HttpServer {
@@ -312,7 +314,7 @@ impl HttpServer {
         self.addr
     }
 
-    /// Stops accepting, lets requests in progress finish (at most [`REQUEST_DEADLINE`]), joins the
+    /// Stops accepting, lets requests in progress finish (at most [`SHUTDOWN_GRACE`]), joins the
     /// thread. Idempotent.
     pub fn shutdown(&mut self) {
         let _ = self.stop.send(true);
@@ -365,9 +367,9 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, mut stop: watch::
         }
     }
     drop(listener);
-    // Requests in progress finish (each is bounded by the deadline); then whatever is left is
-    // dropped with the set.
-    let _ = tokio::time::timeout(REQUEST_DEADLINE, async {
+    // Requests in progress get SHUTDOWN_GRACE to finish (a stopping process exits within a
+    // second); then whatever is left is dropped with the set.
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
         while conns.join_next().await.is_some() {}
     })
     .await;

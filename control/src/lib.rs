@@ -7,6 +7,7 @@ pub mod client;
 pub mod config;
 pub mod ctl;
 pub mod http;
+pub mod logs;
 pub mod mechanisms;
 pub mod metrics;
 pub mod plane;

@@ -53,6 +53,11 @@ pub struct PortSnap {
     /// PFC frames received by this port, per priority they paused or resumed.
     pub pfc_rx: [u64; 8],
     pub link_up: bool,
+    /// The port I/O's own counters (live runs): receive bursts cut short by an empty pool,
+    /// frames received but unusable, frames the port could not send.
+    pub rx_nobuf: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
     /// The NIC's extended statistics (DPDK xstats), (name, value); empty for pcap/null ports.
     pub xstats: Vec<(String, u64)>,
 }
@@ -191,6 +196,8 @@ pub struct Snapshot {
     pub rings: Vec<RingSnap>,
     /// The mechanisms' own series (none when no active mechanism has any).
     pub extra: Vec<Series>,
+    /// Loop iterations of each worker (live runs).
+    pub worker_loops: Vec<u64>,
 }
 
 /// One worker's switch snapshot as a [`Snapshot`] (`worker`: its lcore id, for the ring
@@ -213,7 +220,7 @@ fn from_switches_with_ids<'a>(
     let mut drops = DropCounters::default();
     let mut hists: Vec<&LatencyHist> = Vec::new();
     for (worker, s) in snaps {
-        for p in &s.ports {
+        for (pi, p) in s.ports.iter().enumerate() {
             let i = match out.ports.iter().position(|o| o.name == p.name) {
                 Some(i) => i,
                 None => {
@@ -226,6 +233,11 @@ fn from_switches_with_ids<'a>(
                 }
             };
             let o = &mut out.ports[i];
+            if let Some(io) = s.io.get(pi) {
+                o.rx_nobuf += io.rx_nobuf;
+                o.rx_errors += io.rx_errors;
+                o.tx_errors += io.tx_errors;
+            }
             o.rx_pkts += p.stats.rx_pkts;
             o.rx_bytes += p.stats.rx_bytes;
             o.tx_pkts += p.stats.tx_pkts;
@@ -292,6 +304,7 @@ fn from_switches_with_ids<'a>(
                 out.pfc_xon_sent[p] += pfc.xon_sent.get(p).copied().unwrap_or(0);
             }
         }
+        out.worker_loops.push(s.loops);
         out.commands_applied += s.control.applied;
         out.commands_refused += s.control.refused;
         out.punts += s.control.punts;
@@ -323,6 +336,9 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_port_tx_bypassed_packets_total",
     "longhaul_port_link_up",
     "longhaul_port_xstat",
+    "longhaul_port_rx_nobuf_total",
+    "longhaul_port_rx_errors_total",
+    "longhaul_port_tx_errors_total",
     "longhaul_drops_total",
     "longhaul_queue_depth_bytes",
     "longhaul_queue_max_depth_bytes",
@@ -338,7 +354,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_pfc_frames_received_total",
     "longhaul_pfc_xoff_total",
     "longhaul_pfc_xon_total",
-    "longhaul_pipeline_counter",
+    "longhaul_pipeline_events_total",
     "longhaul_control_commands_applied_total",
     "longhaul_control_commands_refused_total",
     "longhaul_control_punts_total",
@@ -346,6 +362,8 @@ pub const METRIC_NAMES: &[&str] = &[
     "longhaul_control_command_latency_seconds",
     "longhaul_ring_occupancy",
     "longhaul_ring_capacity",
+    "longhaul_worker_loops_total",
+    "longhaul_control_heartbeat_timestamp_seconds",
 ];
 
 const LATENCY: &str = "longhaul_control_command_latency_seconds";
@@ -425,6 +443,9 @@ impl Metrics {
             counter("longhaul_port_tx_bytes_total", &l, p.tx_bytes);
             counter("longhaul_pfc_frames_sent_total", &l, p.pfc_tx);
             counter("longhaul_port_tx_bypassed_packets_total", &l, p.tx_bypassed);
+            counter("longhaul_port_rx_nobuf_total", &l, p.rx_nobuf);
+            counter("longhaul_port_rx_errors_total", &l, p.rx_errors);
+            counter("longhaul_port_tx_errors_total", &l, p.tx_errors);
             for (i, &n) in p.pfc_rx.iter().enumerate() {
                 let l = [("port", p.name.as_str()), ("priority", prio[i].as_str())];
                 counter("longhaul_pfc_frames_received_total", &l, n);
@@ -447,7 +468,7 @@ impl Metrics {
             counter("longhaul_table_full_total", &l, t.full_events);
         }
         for (name, n) in &s.pipeline {
-            counter("longhaul_pipeline_counter", &[("name", name)], *n);
+            counter("longhaul_pipeline_events_total", &[("name", name)], *n);
         }
         for (p, name) in prio.iter().enumerate() {
             let l = [("priority", name.as_str())];
@@ -466,6 +487,10 @@ impl Metrics {
         );
         counter("longhaul_control_punts_total", &[], s.punts);
         counter("longhaul_control_punt_drops_total", &[], s.punt_drops);
+        for (w, n) in s.worker_loops.iter().enumerate() {
+            let w = w.to_string();
+            counter("longhaul_worker_loops_total", &[("worker", w.as_str())], *n);
+        }
         let mut hists = Vec::new();
         for x in &s.extra {
             match x {
@@ -498,6 +523,11 @@ impl Metrics {
                 );
             }
         }
+        // Publishing is the control thread's heartbeat.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        gauge("longhaul_control_heartbeat_timestamp_seconds", &[], now);
         for q in &s.queues {
             let class = q.class.to_string();
             let l = [("port", q.port.as_str()), ("class", class.as_str())];
@@ -608,6 +638,30 @@ fn describe() {
         "Of the frames sent by a port, those that found it idle and skipped its queues."
     );
     describe_gauge!("longhaul_port_link_up", "1 when the port's link is up.");
+    describe_counter!(
+        "longhaul_port_rx_nobuf_total",
+        Unit::Count,
+        "Receive bursts a port cut short because the buffer pool was empty."
+    );
+    describe_counter!(
+        "longhaul_port_rx_errors_total",
+        Unit::Count,
+        "Frames a port received but could not use (larger than a buffer, missed by the NIC)."
+    );
+    describe_counter!(
+        "longhaul_port_tx_errors_total",
+        Unit::Count,
+        "Frames a port was handed but could not send (refused by the PMD, a full ring)."
+    );
+    describe_counter!(
+        "longhaul_worker_loops_total",
+        Unit::Count,
+        "Loop iterations of a worker (its progress; flat means the worker is stuck)."
+    );
+    describe_gauge!(
+        "longhaul_control_heartbeat_timestamp_seconds",
+        "Unix time of the control thread's last publication (stale means the control thread is stuck)."
+    );
     describe_gauge!(
         "longhaul_port_xstat",
         "The NIC's extended statistics (DPDK xstats), by port and xstat name."
@@ -680,7 +734,7 @@ fn describe() {
         "PFC XON frames sent (all ports), per priority."
     );
     describe_counter!(
-        "longhaul_pipeline_counter",
+        "longhaul_pipeline_events_total",
         Unit::Count,
         "A pipeline's own counters, by name (e.g. baseline.routed)."
     );

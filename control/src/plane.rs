@@ -7,14 +7,14 @@
 //! ([`Mechanisms`]) parses reloaded configs and adds the mechanisms' own stats and metrics.
 
 use crate::api::{ApiError, ManagementBackend};
-use crate::config::Config;
+use crate::config::{read_config_file, Config, ReadConfigError};
 use crate::mechanisms::Mechanisms;
 use crate::metrics::Metrics;
 use longhaul_dataplane::control::{mono_ns, Channel, Command, Envelope, Punt, PuntHandler};
 use longhaul_dataplane::engine::SwitchSnapshot;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -111,6 +111,47 @@ pub enum Request {
     },
 }
 
+/// A request as queued to the control thread: the request and its ticket, which the control
+/// thread takes before acting and the API cancels when it stops waiting (never both).
+pub struct Ticketed {
+    ticket: Arc<AtomicU8>,
+    request: Request,
+}
+
+const PENDING: u8 = 0;
+const TAKEN: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// What the API reads without asking the control thread: when the control thread last ran.
+#[derive(Debug)]
+pub struct Liveness {
+    /// `mono_ns()` of the control thread's last loop iteration.
+    control_ns: AtomicU64,
+    /// How long the control thread or a worker may go without progress before `/health` says
+    /// so (503), ns.
+    bound_ns: u64,
+}
+
+impl Liveness {
+    fn beat(&self) {
+        self.control_ns.store(mono_ns(), Ordering::Relaxed);
+    }
+
+    /// Nanoseconds since the control thread last ran.
+    pub fn control_age_ns(&self) -> u64 {
+        mono_ns().saturating_sub(self.control_ns.load(Ordering::Relaxed))
+    }
+}
+
+/// How long the control thread or a worker may make no progress before `/health` answers 503:
+/// three stats intervals, and at least [`MIN_HEALTH_BOUND`].
+pub fn health_bound(stats_interval_ms: u64) -> Duration {
+    Duration::from_millis(stats_interval_ms.saturating_mul(3)).max(MIN_HEALTH_BOUND)
+}
+
+/// The least [`health_bound`].
+pub const MIN_HEALTH_BOUND: Duration = Duration::from_secs(2);
+
 /// Link state and NIC counters of one port, read by the control thread each time it publishes
 /// metrics (DPDK: `rte_eth_link_get_nowait`, `rte_eth_xstats_get`). Ports without such a source
 /// (pcap, null) have none and show as up.
@@ -136,7 +177,13 @@ pub struct ControlPlane<H: PipelineControl> {
     mechanisms: Arc<dyn Mechanisms>,
     handler: H,
     workers: Vec<WorkerHandle<H::Command>>,
-    requests: mpsc::Receiver<Request>,
+    requests: mpsc::Receiver<Ticketed>,
+    /// The file the process started with: what a reload without a path reads.
+    start_path: PathBuf,
+    liveness: Arc<Liveness>,
+    /// `mono_ns()` when the current workers were started (a worker that has not published a
+    /// snapshot yet is measured from here).
+    workers_since: u64,
     metrics: Option<Metrics>,
     started: Instant,
     seq: u64,
@@ -144,6 +191,8 @@ pub struct ControlPlane<H: PipelineControl> {
     /// Commands the rings refused (full for longer than COMMAND_RING_WAIT).
     pub commands_lost: u64,
     pub reloads: u64,
+    /// Reloads that rebuilt the switch (its counters restarted).
+    pub rebuilds: u64,
     rebuild: Option<RebuildFn<H::Command>>,
     port_status: Vec<Box<dyn PortStatus>>,
     /// Last link state per `port_status` entry and commands refused by the workers, for the
@@ -164,11 +213,19 @@ impl<H: PipelineControl> ControlPlane<H> {
         stop: Arc<AtomicBool>,
     ) -> (Self, Backend) {
         let (tx, rx) = mpsc::channel();
+        let stop_flag = stop.clone();
         let reload_dirs = allowed_reload_dirs(&cfg, &cfg_path);
+        let liveness = Arc::new(Liveness {
+            control_ns: AtomicU64::new(mono_ns()),
+            bound_ns: health_bound(cfg.control.stats_interval_ms).as_nanos() as u64,
+        });
         (
             ControlPlane {
                 cfg,
+                start_path: cfg_path.clone(),
                 cfg_path,
+                liveness: liveness.clone(),
+                workers_since: mono_ns(),
                 reload_dirs,
                 mechanisms,
                 handler,
@@ -180,12 +237,17 @@ impl<H: PipelineControl> ControlPlane<H> {
                 stop,
                 commands_lost: 0,
                 reloads: 0,
+                rebuilds: 0,
                 rebuild: None,
                 port_status: Vec::new(),
                 links: Vec::new(),
                 refused_seen: 0,
             },
-            Backend { tx },
+            Backend {
+                tx,
+                liveness,
+                stop: stop_flag,
+            },
         )
     }
 
@@ -209,7 +271,10 @@ impl<H: PipelineControl> ControlPlane<H> {
     pub fn run(&mut self) {
         let interval = Duration::from_millis(self.cfg.control.stats_interval_ms);
         let mut last_stats = Instant::now();
+        // Every series (and the heartbeat) exists from the start.
+        self.publish_metrics();
         while !self.stop.load(Ordering::Relaxed) {
+            self.liveness.beat();
             self.step(Duration::from_micros(50));
             if last_stats.elapsed() >= interval {
                 last_stats = Instant::now();
@@ -250,10 +315,10 @@ impl<H: PipelineControl> ControlPlane<H> {
     /// One iteration: requests (waiting up to `wait` for the first), then punts.
     pub fn step(&mut self, wait: Duration) {
         if let Ok(r) = self.requests.recv_timeout(wait) {
-            self.handle(r);
+            self.take(r);
         }
         while let Ok(r) = self.requests.try_recv() {
-            self.handle(r);
+            self.take(r);
         }
         self.drain_punts();
     }
@@ -312,11 +377,45 @@ impl<H: PipelineControl> ControlPlane<H> {
         Ok(())
     }
 
+    /// Acts on a request unless the API stopped waiting for it (then it is dropped: a request
+    /// answered 503 is never applied later).
+    fn take(&mut self, t: Ticketed) {
+        if t.ticket
+            .compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.handle(t.request);
+        } else {
+            tracing::debug!("a request the API stopped waiting for was dropped, not applied");
+        }
+    }
+
+    /// Workers whose snapshot is older than the health bound: (worker, seconds since).
+    fn stalled_workers(&self) -> Vec<(usize, f64)> {
+        let now = mono_ns();
+        self.snapshots()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let age = now.saturating_sub(s.taken_at.max(self.workers_since));
+                (age > self.liveness.bound_ns).then_some((i, age as f64 / 1e9))
+            })
+            .collect()
+    }
+
     fn handle(&mut self, r: Request) {
         match r {
             Request::Health(reply) => {
+                let stalled = self.stalled_workers();
+                let status = if stalled.is_empty() { "ok" } else { "stalled" };
+                let stalled: Vec<Value> = stalled
+                    .iter()
+                    .map(|(w, s)| json!({"worker": w, "seconds_since_progress": s}))
+                    .collect();
                 let _ = reply.send(json!({
-                    "status": "ok",
+                    "status": status,
+                    "stalled_workers": stalled,
+                    "health_bound_s": self.liveness.bound_ns as f64 / 1e9,
                     "pipeline": self.cfg.switch.pipeline,
                     "switch": self.cfg.switch.name,
                     "uptime_s": self.started.elapsed().as_secs_f64(),
@@ -402,17 +501,27 @@ impl<H: PipelineControl> ControlPlane<H> {
 
     fn reload(&mut self, path: Option<&Path>) -> Result<Value, ApiError> {
         let path = match path {
-            None => self.cfg_path.clone(),
+            None => self.start_path.clone(),
             Some(p) => check_reload_path(p, &self.reload_dirs)?,
         };
-        let new = Config::load_all_with(&path, self.mechanisms.schema()).map_err(|errs| {
-            ApiError::BadRequest(
-                errs.iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            )
+        // Bounded: a regular file of at most control.reload_max_bytes, opened without blocking.
+        let limit = self.cfg.control.reload_max_bytes;
+        let text = read_config_file(&path, limit).map_err(|e| {
+            let hint = match e {
+                ReadConfigError::TooLarge { .. } => " (control.reload_max_bytes)",
+                _ => "",
+            };
+            ApiError::BadRequest(format!("{}: {e}{hint}", path.display()))
         })?;
+        let new =
+            Config::parse_all_with(&text, &path, self.mechanisms.schema()).map_err(|errs| {
+                ApiError::BadRequest(
+                    errs.iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            })?;
         if new.switch.pipeline != self.cfg.switch.pipeline {
             return Err(ApiError::Conflict(format!(
                 "switch.pipeline changes from \"{}\" to \"{}\": restart longhaul to change the pipeline (the running config is unchanged)",
@@ -436,6 +545,8 @@ impl<H: PipelineControl> ControlPlane<H> {
                 };
                 let workers = rebuild(&new).map_err(ApiError::BadRequest)?;
                 self.workers = workers;
+                self.workers_since = mono_ns();
+                self.rebuilds += 1;
                 json!({"reloaded": path.display().to_string(), "mode": "rebuild", "commands": 0})
             }
         };
@@ -469,9 +580,24 @@ impl<H: PipelineControl> ControlPlane<H> {
                 v
             })
             .collect();
+        let links: serde_json::Map<String, Value> = self
+            .port_status
+            .iter()
+            .map(|p| {
+                (
+                    p.name().to_owned(),
+                    json!(if p.link_up() { "up" } else { "down" }),
+                )
+            })
+            .collect();
         json!({
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "commands_lost": self.commands_lost,
+            // A reload that rebuilt the switch restarts the workers' counters (the metrics add
+            // up across it): `rebuilds` says how many times that happened.
+            "reloads": self.reloads,
+            "rebuilds": self.rebuilds,
+            "links": links,
             "workers": workers,
         })
     }
@@ -563,7 +689,9 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
     let ports: Vec<Value> = s
         .ports
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
+            let io = s.io.get(i).copied().unwrap_or_default();
             let queues: Vec<Value> = p
                 .classes
                 .iter()
@@ -591,6 +719,9 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
                 "pfc_tx": p.stats.pfc_tx,
                 "tx_bypassed": p.stats.tx_bypassed,
                 "pfc_rx": p.stats.pfc_rx,
+                "rx_nobuf": io.rx_nobuf,
+                "rx_errors": io.rx_errors,
+                "tx_errors": io.tx_errors,
                 "queues": queues,
             })
         })
@@ -621,6 +752,7 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
     json!({
         "worker": worker,
         "taken_at_ns": s.taken_at,
+        "loops": s.loops,
         "ports": ports,
         "drops": drops,
         "pipeline": pipeline,
@@ -646,37 +778,94 @@ pub fn snapshot_json(worker: usize, s: &SwitchSnapshot) -> Value {
 /// The management API's handle on the control thread.
 #[derive(Clone)]
 pub struct Backend {
-    tx: mpsc::Sender<Request>,
+    tx: mpsc::Sender<Ticketed>,
+    liveness: Arc<Liveness>,
+    stop: Arc<AtomicBool>,
 }
 
-/// How long an API request waits for the control thread.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an API request waits for the control thread to take it; past this it is cancelled
+/// (503, not applied). A request the control thread has taken is waited for until it answers
+/// (what it does is bounded: reads of at most `control.reload_max_bytes` of a regular file,
+/// ring waits of [`COMMAND_RING_WAIT`]), within the HTTP layer's deadline.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// `/health`'s wait for the control thread (it answers at once when it runs).
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often a waiting request looks at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
 
 impl Backend {
-    fn ask<T>(&self, make: impl FnOnce(mpsc::Sender<T>) -> Request) -> Result<T, ApiError> {
+    fn ask<T>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(mpsc::Sender<T>) -> Request,
+    ) -> Result<T, ApiError> {
         let (tx, rx) = mpsc::channel();
+        let ticket = Arc::new(AtomicU8::new(PENDING));
         self.tx
-            .send(make(tx))
+            .send(Ticketed {
+                ticket: ticket.clone(),
+                request: make(tx),
+            })
             .map_err(|_| ApiError::Unavailable("the control thread has stopped".into()))?;
-        rx.recv_timeout(REQUEST_TIMEOUT)
-            .map_err(|_| ApiError::Unavailable("the control thread did not answer".into()))
+        let since = Instant::now();
+        loop {
+            match rx.recv_timeout(POLL) {
+                Ok(v) => return Ok(v),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(ApiError::Unavailable(
+                        "the control thread stopped before answering".into(),
+                    ))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let stopping = self.stop.load(Ordering::Relaxed);
+            if (stopping || since.elapsed() >= timeout)
+                && ticket
+                    .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                let why = if stopping {
+                    "longhaul is stopping".to_owned()
+                } else {
+                    format!(
+                        "the control thread did not take the request within {} ms",
+                        timeout.as_millis()
+                    )
+                };
+                return Err(ApiError::Unavailable(format!(
+                    "{why}; the request was cancelled and will not be applied"
+                )));
+            }
+        }
     }
 }
 
 impl ManagementBackend for Backend {
     fn health(&self) -> Value {
-        self.ask(Request::Health)
-            .unwrap_or_else(|e| json!({"status": "unavailable", "error": format!("{e:?}")}))
+        let age = self.liveness.control_age_ns();
+        if age > self.liveness.bound_ns {
+            return json!({
+                "status": "stalled",
+                "error": format!(
+                    "the control thread has made no progress for {:.1} s (bound {:.1} s)",
+                    age as f64 / 1e9,
+                    self.liveness.bound_ns as f64 / 1e9
+                ),
+            });
+        }
+        self.ask(HEALTH_TIMEOUT, Request::Health)
+            .unwrap_or_else(|e| json!({"status": "unavailable", "error": e.message()}))
     }
     fn stats(&self) -> Value {
-        self.ask(Request::Stats)
+        self.ask(REQUEST_TIMEOUT, Request::Stats)
             .unwrap_or_else(|e| json!({"error": format!("{e:?}")}))
     }
     fn tables(&self) -> Vec<String> {
-        self.ask(Request::Tables).unwrap_or_default()
+        self.ask(REQUEST_TIMEOUT, Request::Tables)
+            .unwrap_or_default()
     }
     fn list_table(&self, table: &str, offset: usize, limit: usize) -> Result<Value, ApiError> {
-        self.ask(|reply| Request::List {
+        self.ask(REQUEST_TIMEOUT, |reply| Request::List {
             table: table.to_string(),
             offset,
             limit,
@@ -684,23 +873,177 @@ impl ManagementBackend for Backend {
         })?
     }
     fn insert(&self, table: &str, entry: &Value) -> Result<Value, ApiError> {
-        self.ask(|reply| Request::Insert {
+        self.ask(REQUEST_TIMEOUT, |reply| Request::Insert {
             table: table.to_string(),
             entry: entry.clone(),
             reply,
         })?
     }
     fn delete(&self, table: &str, key: &Value) -> Result<Value, ApiError> {
-        self.ask(|reply| Request::Delete {
+        self.ask(REQUEST_TIMEOUT, |reply| Request::Delete {
             table: table.to_string(),
             key: key.clone(),
             reply,
         })?
     }
     fn reload(&self, path: Option<&Path>) -> Result<Value, ApiError> {
-        self.ask(|reply| Request::Reload {
+        self.ask(REQUEST_TIMEOUT, |reply| Request::Reload {
             path: path.map(Path::to_path_buf),
             reply,
         })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GenericSchema;
+
+    struct Generic;
+    impl Mechanisms for Generic {
+        fn schema(&self) -> &dyn crate::config::Schema {
+            &GenericSchema
+        }
+    }
+
+    /// A pipeline without tables.
+    struct NoTables;
+    impl PipelineControl for NoTables {
+        type Command = ();
+        fn on_punt(&mut self, _: &Punt, _: &mut dyn FnMut(Command<()>)) {}
+        fn tables(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn list(&self, t: &str, _: usize, _: usize) -> Result<Value, ApiError> {
+            Err(ApiError::NotFound(t.into()))
+        }
+        fn insert(&mut self, t: &str, _: &Value) -> Result<(Value, Vec<()>), ApiError> {
+            Err(ApiError::NotFound(t.into()))
+        }
+        fn delete(&mut self, t: &str, _: &Value) -> Result<(Value, Vec<()>), ApiError> {
+            Err(ApiError::NotFound(t.into()))
+        }
+        fn reload(&mut self, _: &Config, _: &Config) -> Result<ReloadPlan<()>, ApiError> {
+            Ok(ReloadPlan::Tables(Vec::new()))
+        }
+    }
+
+    fn plane(
+        workers: usize,
+    ) -> (
+        ControlPlane<NoTables>,
+        Backend,
+        Vec<Arc<Mutex<SwitchSnapshot>>>,
+    ) {
+        let snaps: Vec<_> = (0..workers)
+            .map(|_| Arc::new(Mutex::new(SwitchSnapshot::default())))
+            .collect();
+        let handles = snaps
+            .iter()
+            .map(|s| WorkerHandle {
+                channel: Channel::new(16, 16),
+                snapshot: s.clone(),
+            })
+            .collect();
+        let (p, b) = ControlPlane::new(
+            Config::parse_all_with(
+                "[switch]\nname = \"t\"\n\n[[ports]]\nid = 0\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\nrate_gbps = 100\n",
+                Path::new("start.toml"),
+                &GenericSchema,
+            )
+            .unwrap(),
+            PathBuf::from("start.toml"),
+            Arc::new(Generic),
+            NoTables,
+            handles,
+            None,
+            Arc::new(AtomicBool::new(false)),
+        );
+        (p, b, snaps)
+    }
+
+    #[test]
+    fn health_is_stalled_when_a_worker_or_the_control_thread_makes_no_progress() {
+        let (mut p, b, snaps) = plane(2);
+        // A bound of 20 ms for the test.
+        let live = Arc::new(Liveness {
+            control_ns: AtomicU64::new(mono_ns()),
+            bound_ns: 20_000_000,
+        });
+        p.liveness = live.clone();
+        let b = Backend {
+            liveness: live.clone(),
+            ..b
+        };
+        for s in &snaps {
+            s.lock().unwrap().taken_at = mono_ns();
+        }
+        let (tx, rx) = mpsc::channel();
+        p.handle(Request::Health(tx));
+        assert_eq!(rx.recv().unwrap()["status"], "ok");
+        // Worker 0 goes on publishing, worker 1 stops.
+        std::thread::sleep(Duration::from_millis(40));
+        snaps[0].lock().unwrap().taken_at = mono_ns();
+        let (tx, rx) = mpsc::channel();
+        p.handle(Request::Health(tx));
+        let v = rx.recv().unwrap();
+        assert_eq!(v["status"], "stalled", "{v}");
+        assert_eq!(v["stalled_workers"].as_array().unwrap().len(), 1, "{v}");
+        assert_eq!(v["stalled_workers"][0]["worker"], 1, "{v}");
+        // The control thread has not run for 40 ms: the API answers without asking it.
+        let t = Instant::now();
+        let v = b.health();
+        assert_eq!(v["status"], "stalled", "{v}");
+        assert!(t.elapsed() < Duration::from_millis(100));
+        // Once it runs again, health asks it (and it answers here, by hand).
+        live.beat();
+        let asker = std::thread::spawn(move || b.health());
+        std::thread::sleep(Duration::from_millis(20));
+        for s in &snaps {
+            s.lock().unwrap().taken_at = mono_ns();
+        }
+        p.step(Duration::from_millis(500));
+        assert_eq!(asker.join().unwrap()["status"], "ok");
+    }
+
+    #[test]
+    fn a_request_the_control_thread_does_not_take_in_time_is_cancelled_not_applied_later() {
+        let (mut p, b, _) = plane(1);
+        // Nobody runs the control thread: the request times out (503) ...
+        let r = b.ask(Duration::from_millis(100), |reply| Request::Reload {
+            path: None,
+            reply,
+        });
+        match r {
+            Err(ApiError::Unavailable(m)) => assert!(m.contains("will not be applied"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // ... and when the thread comes round to it, it is dropped (a reload of start.toml
+        // would have failed loudly and counted; nothing happens).
+        p.step(Duration::from_millis(10));
+        assert_eq!(p.reloads, 0);
+    }
+
+    #[test]
+    fn a_reload_without_a_path_reads_the_file_the_process_started_with() {
+        let dir = std::env::temp_dir().join(format!("longhaul-plane-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let start = dir.join("start.toml");
+        let other = dir.join("other.toml");
+        let text = "[switch]\nname = \"t\"\n\n[[ports]]\nid = 0\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\nrate_gbps = 100\n";
+        std::fs::write(&start, text).unwrap();
+        std::fs::write(&other, text).unwrap();
+        let (mut p, _b, _) = plane(1);
+        p.start_path = start.clone();
+        p.cfg_path = start.clone();
+        p.reload_dirs = vec![dir.canonicalize().unwrap()];
+        let v = p.reload(Some(&other)).unwrap();
+        assert!(v["reloaded"].as_str().unwrap().ends_with("other.toml"));
+        let v = p.reload(None).unwrap();
+        assert!(
+            v["reloaded"].as_str().unwrap().ends_with("start.toml"),
+            "{v}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -151,8 +151,41 @@ fn client(s: &ApiServer, token: Option<&str>) -> Client {
     Client::new(&s.local_addr().to_string(), token.map(str::to_owned))
 }
 
-/// Sends raw bytes, returns the raw answer.
+/// Sends raw bytes as the local client would (with `Host: addr` and `Content-Type:
+/// application/json` added after the request line when missing, `Host: x` made `addr`),
+/// returns the raw answer.
 fn raw(addr: SocketAddr, request: &[u8]) -> String {
+    raw_exact(addr, &local_headers(addr, request))
+}
+
+fn local_headers(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let host = format!("Host: {addr}\r\n");
+    let Some(eol) = request.windows(2).position(|w| w == b"\r\n") else {
+        return request.to_vec();
+    };
+    let (line, rest) = request.split_at(eol + 2);
+    let rest = String::from_utf8_lossy(rest).replace("Host: x\r\n", &host);
+    let mut out = line.to_vec();
+    if !rest.contains("Host:") {
+        out.extend_from_slice(host.as_bytes());
+    }
+    if !rest.contains("Content-Type:") {
+        out.extend_from_slice(b"Content-Type: application/json\r\n");
+    }
+    if rest.is_empty() {
+        return request.to_vec();
+    }
+    // Bytes that are not UTF-8 go as they were (the request line keeps them).
+    if std::str::from_utf8(&request[eol + 2..]).is_ok() {
+        out.extend_from_slice(rest.as_bytes());
+    } else {
+        out.extend_from_slice(&request[eol + 2..]);
+    }
+    out
+}
+
+/// Sends exactly these bytes, returns the raw answer.
+fn raw_exact(addr: SocketAddr, request: &[u8]) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let _ = c.write_all(request);
@@ -679,7 +712,10 @@ fn slow_clients_are_cut_off_and_do_not_hold_up_others() {
     let body = std::thread::spawn(move || {
         slow_client(
             a,
-            b"POST /tables/l2 HTTP/1.1\r\nContent-Length: 1000\r\n\r\n",
+            &local_headers(
+                a,
+                b"POST /tables/l2 HTTP/1.1\r\nContent-Length: 1000\r\n\r\n",
+            ),
             b' ',
         )
     });
@@ -724,8 +760,11 @@ fn more_clients_than_slots_are_answered_503_at_once() {
     let mut held: Vec<TcpStream> = (0..MAX_IN_FLIGHT + 8)
         .map(|_| {
             let mut c = TcpStream::connect(a).unwrap();
-            c.write_all(b"POST /tables/l2 HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")
-                .unwrap();
+            c.write_all(&local_headers(
+                a,
+                b"POST /tables/l2 HTTP/1.1\r\nContent-Length: 10\r\n\r\n{",
+            ))
+            .unwrap();
             c
         })
         .collect();

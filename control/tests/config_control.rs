@@ -483,3 +483,25 @@ fn reload_dirs_are_absolute_without_dotdot() {
         "'..'",
     );
 }
+
+#[test]
+fn reload_limit_and_api_hosts() {
+    let c = ok(&control(""));
+    assert_eq!(c.control.reload_max_bytes, 4 << 20);
+    assert!(c.control.api_hosts.is_empty());
+    let c = ok(&control(
+        "reload_max_bytes = 65536\napi_hosts = [\"Longhaul.lab\", \"box:8080\"]",
+    ));
+    assert_eq!(c.control.reload_max_bytes, 65536);
+    assert_eq!(c.control.api_hosts, ["longhaul.lab", "box:8080"]);
+    assert_err_contains(
+        &control("reload_max_bytes = 10"),
+        "control.reload_max_bytes",
+        "10",
+    );
+    assert_err_contains(
+        &control("api_hosts = [\"evil.example/x\"]"),
+        "control.api_hosts[0]",
+        "is not a host name",
+    );
+}

@@ -144,6 +144,9 @@ fn snapshot(scale: u64) -> Snapshot {
                 tx_bypassed: 6 * scale,
                 pfc_rx: [0, 0, 0, 5 * scale, 0, 0, 0, 0],
                 link_up: true,
+                rx_nobuf: scale,
+                rx_errors: 2 * scale,
+                tx_errors: 3 * scale,
                 xstats: vec![("rx_missed_errors".into(), 4 * scale)],
             },
             PortSnap {
@@ -188,6 +191,7 @@ fn snapshot(scale: u64) -> Snapshot {
             punt_len: 2,
             punt_cap: 1024,
         }],
+        worker_loops: vec![1000 * scale],
         // A mechanism's own series (Bifrost's, in pipelines/tests/bifrost_metrics.rs).
         extra: vec![
             Series::Counter {
@@ -241,9 +245,9 @@ fn scrape_has_every_documented_metric() {
             .get(*name)
             .unwrap_or_else(|| panic!("no TYPE line for {name}"));
         assert!(s.helps.contains(*name), "no HELP for {name}");
-        let expected = if name.ends_with("_seconds") {
+        let expected = if name.ends_with("_seconds") && !name.ends_with("_timestamp_seconds") {
             "histogram"
-        } else if name.ends_with("_total") || *name == "longhaul_pipeline_counter" {
+        } else if name.ends_with("_total") {
             "counter"
         } else {
             "gauge"
@@ -318,7 +322,10 @@ fn scrape_has_every_documented_metric() {
     );
     assert_eq!(s.value("longhaul_pfc_xon_total", &[("priority", "3")]), 1.0);
     assert_eq!(
-        s.value("longhaul_pipeline_counter", &[("name", "baseline.routed")]),
+        s.value(
+            "longhaul_pipeline_events_total",
+            &[("name", "baseline.routed")]
+        ),
         40.0
     );
     assert_eq!(s.value("longhaul_control_commands_applied_total", &[]), 6.0);

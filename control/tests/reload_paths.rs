@@ -71,3 +71,46 @@ fn only_files_inside_the_allowed_directories_are_read() {
     let both = vec![etc.clone(), other.clone()];
     assert!(check_reload_path(&other.join("x.toml"), &both).is_ok());
 }
+
+/// A config is read only from a regular file within the size limit, and never blocks: a FIFO
+/// (no writer), a directory, a device and a file over the limit are refused at once.
+#[test]
+fn only_regular_files_within_the_limit_are_read_and_nothing_blocks() {
+    use longhaul_control::config::{read_config_file, ReadConfigError};
+    let d = tempdir("kinds");
+    let fifo = d.join("x.toml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // On a thread: a blocking open would hang the test, not fail it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f = fifo.clone();
+    std::thread::spawn(move || tx.send(read_config_file(&f, 1 << 20)).unwrap());
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(2))
+        .expect("reading a FIFO blocked");
+    assert!(
+        matches!(r, Err(ReadConfigError::NotRegular("FIFO"))),
+        "{r:?}"
+    );
+    let r = read_config_file(&d, 1 << 20);
+    assert!(
+        matches!(r, Err(ReadConfigError::NotRegular("directory"))),
+        "{r:?}"
+    );
+    let r = read_config_file(Path::new("/dev/zero"), 1 << 20);
+    assert!(
+        matches!(r, Err(ReadConfigError::NotRegular("character device"))),
+        "{r:?}"
+    );
+    let big = d.join("big.toml");
+    std::fs::write(&big, vec![b'#'; 5000]).unwrap();
+    let e = read_config_file(&big, 4096).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the file is 5000 bytes, more than the limit of 4096 bytes"
+    );
+    assert_eq!(read_config_file(&big, 5000).unwrap().len(), 5000);
+}

@@ -210,6 +210,12 @@ pub struct SwitchSnapshot {
     pub held_bytes: u64,
     /// Frames inside the switch ([`Switch::buffered_packets`]).
     pub queued_pkts: u64,
+    /// Live runs: the worker's loop iterations so far (its progress, for `/health` and
+    /// `longhaul_worker_loops_total`); 0 elsewhere.
+    pub loops: u64,
+    /// Live runs: the port I/O's own counters, by port index (what the files, rings or NICs
+    /// took: `rx_nobuf`, `rx_errors`, `tx_errors`); empty elsewhere.
+    pub io: Vec<crate::port::PortIoStats>,
 }
 
 impl SwitchSnapshot {
@@ -282,6 +288,14 @@ impl SwitchSnapshot {
         }
         self.held_bytes += o.held_bytes;
         self.queued_pkts += o.queued_pkts;
+        self.loops += o.loops;
+        if self.io.len() < o.io.len() {
+            self.io
+                .resize(o.io.len(), crate::port::PortIoStats::default());
+        }
+        for (a, b) in self.io.iter_mut().zip(o.io.iter()) {
+            a.add(b);
+        }
         let (a, b) = (&mut self.stats, &o.stats);
         a.drops.add(&b.drops);
         a.emit_drops += b.emit_drops;

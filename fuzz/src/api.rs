@@ -94,6 +94,8 @@ pub fn api(data: &[u8]) {
     let token = (sel & 4 != 0).then(|| "s3cret".to_owned());
     // A small body limit too, so the 413 path and exact-limit bodies are reached.
     let max_body = if sel & 8 != 0 { 64 } else { api::MAX_BODY };
-    let app = api::app(token, be, max_body);
+    let hosts = api::AllowedHosts::new(Vec::new());
+    hosts.set_listen(std::net::SocketAddr::from(([127, 0, 0, 1], 9410)));
+    let app = api::app(token, be, max_body, hosts);
     let _ = http::answer(req, &app);
 }

@@ -231,3 +231,41 @@ fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
     longhaul_pipelines::baseline::Forwarding::new(&cfg).counters(&mut |n, _| names.push(n));
     assert!(alerts.contains("name=\"neighbor.failed\"") && names.contains(&"neighbor.failed"));
 }
+
+/// Every alert rule has a `promtool test rules` case (docs/grafana/alerts.test.yml, run by
+/// .ci/run) that sees it fire and sees it quiet.
+#[test]
+fn every_alert_rule_has_a_promtool_test() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana");
+    let alerts = std::fs::read_to_string(dir.join("alerts.yml")).unwrap();
+    let tests = std::fs::read_to_string(dir.join("alerts.test.yml")).unwrap();
+    let names: Vec<&str> = alerts
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(names.len() >= 10, "{names:?}");
+    // And a dashboard panel shows what each rule watches.
+    let dash = std::fs::read_to_string(dir.join("longhaul-dashboard.json")).unwrap();
+    let exported = exported();
+    for expr in alerts
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr: "))
+    {
+        for m in metrics_used(expr, &exported) {
+            assert!(
+                dash.contains(&format!("{m}{{")),
+                "no dashboard panel shows {m} (alert expr {expr})"
+            );
+        }
+    }
+    for n in names {
+        let cases = tests
+            .lines()
+            .filter(|l| l.trim() == format!("alertname: {n}"))
+            .count();
+        assert!(
+            cases >= 2,
+            "{n}: {cases} promtool cases (one quiet, one firing needed)"
+        );
+    }
+}

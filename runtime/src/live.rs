@@ -315,7 +315,12 @@ where
         }
         if now >= next_stats {
             next_stats = now + interval;
-            publish(sw, now, &opts.snapshot, &mut scratch);
+            // What a pcap capture holds reaches its file every stats interval, not only at exit
+            // (a reader sees whole records); errors stay with the port, counted at its tx.
+            for p in ports.iter_mut() {
+                let _ = p.flush();
+            }
+            publish(sw, now, ports, sum.iterations, &opts.snapshot, &mut scratch);
         }
         let idle = !work
             && draining.is_none()
@@ -336,7 +341,14 @@ where
         let _ = p.flush();
         sum.ports.push(p.stats());
     }
-    publish(sw, mono_ns(), &opts.snapshot, &mut scratch);
+    publish(
+        sw,
+        mono_ns(),
+        ports,
+        sum.iterations,
+        &opts.snapshot,
+        &mut scratch,
+    );
     sum
 }
 
@@ -387,10 +399,15 @@ fn finish_drain<P: BufPool, L: Pipeline<P>>(
 fn publish<P: BufPool, L: Pipeline<P>>(
     sw: &Switch<P, L>,
     now: Nanos,
+    ports: &[Box<dyn Port<P> + Send>],
+    loops: u64,
     shared: &Mutex<SwitchSnapshot>,
     scratch: &mut SwitchSnapshot,
 ) {
     sw.snapshot_into(now, scratch);
+    scratch.loops = loops;
+    scratch.io.clear();
+    scratch.io.extend(ports.iter().map(|p| p.stats()));
     if let Ok(mut s) = shared.try_lock() {
         s.clone_from(scratch);
     }

@@ -190,7 +190,11 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
                         || "no size cap: set io.tx_max_bytes".to_owned(),
                         |b| format!("at most {b} bytes, then frames are dropped (tx_errors)"),
                     );
-                    eprintln!("longhaul: port '{}' writes {} ({cap})", p.name, t.display());
+                    longhaul_control::logs::note(&format!(
+                        "port '{}' writes {} ({cap})",
+                        p.name,
+                        t.display()
+                    ));
                 }
                 Box::new(match tx_max_bytes {
                     Some(b) => port.with_tx_cap(*b),

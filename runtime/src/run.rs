@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Called with the management API's and the metrics endpoint's addresses once both listen.
 pub type OnReady = Arc<dyn Fn(SocketAddr, Option<SocketAddr>) + Send + Sync>;
@@ -122,6 +122,39 @@ where
     )
 }
 
+/// A reload that reopens the ports is refused when it would leave a port that has I/O without
+/// any (its traffic would stop, silently), or write a pcap capture over a file that exists (the
+/// capture of this run, reopened: `{run}` is the same for every reload).
+fn refuse_port_io_change(running: &Config, new: &Config) -> Result<(), String> {
+    use longhaul_control::config::PortIo;
+    for (i, p) in new.ports.iter().enumerate() {
+        let had_io = running
+            .ports
+            .iter()
+            .any(|o| o.name == p.name && o.io != PortIo::None);
+        if had_io && p.io == PortIo::None {
+            return Err(format!(
+                "ports[{i}] ('{}'): the new config gives it no io, so its traffic would stop; \
+                 keep its io (a port is taken out of service by a restart)",
+                p.name
+            ));
+        }
+        if let PortIo::Pcap { tx: Some(tx), .. } = &p.io {
+            let path = crate::platform::expand_run(tx);
+            if path.exists() {
+                return Err(format!(
+                    "ports[{i}].io.tx ('{}'): {} exists (this run's capture, or an earlier \
+                     one) and reopening the ports would overwrite it; name a new file or move \
+                     it away first",
+                    p.name,
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The port I/O of `a` and `b` is the same (same ports, same files): a rebuild keeps the open
 /// ports instead of reopening them (a reopened pcap tx file would start over).
 fn same_port_io(a: &Config, b: &Config) -> bool {
@@ -131,6 +164,42 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
             .zip(b.ports.iter())
             .all(|(x, y)| x.id == y.id && x.name == y.name && x.io == y.io)
 }
+
+/// What `run` would refuse in this build and environment, beyond what the config's validation
+/// says (for `check-config`): errors (`run` refuses) and warnings (`run` may refuse, depending on
+/// its environment at start), each a line naming the key.
+pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
+    use longhaul_control::api::{PLACEHOLDER_TOKEN, TOKEN_ENV};
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    if !cfg!(feature = "dpdk") {
+        for (i, p) in cfg.ports.iter().enumerate() {
+            if matches!(p.io, longhaul_control::config::PortIo::Dpdk { .. }) {
+                errors.push(format!(
+                    "ports[{i}].io.kind ('{}'): \"dpdk\" needs a longhaul built with the dpdk \
+                     feature, and this one is not (docs/dpdk.md): run refuses this config",
+                    p.name
+                ));
+            }
+        }
+    }
+    let token = resolve_token(cfg.control.api_token.as_deref());
+    match token.as_deref() {
+        Some(PLACEHOLDER_TOKEN) => errors.push(format!(
+            "control.api_token / {TOKEN_ENV}: the placeholder '{PLACEHOLDER_TOKEN}' is refused: \
+             set a secret"
+        )),
+        None if cfg.control.api_needs_token() => warnings.push(format!(
+            "control.api_listen: {} is not loopback and no token is set (control.api_token, or \
+             {TOKEN_ENV} in run's environment): run refuses to start the API without one",
+            cfg.control.api_listen
+        )),
+        _ => {}
+    }
+    (errors, warnings)
+}
+
+/// How long a stopping run waits for the control thread.
+const CONTROL_JOIN: Duration = Duration::from_millis(300);
 
 /// Run the switches of pipeline `L` on platform `X` with control handler `H`: one per worker.
 pub fn run_with<X, L, H, F>(
@@ -168,7 +237,7 @@ where
             sw.snapshot_into(0, &mut snap);
         }
         for line in memory_report(&platform.pool_note(&cfg), n, &snap) {
-            eprintln!("longhaul: memory: {line}");
+            longhaul_control::logs::note(&format!("memory: {line}"));
         }
     }
     let stop = opts.stop.clone();
@@ -194,6 +263,7 @@ where
     let stats_interval = Duration::from_millis(cfg.control.stats_interval_ms);
     let api_listen = opts.api_listen.unwrap_or(cfg.control.api_listen);
     let token = resolve_token(cfg.control.api_token.as_deref());
+    let api_hosts = cfg.control.api_hosts.clone();
     let mut running = cfg.clone();
     let (mut plane, backend) = ControlPlane::new(
         cfg,
@@ -217,6 +287,7 @@ where
         let mut ports = if same_port_io(&running, new) {
             None
         } else {
+            refuse_port_io_change(&running, new)?;
             let v = platform.ports(new)?;
             if v.len() != rebuild_slots.len() {
                 return Err(format!(
@@ -255,7 +326,7 @@ where
         Ok(handles)
     }));
     let backend: Arc<dyn ManagementBackend> = Arc::new(backend);
-    let api = ApiServer::start(api_listen, token, backend)?;
+    let api = ApiServer::start_with_hosts(api_listen, token, backend, api_hosts)?;
     let api_addr = api.local_addr();
     if let Some(f) = &opts.on_ready {
         f(api_addr, metrics_addr);
@@ -311,7 +382,20 @@ where
     }
     // The workers stopped (signal, idle or error): stop the rest.
     stop.store(true, Ordering::SeqCst);
-    let _ = control.join();
+    // The control thread sees the flag within an iteration; one stuck in a long action (a
+    // rebuild opening ports) is not waited for past CONTROL_JOIN: the process exits anyway.
+    let deadline = Instant::now() + CONTROL_JOIN;
+    while !control.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if control.is_finished() {
+        let _ = control.join();
+    } else {
+        tracing::warn!(
+            waited_ms = CONTROL_JOIN.as_millis() as u64,
+            "the control thread did not stop in time; exiting without it"
+        );
+    }
     drop(api);
     drop(metrics_server);
     if let Some(e) = errors.into_iter().next() {

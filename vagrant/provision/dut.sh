@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The longhaul VM: build longhaul (release, DPDK ports) from the synced repository, install it
+# The longhaul VM: build longhaul (dist profile: fat LTO, DPDK ports) from the synced repository, install it
 # with the deployment kit (deploy/: systemd unit, prepare.sh, environment file; docs/deploy.md)
 # and vagrant/longhaul-vm.toml with the lab NICs' PCI addresses, and start it. Idempotent.
 set -euo pipefail
@@ -15,8 +15,8 @@ export PATH=/root/.cargo/bin:$PATH
 # Build outside the synced folder (rsync would delete target/ on the next `vagrant rsync`).
 export CARGO_TARGET_DIR=/var/cache/longhaul-target
 cd /longhaul
-cargo build --release --locked --features dpdk
-install -m 0755 "$CARGO_TARGET_DIR/release/longhaul" /usr/local/bin/longhaul
+cargo build --profile dist --locked --features dpdk
+install -m 0755 "$CARGO_TARGET_DIR/dist/longhaul" /usr/local/bin/longhaul
 /usr/local/bin/longhaul --version
 
 mapfile -t nics < /etc/longhaul-lab/nics

@@ -216,6 +216,8 @@ pub(super) struct RawControl {
     pub command_ring: Option<S<i64>>,
     pub punt_ring: Option<S<i64>>,
     pub reload_dirs: Option<S<Vec<S<String>>>>,
+    pub reload_max_bytes: Option<S<i64>>,
+    pub api_hosts: Option<S<Vec<S<String>>>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -75,6 +75,9 @@ pub(super) const DEFAULT_RING: i64 = 4096;
 pub(super) const MIN_RING: i64 = 16;
 pub(super) const MAX_RING: i64 = 1 << 20;
 pub(super) const MAX_API_TOKEN_LEN: usize = 4096;
+/// Range of `control.reload_max_bytes`: 1 KiB ..= 256 MiB.
+pub(super) const MIN_RELOAD_MAX_BYTES: i64 = 1 << 10;
+pub(super) const MAX_RELOAD_MAX_BYTES: i64 = 256 << 20;
 
 /// Where a value is in the file (`None`: not from the file, or no single place).
 pub type Span = Option<Range<usize>>;
@@ -257,38 +260,14 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// A MAC address (`unicast`: multicast, broadcast and all-zero are refused).
+    /// A MAC address (`unicast`: multicast, broadcast and all-zero are refused), checked by
+    /// [`check_mac`] as the management API checks a table entry's.
     pub fn mac(&mut self, key: &str, v: &S<String>, unicast: bool) -> [u8; 6] {
-        match parse_mac(v.get_ref()) {
-            Some(mac) => {
-                if unicast && mac[0] & 1 != 0 {
-                    self.err(
-                        key,
-                        span(v),
-                        format!(
-                            "{} is a multicast/broadcast MAC: a unicast address is needed",
-                            v.get_ref()
-                        ),
-                    );
-                } else if unicast && mac == [0; 6] {
-                    self.err(
-                        key,
-                        span(v),
-                        "00:00:00:00:00:00 is not a usable MAC address",
-                    );
-                }
-                mac
-            }
-            None => {
-                self.err(
-                    key,
-                    span(v),
-                    format!(
-                        "'{}' is not a MAC address: expected 6 hex bytes separated by ':' (e.g. 02:00:00:00:00:01)",
-                        v.get_ref()
-                    ),
-                );
-                [0; 6]
+        match check_mac(v.get_ref(), unicast) {
+            Ok(mac) => mac,
+            Err(msg) => {
+                self.err(key, span(v), msg);
+                parse_mac(v.get_ref()).unwrap_or([0; 6])
             }
         }
     }
@@ -561,6 +540,38 @@ impl<'a> Validator<'a> {
                 reload_dirs.push(p.to_path_buf());
             }
         }
+        let reload_max_bytes = self.int_or(
+            "control.reload_max_bytes",
+            &c.reload_max_bytes,
+            super::DEFAULT_RELOAD_MAX_BYTES as i64,
+            MIN_RELOAD_MAX_BYTES,
+            MAX_RELOAD_MAX_BYTES,
+        ) as u64;
+        let mut api_hosts = Vec::new();
+        for (i, v) in c
+            .api_hosts
+            .iter()
+            .flat_map(|l| l.get_ref().iter())
+            .enumerate()
+        {
+            let h = v.get_ref().trim();
+            let ok = !h.is_empty()
+                && h.len() <= 253
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b));
+            if ok {
+                api_hosts.push(h.to_ascii_lowercase());
+            } else {
+                self.err(
+                    format!("control.api_hosts[{i}]"),
+                    span(v),
+                    format!(
+                        "'{}' is not a host name (letters, digits, '-', '.'; optionally :PORT)",
+                        v.get_ref()
+                    ),
+                );
+            }
+        }
         ControlConfig {
             api_listen,
             api_token,
@@ -570,6 +581,8 @@ impl<'a> Validator<'a> {
             command_ring,
             punt_ring,
             reload_dirs,
+            reload_max_bytes,
+            api_hosts,
         }
     }
 
@@ -1603,6 +1616,26 @@ fn port_list(infos: &[PortInfo], f: impl Fn(&PortInfo) -> Option<String>) -> Str
 /// Duration of `quanta` pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub fn pause_time_ns(quanta: u16, rate_bps: u64) -> u64 {
     (u128::from(quanta) * 512 * 1_000_000_000 / u128::from(rate_bps.max(1))) as u64
+}
+
+/// A MAC address as the config file and the management API both take it ([`parse_mac`]'s
+/// syntax); `unicast`: multicast, broadcast and all-zero addresses are refused (a next hop, a
+/// neighbour, a port's own address). The error is the message a user sees after the key.
+pub fn check_mac(s: &str, unicast: bool) -> Result<[u8; 6], String> {
+    let Some(mac) = parse_mac(s) else {
+        return Err(format!(
+            "'{s}' is not a MAC address: expected 6 hex bytes separated by ':' (e.g. 02:00:00:00:00:01)"
+        ));
+    };
+    if unicast && mac[0] & 1 != 0 {
+        return Err(format!(
+            "{s} is a multicast/broadcast MAC: a unicast address is needed"
+        ));
+    }
+    if unicast && mac == [0; 6] {
+        return Err("00:00:00:00:00:00 is not a usable MAC address".to_owned());
+    }
+    Ok(mac)
 }
 
 /// "02:00:00:00:00:01" (also accepts '-' as the separator, and upper case).

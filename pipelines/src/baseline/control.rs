@@ -27,7 +27,7 @@
 use super::neighbor::{learnable, PUNT_NEIGHBOR};
 use super::{BaselineCommand, NextHop, Via};
 use longhaul_control::api::ApiError;
-use longhaul_control::config::{fmt_ip, parse_ip, Config, IpPrefix, PortAddr};
+use longhaul_control::config::{check_mac, fmt_ip, parse_ip, Config, IpPrefix, PortAddr};
 use longhaul_control::plane::{needs_rebuild, PipelineControl, ReloadPlan};
 use longhaul_dataplane::control::{Command, Punt};
 use serde_json::{json, Value};
@@ -97,61 +97,22 @@ fn mac_str(m: &[u8; 6]) -> String {
     )
 }
 
-fn parse_mac(v: Option<&Value>, what: &str) -> Result<[u8; 6], ApiError> {
+/// A MAC from an entry's field, checked as the config file checks it
+/// ([`longhaul_control::config::check_mac`]: the same syntax; `unicast` for next hops and
+/// neighbours, whose broadcast or multicast address the config refuses too).
+fn parse_mac(v: Option<&Value>, what: &str, unicast: bool) -> Result<[u8; 6], ApiError> {
     let s = v.and_then(Value::as_str).ok_or_else(|| {
         ApiError::BadRequest(format!(
             "{what}: expected a MAC string like \"02:00:00:00:00:01\""
         ))
     })?;
-    let parts: Vec<&str> = s.split(':').collect();
-    let mut m = [0u8; 6];
-    if parts.len() != 6 {
-        return Err(ApiError::BadRequest(format!(
-            "{what}: '{s}' is not a MAC address"
-        )));
-    }
-    for (i, p) in parts.iter().enumerate() {
-        m[i] = u8::from_str_radix(p, 16)
-            .ok()
-            .filter(|_| p.len() == 2)
-            .ok_or_else(|| ApiError::BadRequest(format!("{what}: '{s}' is not a MAC address")))?;
-    }
-    Ok(m)
+    check_mac(s, unicast).map_err(|m| ApiError::BadRequest(format!("{what}: {m}")))
 }
 
-/// Parse "a.b.c.d/len" or "x::/len"; host bits set is an error (as in the config).
+/// A prefix, checked as the config file checks it ([`longhaul_control::config::parse_prefix`]:
+/// the length is required, host bits must be zero).
 pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("'{s}': expected ADDRESS/LENGTH"))?;
-    let len: u8 = l.parse().map_err(|_| format!("'{s}': bad prefix length"))?;
-    if let Ok(v4) = a.parse::<Ipv4Addr>() {
-        if len > 32 {
-            return Err(format!("'{s}': IPv4 prefix length > 32"));
-        }
-        let addr = u32::from(v4);
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-        if addr & !mask != 0 {
-            return Err(format!("'{s}': host bits set"));
-        }
-        return Ok(IpPrefix::V4 { addr, len });
-    }
-    if let Ok(v6) = a.parse::<Ipv6Addr>() {
-        if len > 128 {
-            return Err(format!("'{s}': IPv6 prefix length > 128"));
-        }
-        let addr = u128::from(v6);
-        let mask = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - len)
-        };
-        if addr & !mask != 0 {
-            return Err(format!("'{s}': host bits set"));
-        }
-        return Ok(IpPrefix::V6 { addr, len });
-    }
-    Err(format!("'{s}': not an IPv4 or IPv6 prefix"))
+    longhaul_control::config::parse_prefix(s)
 }
 
 fn prefix_str(p: IpPrefix) -> String {
@@ -421,7 +382,7 @@ impl PipelineControl for BaselineControl {
         match table {
             "l2" => {
                 Self::only_keys(e, &["mac", "port"])?;
-                let mac = parse_mac(e.get("mac"), "mac")?;
+                let mac = parse_mac(e.get("mac"), "mac", false)?;
                 let port = self.port(e.get("port"))?;
                 self.l2.insert(mac, port);
                 Ok((
@@ -456,7 +417,7 @@ impl PipelineControl for BaselineControl {
                     match (e.get("next_hop_mac"), e.get("next_hop")) {
                         (m @ Some(_), None) => NextHop {
                             port,
-                            mac: parse_mac(m, "next_hop_mac")?,
+                            mac: parse_mac(m, "next_hop_mac", true)?,
                             via: Via::Mac,
                         },
                         (None, g @ Some(_)) => {
@@ -506,7 +467,7 @@ impl PipelineControl for BaselineControl {
                         self.port_name(port)
                     )));
                 }
-                let mac = parse_mac(e.get("mac"), "mac")?;
+                let mac = parse_mac(e.get("mac"), "mac", true)?;
                 let n = Neighbor {
                     mac,
                     is_static: true,
@@ -535,7 +496,7 @@ impl PipelineControl for BaselineControl {
         match table {
             "l2" => {
                 Self::only_keys(k, &["mac"])?;
-                let mac = parse_mac(k.get("mac"), "mac")?;
+                let mac = parse_mac(k.get("mac"), "mac", false)?;
                 let port = self.l2.remove(&mac).ok_or_else(|| {
                     ApiError::NotFound(format!("no l2 entry for {}", mac_str(&mac)))
                 })?;
