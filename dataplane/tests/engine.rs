@@ -78,7 +78,7 @@ fn port(id: u16, rate_bps: u64, lossless: u8) -> PortSpec {
             limit_bytes: 1 << 20,
             limit_pkts: 4096,
             lossless: lossless & (1 << c) != 0,
-            ecn: None,
+            ..TmClassConfig::default()
         };
     }
     tm.strict_mask = 0xff;
