@@ -403,7 +403,7 @@ where
         if self.workers <= 1 && self.rx_role == RxRole::Queue {
             // The only worker: every frame is its own and no MAC control is copied to anyone,
             // so the burst goes straight into `out` (no pass through `scratch` testing each
-            // frame, about 25 instructions per frame, perf/README.md).
+            // frame, about 25 instructions per frame).
             return io.rx_burst(now, pool, out, max);
         }
         let mut scratch = std::mem::take(&mut self.scratch);

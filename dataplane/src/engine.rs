@@ -117,9 +117,8 @@ pub trait Pipeline<P: BufPool> {
 
     /// Whether [`Pipeline::egress`] may do anything at all with the current configuration
     /// (`true`, the default, when unsure). `false` lets the engine skip the call for every
-    /// packet it transmits, and building the [`Ctx`] the call takes (about 20 instructions per
-    /// frame when the context was 13 references; a build is three stores since, perf/README.md):
-    /// the baseline without INT.
+    /// packet it transmits, and building the [`Ctx`] the call takes (three stores): the baseline
+    /// without INT.
     #[inline]
     fn egress_active(&self) -> bool {
         true

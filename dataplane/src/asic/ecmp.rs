@@ -19,7 +19,7 @@ pub const PROTO_UDP: u8 = 17;
 /// [`pick`]) are exactly Themis-S's `P_base` as first written in `spray/source.rs` (a test
 /// below keeps that reference), so moving it here changed no spraying decision. Inlined: its
 /// seven arguments (two `u128`s) do not fit the argument registers, and Themis-S hashes every
-/// sprayed frame (perf/README.md).
+/// sprayed frame.
 #[inline(always)]
 pub fn hash5(src: u128, dst: u128, proto: u8, sport: u16, dport: u16, seed: u64) -> u64 {
     let mut h = seed ^ 0x9e37_79b9_7f4a_7c15;

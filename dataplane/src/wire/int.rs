@@ -463,9 +463,8 @@ pub(crate) fn locate_udp_ref(frame: &[u8], l3_off: usize) -> Result<UdpLayout, W
 /// Add `delta` bytes to IP and UDP lengths (IPv4 checksum updated incrementally; a non-zero UDP
 /// checksum recomputed). Checks for overflow before changing anything. Inlined: its callers'
 /// constant `delta` and known IP version fold into it (a call of 78 instructions per INT insertion
-/// otherwise, perf/README.md, sixth session). Always: with `#[inline]` alone the compiler
-/// inlined it into MLCC's INT source in some builds and called it in others (perf/README.md,
-/// eighth to tenth sessions).
+/// otherwise). Always: with `#[inline]` alone the compiler inlines it into MLCC's INT source in
+/// some builds and calls it in others.
 #[inline(always)]
 pub(crate) fn adjust_lengths(
     frame: &mut [u8],

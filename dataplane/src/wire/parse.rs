@@ -62,8 +62,7 @@ pub enum L3Kind {
     MacControl,
     /// Another EtherType ([`Parsed::ethertype`] says which). No payload: one byte, so the
     /// stages' reads of it are forwarded from the parser's store (a two-byte tag read back as
-    /// four bytes stalled on store forwarding, a fifth of the baseline ingress's cycles,
-    /// perf/README.md).
+    /// four bytes stalls on store forwarding: a fifth of the baseline ingress's cycles).
     Other,
 }
 
@@ -138,7 +137,7 @@ impl Parsed {
 /// Parse `frame` (see the module documentation for the anomaly rules).
 ///
 /// Always inlined: returned through memory, the `Parsed` fields the next stage reads at once
-/// stalled on store forwarding (a third of the ingress stage's cycles, perf/README.md). The
+/// stall on store forwarding (a third of the ingress stage's cycles). The
 /// frame nearly every frame is (untagged IPv4 without options or fragments, UDP, every length
 /// right, a good checksum) takes [`parse_v4_udp`]'s fixed offsets; anything else the general
 /// walk ([`parse_general`]), out of line. Both give the same [`Parsed`] for every frame (a
@@ -424,8 +423,8 @@ fn fmix32(mut h: u32) -> u32 {
 /// seeds). Never 0 (0 means "not computed" in [`Meta`]).
 ///
 /// The key is read as a few machine words and mixed by folded 64x64->128-bit multiplies (the
-/// wyhash/ahash fallback construction) and MurmurHash3's fmix32: about 2 ns for IPv4, where the
-/// byte-wise CRC-32 it replaced took about 20 (perf/README.md, "Closing the gap").
+/// wyhash/ahash fallback construction) and MurmurHash3's fmix32: about 2 ns for IPv4, where a
+/// byte-wise CRC-32 takes about 20.
 pub fn flow_hash_symmetric(frame: &[u8], p: &Parsed) -> u32 {
     let l3 = p.l3_off as usize;
     let ports = if p.l4_off != 0 && p.bth_off == 0 && (p.proto == PROTO_TCP || p.proto == PROTO_UDP)
