@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufRead};
 
 /// Packets are handed to the switch in bursts of at most this many (as an rx burst would).
-pub const BURST: usize = 32;
+pub use crate::port::BURST;
 
 /// Where emitted frames go: `(port index, departure time, frame)`.
 pub trait Sink<B: PacketBuf> {

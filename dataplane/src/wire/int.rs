@@ -56,6 +56,9 @@ pub const TYPE_INT_MD: u8 = 1;
 pub const NPT_UDP_PORT: u8 = 1;
 /// INT-MD header version of INT v2.1.
 pub const VERSION: u8 = 2;
+/// The INT UDP port (INT over UDP, destination port) longhaul's configs and modeled hosts use
+/// unless told otherwise; INT v2.1 leaves the port to the operator.
+pub const DEFAULT_INT_PORT: u16 = 5000;
 
 /// Instruction bit 0: node id.
 pub const INS_NODE_ID: u16 = 0x8000;
