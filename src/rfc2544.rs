@@ -7,7 +7,7 @@
 //! functions with unit tests; the trial itself (`driver`, feature `dpdk`) busy-polls both ports on
 //! EAL's main lcore, paced by the TSC.
 //!
-//! Choices where RFC 2544 leaves room, written down in perf/README.md ("RFC 2544 over memif"):
+//! Choices where RFC 2544 leaves room (perf/README.md, "RFC 2544 over memif", has the figures):
 //! - Test frames are the UDP echo frames of RFC 2544 appendix C.2.6.4 (IPv4, UDP source port
 //!   0xC020 + flow, destination port 7), one flow per UDP source port (`--flows`), with a
 //!   16-byte signature at the start of the payload (magic, trial number, sequence number) so a
@@ -30,6 +30,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use longhaul_dataplane::wire::checksum::checksum;
 use longhaul_dataplane::wire::ethernet::MacAddr;
+use longhaul_dataplane::wire::parse::{ipv4_udp, Ipv4Udp};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -166,18 +167,6 @@ pub enum Seen {
     Other,
 }
 
-/// The IPv4 source, destination and UDP destination port of an untagged IPv4/UDP frame, and
-/// where its UDP payload starts. Lengths are checked before every read.
-fn ipv4_udp(f: &[u8]) -> Option<(u32, u32, u16, usize)> {
-    let (src, dst) = ipv4_pair(f)?;
-    let ihl = usize::from(f[14] & 0x0f) * 4;
-    let l4 = 14 + ihl;
-    if f[23] != 17 || ihl < 20 || f.len() < l4 + 8 {
-        return None;
-    }
-    Some((src, dst, u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]), l4 + 8))
-}
-
 /// The IPv4 source and destination of an untagged IPv4 frame (at least its 34 header bytes).
 fn ipv4_pair(f: &[u8]) -> Option<(u32, u32)> {
     if f.len() < 34 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 {
@@ -251,7 +240,12 @@ impl Offer {
                 _ => Seen::Other,
             },
             None => {
-                let Some((_, _, port, payload)) = ipv4_udp(f) else {
+                let Some(Ipv4Udp {
+                    dst_port: port,
+                    payload,
+                    ..
+                }) = ipv4_udp(f)
+                else {
                     return Seen::Other;
                 };
                 if port != UDP_DST

@@ -37,7 +37,8 @@ pub enum DropReason {
     RecircFull,
     /// A stage decided to drop (e.g. a filtered NACK); the stage counts its own detail.
     Pipeline,
-    /// Egress port does not exist.
+    /// A port the packet names does not exist: its egress port, or the ingress port of a
+    /// packet back from the recirculation loop.
     BadPort,
     /// The frame is larger than the egress port's MTU.
     TooBig,

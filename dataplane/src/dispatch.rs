@@ -34,8 +34,12 @@
 //! mempool is thread-safe); heap pools are per worker, so several workers need DPDK.
 
 use crate::packet::{BufPool, PacketBuf};
-use crate::port::{Port, PortIoStats};
+use crate::port::{Port, PortIoStats, BURST};
 use crate::time::Nanos;
+use crate::wire::be16;
+use crate::wire::ethernet::{
+    is_mac_control, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_VLAN,
+};
 use crossbeam_queue::ArrayQueue;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,9 +47,6 @@ use std::sync::Arc;
 
 /// Frames a dispatch ring holds when its bursts are full (per worker and port, each way).
 pub const DISPATCH_RING: usize = 4096;
-
-/// Frames per burst on a dispatch ring (the engine's burst).
-pub const BURST: usize = crate::replay::BURST;
 
 /// Most frames the owner moves from the tx fan-in ring to its queue per [`Port::service`].
 const FANIN_BURST: usize = 128;
@@ -69,18 +70,18 @@ pub fn pair_hash(frame: &[u8]) -> u32 {
     let mut off = 12;
     let mut ethertype = be16(frame, off);
     for _ in 0..2 {
-        if ethertype == Some(0x8100) || ethertype == Some(0x88a8) {
+        if ethertype == Some(ETHERTYPE_VLAN) || ethertype == Some(ETHERTYPE_QINQ) {
             off += 4;
             ethertype = be16(frame, off);
         }
     }
     let l3 = off + 2;
     let (a, b) = match ethertype {
-        Some(0x0800) => match (frame.get(l3 + 12..l3 + 16), frame.get(l3 + 16..l3 + 20)) {
+        Some(ETHERTYPE_IPV4) => match (frame.get(l3 + 12..l3 + 16), frame.get(l3 + 16..l3 + 20)) {
             (Some(s), Some(d)) => (fold(s), fold(d)),
             _ => return 0,
         },
-        Some(0x86dd) => match (frame.get(l3 + 8..l3 + 24), frame.get(l3 + 24..l3 + 40)) {
+        Some(ETHERTYPE_IPV6) => match (frame.get(l3 + 8..l3 + 24), frame.get(l3 + 24..l3 + 40)) {
             (Some(s), Some(d)) => (fold(s), fold(d)),
             _ => return 0,
         },
@@ -93,18 +94,6 @@ pub fn pair_hash(frame: &[u8]) -> u32 {
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
     (x >> 32) as u32
-}
-
-/// Whether `frame` is a MAC control frame (EtherType 0x8808: PFC, PAUSE).
-#[inline]
-pub fn is_mac_control(frame: &[u8]) -> bool {
-    be16(frame, 12) == Some(0x8808)
-}
-
-#[inline]
-fn be16(b: &[u8], off: usize) -> Option<u16> {
-    b.get(off..off + 2)
-        .map(|s| u16::from_be_bytes([s[0], s[1]]))
 }
 
 /// An address folded to 32 bits (IPv4 as is; IPv6 by xor of its four words).
@@ -403,7 +392,7 @@ where
         if self.workers <= 1 && self.rx_role == RxRole::Queue {
             // The only worker: every frame is its own and no MAC control is copied to anyone,
             // so the burst goes straight into `out` (no pass through `scratch` testing each
-            // frame, about 25 instructions per frame, perf/README.md).
+            // frame, about 25 instructions per frame).
             return io.rx_burst(now, pool, out, max);
         }
         let mut scratch = std::mem::take(&mut self.scratch);

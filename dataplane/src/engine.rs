@@ -28,8 +28,10 @@ use crate::packet::{
     BufPool, Meta, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED, NUM_CLASSES,
     PORT_NONE,
 };
+use crate::port::BURST;
 use crate::time::Nanos;
 use crate::tm::{BypassRun, TmConfig, TrafficManager};
+use crate::wire::ethernet::is_mac_control;
 use crate::wire::pfc as wpfc;
 use std::sync::Arc;
 
@@ -79,7 +81,7 @@ pub trait Pipeline<P: BufPool> {
 
     /// Ingress stages over a burst of packets from one port (VPP's vectors), used when
     /// [`Pipeline::BURST_INGRESS`] is set: set `actions[i]` to the fate of `pkts[i]` (both slices
-    /// have the same length, at most [`MAX_BURST`]). The engine acts on the decisions in order
+    /// have the same length, at most [`BURST`]). The engine acts on the decisions in order
     /// once the whole burst is through, so a pipeline can run stage by stage across the burst,
     /// prefetching the next packets' headers and table entries. Before it works on `pkts[i]` in
     /// a way that may emit packets it calls [`Ctx::at_packet`]`(i)`: what it emits then is
@@ -117,9 +119,8 @@ pub trait Pipeline<P: BufPool> {
 
     /// Whether [`Pipeline::egress`] may do anything at all with the current configuration
     /// (`true`, the default, when unsure). `false` lets the engine skip the call for every
-    /// packet it transmits, and building the [`Ctx`] the call takes (about 20 instructions per
-    /// frame when the context was 13 references; a build is three stores since, perf/README.md):
-    /// the baseline without INT.
+    /// packet it transmits, and building the [`Ctx`] the call takes (three stores): the baseline
+    /// without INT.
     #[inline]
     fn egress_active(&self) -> bool {
         true
@@ -711,15 +712,6 @@ macro_rules! ctx {
     };
 }
 
-/// Whether `d` is an untagged 802.3 MAC control frame (EtherType 0x8808): PFC or PAUSE.
-#[inline(always)]
-fn is_mac_control(d: &[u8]) -> bool {
-    d.len() >= 14 && d[12] == 0x88 && d[13] == 0x08
-}
-
-/// The most packets [`Pipeline::ingress_burst`] is given at once (DPDK's usual burst).
-pub const MAX_BURST: usize = 32;
-
 /// A punt handler run inline (replay) and the control latency it simulates.
 type InlineControl<C> = (Box<dyn PuntHandler<C>>, Nanos);
 
@@ -1036,7 +1028,7 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     ///
     /// Stage by stage over the burst: the port's counters and every packet's metadata in one
     /// pass, MAC control taken out, then (for a pipeline with [`Pipeline::BURST_INGRESS`]) its
-    /// [`Pipeline::ingress_burst`] over up to [`MAX_BURST`] packets at a time, then admission and
+    /// [`Pipeline::ingress_burst`] over up to [`BURST`] packets at a time, then admission and
     /// enqueue of each packet in order, each followed by what the pipeline emitted while
     /// handling it; otherwise ingress, admission and enqueue one packet at a time.
     pub fn receive_burst(&mut self, idx: usize, now: Nanos, burst: &mut Vec<P::Buf>) {
@@ -1100,9 +1092,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
             self.close_runs();
             return;
         }
-        let mut actions = [Action::Forward; MAX_BURST];
+        let mut actions = [Action::Forward; BURST];
         while !burst.is_empty() {
-            let n = burst.len().min(MAX_BURST);
+            let n = burst.len().min(BURST);
             // The packets decided (all but when one must wait for the admission of those before
             // it), at least one.
             let n = {
@@ -1179,9 +1171,26 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     #[inline]
     pub fn recirc_pass(&mut self, now: Nanos) -> Option<bool> {
         let pkt = self.recirc.as_mut()?.pop_ready(now)?;
-        self.st.stats.recirculated += 1;
-        let idx = self.port_idx(pkt.meta().ingress_port).unwrap_or(0);
+        let Some((idx, pkt)) = self.recirc_ingress(pkt) else {
+            return Some(false);
+        };
         Some(self.receive_one_kept(idx, now, pkt))
+    }
+
+    /// A packet back from the recirculation loop, counted, with the index of the port it came
+    /// in on (where it enters ingress again). `None` when the switch has no such port: the
+    /// packet is dropped and counted as [`DropReason::BadPort`].
+    #[inline]
+    fn recirc_ingress(&mut self, pkt: P::Buf) -> Option<(usize, P::Buf)> {
+        self.st.stats.recirculated += 1;
+        match self.port_idx(pkt.meta().ingress_port) {
+            Some(idx) => Some((idx, pkt)),
+            None => {
+                self.st.stats.drops.inc(DropReason::BadPort);
+                self.st.pool.free(pkt);
+                None
+            }
+        }
     }
 
     /// When the recirculation loop's next packet is back ([`Switch::next_event`]'s part for
@@ -1627,9 +1636,9 @@ impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
     /// Time-driven work at `now`: recirculated packets coming back, PFC refreshes, pipeline timers.
     pub fn poll(&mut self, now: Nanos) {
         while let Some(pkt) = self.recirc.as_mut().and_then(|r| r.pop_ready(now)) {
-            self.st.stats.recirculated += 1;
-            let idx = self.port_idx(pkt.meta().ingress_port).unwrap_or(0);
-            self.receive_one(idx, now, pkt);
+            if let Some((idx, pkt)) = self.recirc_ingress(pkt) {
+                self.receive_one(idx, now, pkt);
+            }
         }
         if let Some(pfc) = self.pfc.as_mut() {
             if pfc.next_deadline().is_some_and(|t| t <= now) {

@@ -471,7 +471,7 @@ impl PacketBuf for HeapBuf {
     }
     /// Every line of the descriptor (about three: the frame's place, its length and the
     /// metadata; a boxed descriptor is 16-byte aligned, so even its first fields may sit on
-    /// its second line: the recirculation loop's pop stalled there, perf/README.md).
+    /// its second line, where the recirculation loop's pop would stall).
     #[inline]
     fn prefetch_descriptor(&self) {
         prefetch_lines(&*self.0);

@@ -4,10 +4,10 @@
 //! per switch port and, on every iteration of its loop, does:
 //!
 //! 1. `now = clock`;
-//! 2. for each port: [`Port::rx_burst`]`(now, pool, &mut burst, 32)`, then
+//! 2. for each port: [`Port::rx_burst`]`(now, pool, &mut burst, BURST)`, then
 //!    `switch.receive_burst(idx, now, &mut burst)`;
 //! 3. `switch.poll(now)`;
-//! 4. for each port: `switch.transmit(idx, now, 32, &mut |p| txv.push(p))`, then
+//! 4. for each port: `switch.transmit(idx, now, BURST, &mut |p| txv.push(p))`, then
 //!    [`Port::tx_burst`]`(now, &mut txv, pool)`.
 //!
 //! The buffers come from (and go back to) the caller's pool, so a port never owns packets between
@@ -62,6 +62,11 @@ impl PortIoStats {
         self.rx_errors += o.rx_errors;
     }
 }
+
+/// Frames per burst (DPDK's customary 32): the most a port's rx or tx burst moves at once, the
+/// most [`crate::engine::Pipeline::ingress_burst`] is given at once, and the frames a replay or a
+/// dispatch ring hands over at once.
+pub const BURST: usize = 32;
 
 /// A port backend: bursts of packet buffers in and out.
 ///

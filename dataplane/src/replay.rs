@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufRead};
 
 /// Packets are handed to the switch in bursts of at most this many (as an rx burst would).
-pub const BURST: usize = 32;
+pub use crate::port::BURST;
 
 /// Where emitted frames go: `(port index, departure time, frame)`.
 pub trait Sink<B: PacketBuf> {
@@ -837,9 +837,9 @@ impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
                 self.others = None;
                 self.sw.next_event(now)
             } else {
-                // Pairwise, not `[..].into_iter().flatten().min()`: that iterator was built on
+                // Pairwise, not `[..].into_iter().flatten().min()`: that iterator is built on
                 // the stack with 8-byte stores and read back with 16-byte loads, a store-
-                // forwarding stall at every loop step (perf/README.md).
+                // forwarding stall at every loop step.
                 earlier(
                     earlier(others, self.sw.recirc_next()),
                     self.sw.pipeline_deadline(),

@@ -7,13 +7,14 @@
 #![cfg(feature = "dpdk")]
 
 use longhaul_dataplane::dpdk::{
-    sys, DpdkPort, DpdkPortConfig, Eal, Mbuf, MbufPool, BURST, META_PRIV_SIZE, SYMMETRIC_RSS_KEY,
+    sys, DpdkPort, DpdkPortConfig, Eal, Mbuf, MbufPool, META_PRIV_SIZE, SYMMETRIC_RSS_KEY,
 };
 use longhaul_dataplane::packet::{
     BufPool, Meta, PacketBuf, DEFAULT_DATA_ROOM, DEFAULT_HEADROOM, FLAG_CLONE,
 };
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::port::Port;
+use longhaul_dataplane::port::BURST;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::PathBuf;

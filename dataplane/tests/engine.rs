@@ -17,7 +17,9 @@ const GBPS: u64 = 1_000_000_000;
 
 /// Frame byte 0 = egress port id, byte 1 = class, byte 2 = loops wanted; the rest is padding.
 /// Byte 3 != 0 asks the pipeline to emit a 64-byte copy to port byte 3 - 1.
-/// Byte 4 != 0 punts the packet. The command `port` redirects every later packet to `port`.
+/// Byte 4 != 0 punts the packet. Byte 5 == [`FOREIGN_INGRESS`] sends the packet round the loop
+/// as if it had come in on a port the switch does not have. The command `port` redirects every
+/// later packet to `port`.
 #[derive(Default)]
 struct Test {
     redirect: Option<u8>,
@@ -36,11 +38,15 @@ impl<P: BufPool> Pipeline<P> for Test {
             return Action::Drop(longhaul_dataplane::counters::DropReason::Truncated);
         }
         let (port, class, loops, gen, punt) = (d[0], d[1], d[2], d[3], d[4]);
+        let foreign = d[5] == FOREIGN_INGRESS;
         let port = self.redirect.unwrap_or(port);
         if punt != 0 {
             ctx.punt_packet(7, pkt);
         }
         if pkt.meta().loop_count < loops {
+            if foreign {
+                pkt.meta_mut().ingress_port = 99;
+            }
             return Action::Recirculate;
         }
         if gen != 0 {
@@ -56,6 +62,9 @@ impl<P: BufPool> Pipeline<P> for Test {
         Action::Forward
     }
 }
+
+/// Byte 5's value that makes [`Test`] recirculate a packet with ingress port 99.
+const FOREIGN_INGRESS: u8 = 0x5a;
 
 fn frame(port: u8, class: u8, loops: u8, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
@@ -411,6 +420,43 @@ fn recirculation_delays_by_loops_and_counts() {
     assert_eq!(tx[1].ts, 3 * per_loop);
     assert_eq!(tx[1].meta.loop_count, 3);
     assert_eq!(h.sw.stats().recirculated, 3);
+}
+
+/// A packet back from the recirculation loop whose ingress port the switch does not have is
+/// dropped and counted as `bad_port` (it was sent on as if it had come in on port 0), on both
+/// ways a packet comes back: `Switch::recirc_pass` and `Switch::poll`.
+#[test]
+fn recirculated_packet_of_an_unknown_port_is_dropped_and_counted() {
+    let rc = RecircConfig {
+        rate_bps: 100 * GBPS,
+        loop_delay_ns: 1_000,
+        capacity_pkts: 16,
+        capacity_bytes: 1 << 20,
+    };
+    let back = serialization_ns(1000, 100 * GBPS) + 1_000;
+    for via_poll in [false, true] {
+        let mut h = switch(
+            vec![port(0, 100 * GBPS, 0), port(1, 100 * GBPS, 0)],
+            None,
+            Some(rc),
+        );
+        let mut f = frame(1, 0, 1, 1000);
+        f[5] = FOREIGN_INGRESS;
+        h.put(0, 0, &f);
+        h.advance_to(0);
+        assert_eq!(h.sw.recirc_next(), Some(back), "in the loop");
+        if via_poll {
+            h.sw.poll(back);
+        } else {
+            assert_eq!(h.sw.recirc_pass(back), Some(false));
+        }
+        h.run_to_idle();
+        assert!(h.take().is_empty(), "via_poll {via_poll}: nothing sent");
+        let s = h.sw.stats();
+        assert_eq!((s.recirculated, s.drops.get(DropReason::BadPort)), (1, 1));
+        let l = h.sw.ledger();
+        assert_eq!(l.check(), Ok(()), "{l}");
+    }
 }
 
 #[test]

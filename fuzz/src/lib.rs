@@ -139,7 +139,7 @@ pub fn themis_daemon(data: &[u8]) {
                 let _ = (a.client_v4(), b);
             }
         }
-        if let Some((a, b, _)) = parse::ipv4_udp(frame) {
+        if let Some(parse::Ipv4Udp { src: a, dst: b, .. }) = parse::ipv4_udp(frame) {
             let _ = pairs.record(a, b, now);
             if now.is_multiple_of(3) {
                 pairs.remove(b, a);

@@ -13,7 +13,7 @@ use longhaul_dataplane::wire::{
 };
 
 /// The UDP ports that announce INT in the shipped configs (MLCC, Reflex) and the default.
-const INT_PORTS: [u16; 4] = [reflex::DEFAULT_INT_PORT, 5001, 4790, 6000];
+const INT_PORTS: [u16; 4] = [int::DEFAULT_INT_PORT, 5001, 4790, 6000];
 
 pub fn wire(data: &[u8]) {
     let mut inp = Input::new(data);

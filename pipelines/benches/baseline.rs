@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the baseline pipeline on the 64-flow RoCE trace
-//! (examples/roce-64flows.pcap, made by perf/gen_trace.py). Figures: perf/README.md.
+//! (examples/roce-64flows.pcap, made by perf/gen_trace.py). Figures: perf/README.md,
+//! "Criterion benchmarks".
 //!
 //! - `baseline/ingress`: the ingress stages alone (parse, classify, L2/LPM, TTL and MAC rewrite)
 //!   on one packet, ns per packet.

@@ -1,5 +1,5 @@
 //! Criterion benchmarks of Bifrost (paper 004) on configs/bifrost-dci.toml. Figures:
-//! perf/README.md.
+//! perf/README.md, "Criterion benchmarks".
 //!
 //! - `bifrost/account`: the generator's per-packet work on a governed (port, priority): L and r
 //!   on enqueue, L on dequeue, ns per packet.

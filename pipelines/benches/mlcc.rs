@@ -1,4 +1,5 @@
-//! Criterion benchmarks of MLCC at the DCI (paper 001). Figures: perf/README.md.
+//! Criterion benchmarks of MLCC at the DCI (paper 001). Figures: perf/README.md, "Criterion
+//! benchmarks".
 //!
 //! - `mlcc/dqm_ack`: DQM's per-ACK step (the token bucket and eq. 9) of a flow between epochs.
 //! - `mlcc/locate`: finding the MLCC INT of a data packet (`wire::mlcc::locate`).

@@ -1,4 +1,5 @@
-//! Criterion benchmarks of Reflex at the external switch (paper 003). Figures: perf/README.md.
+//! Criterion benchmarks of Reflex at the external switch (paper 003). Figures: perf/README.md,
+//! "Criterion benchmarks".
 //!
 //! - `reflex/nsf_silent` and `reflex/nsf_active`: NSF's state machine on one data packet of a
 //!   flow whose near-source delay is below the threshold (Silent: no table entry), and of an
@@ -68,7 +69,13 @@ fn bench(c: &mut Criterion) {
     });
     let f0 = frames[0].clone();
     g.bench_function("locate", |b| {
-        b.iter(|| black_box(reflex::locate(black_box(&f0), 14, reflex::DEFAULT_INT_PORT)))
+        b.iter(|| {
+            black_box(reflex::locate(
+                black_box(&f0),
+                14,
+                longhaul_dataplane::wire::int::DEFAULT_INT_PORT,
+            ))
+        })
     });
 
     let mac = |name: &str| cfg.ports.iter().find(|p| p.name == name).expect("port").mac;

@@ -1,5 +1,5 @@
 //! Criterion benchmarks of Themis spraying (configs/spray-tor.toml with 64 cross-rack QPs).
-//! Figures: perf/README.md.
+//! Figures: perf/README.md, "Criterion benchmarks".
 //!
 //! - `spray/s_choose`: Themis-S's path decision alone (P_base hash + equation 1 + lastNackPsn and
 //!   avoidance checks), ns per packet.

@@ -1,4 +1,5 @@
-//! Criterion benchmarks of THEMIS at the external switch (paper 000). Figures: perf/README.md.
+//! Criterion benchmarks of THEMIS at the external switch (paper 000). Figures: perf/README.md,
+//! "Criterion benchmarks".
 //!
 //! - `themis/pnp_cnp` and `themis/pnp_suppressed`: the PNP stage on a CE-marked RoCE data packet
 //!   whose QP has a QP_field entry: a CNP built every time (the clock advances by more than

@@ -10,7 +10,9 @@ use longhaul_dataplane::packet::{HeapBuf, HeapPool, PacketBuf};
 use longhaul_dataplane::replay::{Emitted, Harness};
 use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::mlcc::{self, Mceth, MlccHop, MCETH_CREDIT, MCETH_DQM};
-use longhaul_dataplane::wire::roce::{build_roce_v4, opcode, AckSpec, Bth, BthRepr, RoceAddrs};
+use longhaul_dataplane::wire::roce::{
+    build_roce_v4, opcode, AckSpec, Bth, BthRepr, RoceAddrs, Syndrome,
+};
 use longhaul_dataplane::wire::{icrc, int};
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::mlcc::dci::MlccDci;
@@ -130,7 +132,7 @@ fn ack(psn: u32, c_r: u16, r_credit_kbps: u32) -> Vec<u8> {
     let spec = AckSpec {
         dest_qp: 0x77, // the requester's QP
         psn,
-        syndrome: 0x1f,
+        syndrome: Syndrome::ACK_NO_CREDIT,
         msn: 0,
         pkey: 0xffff,
     };

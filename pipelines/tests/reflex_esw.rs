@@ -9,7 +9,7 @@ use longhaul_dataplane::replay::{Emitted, Harness};
 use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::reflex::{self, ReflexHop, FLAG_ECHO, FLAG_NSF};
 use longhaul_dataplane::wire::roce::{
-    build_ack_v4, build_roce_v4, opcode, AckSpec, Bth, BthRepr, RoceAddrs,
+    build_ack_v4, build_roce_v4, opcode, AckSpec, Bth, BthRepr, RoceAddrs, Syndrome,
 };
 use longhaul_dataplane::wire::{icrc, int};
 use longhaul_pipelines::reflex::esw::ReflexEsw;
@@ -109,7 +109,7 @@ fn ack(req_qpn: u32, psn: u32, ts: u64) -> Vec<u8> {
     let spec = AckSpec {
         dest_qp: req_qpn,
         psn,
-        syndrome: 0x1f,
+        syndrome: Syndrome::ACK_NO_CREDIT,
         msn: 0,
         pkey: 0xffff,
     };

@@ -9,17 +9,14 @@
 //! The hash is not symmetric: the two directions of a flow (data and its ACKs) are hashed
 //! independently, as commodity switches do by default. Allocation-free, branch-free, no panics.
 
-/// The IP protocol number of UDP (what RoCEv2 runs on).
-pub const PROTO_UDP: u8 = 17;
-
 /// The seeded hash of a 5-tuple. Addresses are `u128`s (IPv4 as IPv4-mapped IPv6, the
 /// convention of `wire::parse::ip_pair_u128`); ports are 0 for protocols without them.
 ///
 /// A splitmix64-style mix of the words, then splitmix64's finaliser. Its outputs (through
-/// [`pick`]) are exactly Themis-S's `P_base` as first written in `spray/source.rs` (a test
-/// below keeps that reference), so moving it here changed no spraying decision. Inlined: its
+/// [`pick`]) are exactly Themis-S's `P_base` of `spray/source.rs`'s reference (a test below
+/// keeps it). Inlined: its
 /// seven arguments (two `u128`s) do not fit the argument registers, and Themis-S hashes every
-/// sprayed frame (perf/README.md).
+/// sprayed frame.
 #[inline(always)]
 pub fn hash5(src: u128, dst: u128, proto: u8, sport: u16, dport: u16, seed: u64) -> u64 {
     let mut h = seed ^ 0x9e37_79b9_7f4a_7c15;
@@ -85,6 +82,7 @@ pub fn pick_fast(hash: u64, n: &FastMod) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ipv4::PROTO_UDP;
     use proptest::prelude::*;
 
     #[test]

@@ -4,10 +4,10 @@
 //! Made for per-frame lookups of a table that is only changed by the control plane: the
 //! spraying ToR's `spray_qps` (a QP end, (IP, QPN), to its slot in the Themis registers).
 //! [`crate::asic::table::ExactTable`] (hashbrown) reads a group of control bytes and then the
-//! bucket, two dependent loads on two lines, and hashes with ahash; a `perf annotate` of the
-//! spraying ToR put a fifth of the worker's time on that lookup, waiting on the two loads
-//! (perf/README.md). An earlier attempt with tag groups matched by SWAR cost more instructions
-//! than it saved; here there are no tags: the key is compared in place.
+//! bucket, two dependent loads on two lines, and hashes with ahash; on the spraying ToR that
+//! lookup took a fifth of the worker's time, waiting on the two loads. Tag groups matched by
+//! SWAR cost more instructions than they save; here there are no tags: the key is compared in
+//! place.
 //!
 //! - Room for `capacity` keys in `2 * capacity` entries or more (a power of two), so probe
 //!   sequences stay short (at most half full) and always end at an empty entry.

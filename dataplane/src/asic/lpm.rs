@@ -382,7 +382,7 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
 
     /// As [`Lpm::lookup`], the value by reference: the fast path reads the route's fields where
     /// they are (the DIR-16 slot) instead of copying a `(prefix, len, value)` tuple through the
-    /// stack, whose re-read stalled on store forwarding (perf/README.md).
+    /// stack, whose re-read stalls on store forwarding.
     #[inline(always)]
     pub fn lookup_ref(&mut self, addr: A) -> Option<&V> {
         let (map, populated, short) = (&self.map, &self.populated, &self.short);
@@ -415,9 +415,9 @@ impl<A: LpmAddr, V: Copy> Lpm<A, V> {
     }
 
     /// As [`lookup_route`](Self::lookup_route), without counting. Inlined: the usual answer is
-    /// one DIR-16 slot, and a call returning the 16-byte `Option` through memory stalled its
-    /// caller's read of it on store forwarding (a fifth of the baseline's ingress samples,
-    /// perf/README.md); the hash probes stay out of line.
+    /// one DIR-16 slot, and a call returning the 16-byte `Option` through memory stalls its
+    /// caller's read of it on store forwarding (a fifth of the baseline's ingress samples);
+    /// the hash probes stay out of line.
     #[inline(always)]
     pub fn longest(&self, addr: A) -> Option<(A, u8, V)> {
         let Some(&[best, longer]) = self.dir.get(addr.top16()) else {

@@ -99,7 +99,7 @@ pub struct PfqStats {
 /// slot's generation when pushed. Ordered by (`t`, `seq`) taken as one 128-bit number, one
 /// compare: the push order is unique, so this is the order of the tuple (time, push order,
 /// slot, generation) it replaced (four compares in a chain), and entries with equal keys are the
-/// same entry. The heap's sifts compare on every level (perf/README.md, sixth session). Two
+/// same entry. The heap's sifts compare on every level. Two
 /// `u64`s rather than a `u128` field: 24 bytes to move, not 32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct CalEntry {
@@ -165,8 +165,8 @@ pub struct PerFlowQueues<B: PacketBuf, K: Hash + Eq + Copy = u64> {
     /// earliest entry the smaller of the heap's top and the run's front. A queue whose head
     /// conforms at once is scheduled at `now`, and `now` only grows, so in steady state nearly
     /// every entry takes the run: O(1) in and out where the heap's pop sifted through every
-    /// level (147 instructions per frame in perf/dpdk-mlcc.toml, perf/README.md, sixth
-    /// session). Same order as the heap alone (the proptest `run_and_heap_dequeue_as_the_heap`).
+    /// level (147 instructions per frame in perf/dpdk-mlcc.toml). Same order as the heap alone
+    /// (the proptest `run_and_heap_dequeue_as_the_heap`).
     run: VecDeque<CalEntry>,
     /// Tests: schedule on the heap only (the reference the run is checked against).
     #[cfg(test)]
@@ -178,7 +178,7 @@ pub struct PerFlowQueues<B: PacketBuf, K: Hash + Eq + Copy = u64> {
     /// [`next_ready`](Self::next_ready) finds it. So when it is after `now` no head is due, and
     /// [`pass_through`](Self::pass_through)'s "no other head due" test is one compare instead of
     /// a look at the heap's top and the run's front (paper 001 section 3.2.2's PFQ dequeue:
-    /// which packet goes when does not change; perf/README.md, tenth session).
+    /// which packet goes when does not change).
     earliest: Nanos,
     /// Per slot: bumped whenever its calendar entry stops being valid.
     gen: Vec<u32>,

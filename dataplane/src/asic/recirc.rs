@@ -110,8 +110,8 @@ impl<B: PacketBuf> RecircPort<B> {
         // The loop is a FIFO: the next packet back is the next one here, and the one after it
         // follows. Its headers are asked for now (its descriptor was, one pop ago) and the
         // descriptor of the one after: a packet's buffer is cold after a trip round the loop
-        // (the pop's length read and the ingress's first read of the frame were the
-        // emulator's largest stalls on THEMIS; perf/README.md, twelfth session).
+        // (unprefetched, the pop's length read and the ingress's first read of the frame are
+        // the emulator's largest stalls on THEMIS).
         if let Some((_, next)) = self.ring.front() {
             next.prefetch_headers();
         }

@@ -209,8 +209,8 @@ impl<K: Copy> Links<K> {
     /// A lookup's hit at `now`. The hit time and the last-hit list serve `expire` only, so a
     /// table without an idle timeout (`ordered` false) records neither: the list's four pointer
     /// writes and the time's store into the entry's node (a cache line the lookup does not
-    /// otherwise touch), on the fast path of every such table (the spraying ToR's `spray_qps`,
-    /// perf/README.md). Its [`ExactTable::last_hit`] is then the time of the last insert.
+    /// otherwise touch), on the fast path of every such table (the spraying ToR's
+    /// `spray_qps`). Its [`ExactTable::last_hit`] is then the time of the last insert.
     #[inline(always)]
     fn touch(&mut self, n: usize, now: Nanos, ordered: bool) {
         if ordered {

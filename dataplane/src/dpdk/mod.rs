@@ -29,5 +29,5 @@ pub use longhaul_dpdk_sys as sys;
 pub use longhaul_dpdk_sys::{RSS_HF_IP, SYMMETRIC_RSS_KEY};
 pub use mbuf::{Mbuf, MbufPool, META_PRIV_SIZE};
 pub use port::{
-    DpdkPort, DpdkPortConfig, DpdkPortInfo, DpdkPortMonitor, DpdkQueue, EthStats, LinkInfo, BURST,
+    DpdkPort, DpdkPortConfig, DpdkPortInfo, DpdkPortMonitor, DpdkQueue, EthStats, LinkInfo,
 };

@@ -3,7 +3,7 @@
 use super::eal::{DpdkError, Eal};
 use super::mbuf::{Mbuf, MbufPool, META_PRIV_SIZE};
 use crate::packet::{Meta, PacketBuf};
-use crate::port::{Port, PortIoStats};
+use crate::port::{Port, PortIoStats, BURST};
 use crate::time::Nanos;
 use longhaul_dpdk_sys::{self as sys, rte_mbuf, rte_mempool};
 use std::ffi::{c_char, CString};
@@ -11,9 +11,6 @@ use std::mem::size_of;
 use std::ptr::{self, NonNull};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Most frames one `rx_burst` takes from the PMD (DPDK's customary burst).
-pub const BURST: usize = 32;
 
 /// Calls to `rte_eth_tx_burst` in a row that may accept nothing before the rest of a burst is
 /// dropped (counted in `tx_errors`).

@@ -27,6 +27,15 @@ pub const ETHERTYPE_QINQ: u16 = 0x88a8;
 /// EtherType of MAC Control frames (802.3x PAUSE, 802.1Qbb PFC), IEEE 802.3 clause 31.
 pub const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
 
+/// Whether `frame` is an 802.3 MAC Control frame (PFC, PAUSE): EtherType
+/// [`ETHERTYPE_MAC_CONTROL`] right after the addresses (MAC Control frames are never
+/// VLAN-tagged).
+#[inline(always)]
+pub fn is_mac_control(frame: &[u8]) -> bool {
+    let [hi, lo] = ETHERTYPE_MAC_CONTROL.to_be_bytes();
+    frame.len() >= HEADER_LEN && frame[12] == hi && frame[13] == lo
+}
+
 /// A 48-bit MAC address.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MacAddr(pub [u8; 6]);

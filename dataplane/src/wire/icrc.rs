@@ -81,7 +81,7 @@ impl IcrcLayout {
             6 => {
                 let ip = Ipv6Packet::new_checked(l3)?;
                 ip.check_len()?;
-                if ip.next_header() != 17 {
+                if ip.next_header() != super::ipv4::PROTO_UDP {
                     return Err(WireError::Unsupported);
                 }
                 (

@@ -56,6 +56,9 @@ pub const TYPE_INT_MD: u8 = 1;
 pub const NPT_UDP_PORT: u8 = 1;
 /// INT-MD header version of INT v2.1.
 pub const VERSION: u8 = 2;
+/// The INT UDP port (INT over UDP, destination port) longhaul's configs and modeled hosts use
+/// unless told otherwise; INT v2.1 leaves the port to the operator.
+pub const DEFAULT_INT_PORT: u16 = 5000;
 
 /// Instruction bit 0: node id.
 pub const INS_NODE_ID: u16 = 0x8000;
@@ -463,9 +466,8 @@ pub(crate) fn locate_udp_ref(frame: &[u8], l3_off: usize) -> Result<UdpLayout, W
 /// Add `delta` bytes to IP and UDP lengths (IPv4 checksum updated incrementally; a non-zero UDP
 /// checksum recomputed). Checks for overflow before changing anything. Inlined: its callers'
 /// constant `delta` and known IP version fold into it (a call of 78 instructions per INT insertion
-/// otherwise, perf/README.md, sixth session). Always: with `#[inline]` alone the compiler
-/// inlined it into MLCC's INT source in some builds and called it in others (perf/README.md,
-/// eighth to tenth sessions).
+/// otherwise). Always: with `#[inline]` alone the compiler inlines it into MLCC's INT source in
+/// some builds and calls it in others.
 #[inline(always)]
 pub(crate) fn adjust_lengths(
     frame: &mut [u8],

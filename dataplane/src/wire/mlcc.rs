@@ -227,7 +227,7 @@ pub fn push_at<B: PacketBuf + ?Sized>(
 /// credit in the data, paper 001 section 3.2.2). The record is written at
 /// fixed offsets ([`MlccHop::record`], [`int::insert_int_md_with_record`]): the bytes
 /// [`int::insert_int_md_with_hop`] writes from [`MlccHop::split`], for about half the
-/// instructions (perf/README.md, sixth session).
+/// instructions.
 #[inline]
 pub fn source<B: PacketBuf + ?Sized>(
     buf: &mut B,

@@ -21,7 +21,8 @@
 //! or TCP.
 
 use super::ethernet::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_MAC_CONTROL};
-use super::{be16, checksum, icrc, ipv4, ipv6, roce, udp, WireError};
+use super::ipv4::{PROTO_TCP, PROTO_UDP};
+use super::{be16, be32, checksum, icrc, ipv4, ipv6, roce, udp, WireError};
 use crate::counters::DropReason;
 use crate::packet::Meta;
 
@@ -62,15 +63,9 @@ pub enum L3Kind {
     MacControl,
     /// Another EtherType ([`Parsed::ethertype`] says which). No payload: one byte, so the
     /// stages' reads of it are forwarded from the parser's store (a two-byte tag read back as
-    /// four bytes stalled on store forwarding, a fifth of the baseline ingress's cycles,
-    /// perf/README.md).
+    /// four bytes stalls on store forwarding: a fifth of the baseline ingress's cycles).
     Other,
 }
-
-/// TCP protocol number.
-const PROTO_TCP: u8 = 6;
-/// UDP protocol number.
-const PROTO_UDP: u8 = 17;
 
 /// The parser's result. Offsets are from the start of the frame; 0 means "absent" (no header
 /// can start at offset 0 except Ethernet), as in [`Meta`].
@@ -138,7 +133,7 @@ impl Parsed {
 /// Parse `frame` (see the module documentation for the anomaly rules).
 ///
 /// Always inlined: returned through memory, the `Parsed` fields the next stage reads at once
-/// stalled on store forwarding (a third of the ingress stage's cycles, perf/README.md). The
+/// stall on store forwarding (a third of the ingress stage's cycles). The
 /// frame nearly every frame is (untagged IPv4 without options or fragments, UDP, every length
 /// right, a good checksum) takes [`parse_v4_udp`]'s fixed offsets; anything else the general
 /// walk ([`parse_general`]), out of line. Both give the same [`Parsed`] for every frame (a
@@ -424,8 +419,8 @@ fn fmix32(mut h: u32) -> u32 {
 /// seeds). Never 0 (0 means "not computed" in [`Meta`]).
 ///
 /// The key is read as a few machine words and mixed by folded 64x64->128-bit multiplies (the
-/// wyhash/ahash fallback construction) and MurmurHash3's fmix32: about 2 ns for IPv4, where the
-/// byte-wise CRC-32 it replaced took about 20 (perf/README.md, "Closing the gap").
+/// wyhash/ahash fallback construction) and MurmurHash3's fmix32: about 2 ns for IPv4, where a
+/// byte-wise CRC-32 takes about 20.
 pub fn flow_hash_symmetric(frame: &[u8], p: &Parsed) -> u32 {
     let l3 = p.l3_off as usize;
     let ports = if p.l4_off != 0 && p.bth_off == 0 && (p.proto == PROTO_TCP || p.proto == PROTO_UDP)
@@ -488,12 +483,6 @@ fn fold_mul(h: u64, w: u64) -> u64 {
 }
 
 #[inline]
-fn be32(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off.checked_add(4)?)?;
-    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-#[inline]
 fn be128(b: &[u8], off: usize) -> Option<u128> {
     let s: [u8; 16] = b.get(off..off.checked_add(16)?)?.try_into().ok()?;
     Some(u128::from_be_bytes(s))
@@ -509,19 +498,45 @@ fn mac48(b: &[u8], off: usize) -> u64 {
     u64::from_be_bytes(m)
 }
 
-/// (source, destination, UDP destination port) of an untagged IPv4 UDP frame (the emulator's
-/// modeled hosts send nothing else), `None` for anything else.
-pub fn ipv4_udp(frame: &[u8]) -> Option<(u32, u32, u16)> {
-    if frame.get(12..14)? != [0x08, 0x00] || frame.get(23)? != &17 {
+/// What [`ipv4_udp`] reads of an untagged IPv4 UDP frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Udp {
+    /// IPv4 source.
+    pub src: u32,
+    /// IPv4 destination.
+    pub dst: u32,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// Offset of the UDP payload in the frame.
+    pub payload: usize,
+}
+
+/// The addresses, UDP destination port and payload offset of an untagged IPv4 UDP frame (what
+/// the modeled hosts and the RFC 2544 tester receive). `None` for anything else: another
+/// EtherType, IP version or protocol, an IHL below 5, or a frame shorter than its IPv4 header
+/// and the UDP header after it. Lengths are checked before every read; the IPv4 checksum and
+/// length fields are not (the full parser, [`parse`], checks them).
+pub fn ipv4_udp(frame: &[u8]) -> Option<Ipv4Udp> {
+    let ip = frame.get(ethernet::HEADER_LEN..)?;
+    if be16(frame, 12)? != ETHERTYPE_IPV4
+        || ip.len() < ipv4::HEADER_LEN
+        || ip[0] >> 4 != 4
+        || ip[9] != PROTO_UDP
+    {
         return None;
     }
-    let ihl = (frame.get(14)? & 0x0f) as usize * 4;
-    let b = frame.get(26..34)?;
-    let src = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let dst = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-    let u = super::ethernet::HEADER_LEN + ihl;
-    let dport = u16::from_be_bytes([*frame.get(u + 2)?, *frame.get(u + 3)?]);
-    Some((src, dst, dport))
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    if ihl < ipv4::HEADER_LEN {
+        return None;
+    }
+    let udp_off = ethernet::HEADER_LEN + ihl;
+    frame.get(udp_off..udp_off + udp::HEADER_LEN)?;
+    Some(Ipv4Udp {
+        src: be32(ip, 12)?,
+        dst: be32(ip, 16)?,
+        dst_port: be16(frame, udp_off + 2)?,
+        payload: udp_off + udp::HEADER_LEN,
+    })
 }
 
 /// The IP source and destination of the IPv4 or IPv6 header at `l3_off` as `u128`s (IPv4 as

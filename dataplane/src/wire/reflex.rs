@@ -18,7 +18,7 @@ use super::int::{
     self, adjust_lengths, locate_udp, open_gap, refresh_udp_checksum, MD_HEADER_LEN, NPT_UDP_PORT,
     SHIM_LEN, TYPE_INT_MD, VERSION,
 };
-use super::roce::{self, AckSpec, RoceAddrs, BTH_LEN};
+use super::roce::{self, AckSpec, RoceAddrs, Syndrome, BTH_LEN};
 use super::{be16, be32, put16, udp, WireError};
 use crate::packet::PacketBuf;
 use crate::wire::ethernet::MacAddr;
@@ -36,10 +36,6 @@ pub const FLAG_ECHO: u16 = 0x4000;
 pub const HOP_LEN: usize = 12;
 /// Shim + INT-MD header + the hop.
 pub const INT_LEN: usize = SHIM_LEN + MD_HEADER_LEN + HOP_LEN;
-/// The INT UDP port longhaul's configs and modeled hosts use unless told otherwise.
-pub const DEFAULT_INT_PORT: u16 = 5000;
-/// AETH syndrome of a pseudo-ACK: ACK, credit count invalid.
-pub const SYNDROME_ACK: u8 = 0x1f;
 
 /// The hop's contents.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -448,7 +444,7 @@ fn write_pseudo_ack(
     let spec = AckSpec {
         dest_qp: v.hop.qpn,
         psn: bth.psn(),
-        syndrome: SYNDROME_ACK,
+        syndrome: Syndrome::ACK_NO_CREDIT,
         msn: 0,
         pkey: bth.pkey(),
     };
@@ -620,7 +616,7 @@ mod tests {
         let spec = AckSpec {
             dest_qp: v.hop.qpn,
             psn: bth.psn(),
-            syndrome: SYNDROME_ACK,
+            syndrome: Syndrome::ACK_NO_CREDIT,
             msn: 0,
             pkey: bth.pkey(),
         };

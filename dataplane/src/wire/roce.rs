@@ -712,15 +712,11 @@ pub fn build_cnp_v4(
     dest_qp: u32,
     dscp: u8,
 ) -> Result<usize, WireError> {
-    let a = RoceAddrs {
-        src_mac: src_mac.into(),
-        dst_mac: dst_mac.into(),
-        src_ip: src_ip.into(),
-        dst_ip: dst_ip.into(),
-        udp_sport,
-        dscp,
-        ecn: CNP_ECN,
-    };
+    let (macs, ips) = (
+        (src_mac.into(), dst_mac.into()),
+        (src_ip.into(), dst_ip.into()),
+    );
+    let a = cnp_addrs(macs, ips, udp_sport, dscp);
     build_roce_v4(buf, &a, &cnp_bth(dest_qp), &[0u8; CNP_PAYLOAD_LEN])
 }
 
@@ -737,16 +733,26 @@ pub fn build_cnp_v6(
     dest_qp: u32,
     dscp: u8,
 ) -> Result<usize, WireError> {
-    let a = RoceAddrs {
-        src_mac: src_mac.into(),
-        dst_mac: dst_mac.into(),
-        src_ip: src_ip.into(),
-        dst_ip: dst_ip.into(),
+    let (macs, ips) = (
+        (src_mac.into(), dst_mac.into()),
+        (src_ip.into(), dst_ip.into()),
+    );
+    let a = cnp_addrs(macs, ips, udp_sport, dscp);
+    build_roce_v6(buf, &a, &cnp_bth(dest_qp), &[0u8; CNP_PAYLOAD_LEN])
+}
+
+/// The addresses of a CNP (source and destination MACs, then IPs): ECN [`CNP_ECN`], the rest
+/// as given (either IP family).
+fn cnp_addrs<A>(macs: (MacAddr, MacAddr), ips: (A, A), udp_sport: u16, dscp: u8) -> RoceAddrs<A> {
+    RoceAddrs {
+        src_mac: macs.0,
+        dst_mac: macs.1,
+        src_ip: ips.0,
+        dst_ip: ips.1,
         udp_sport,
         dscp,
         ecn: CNP_ECN,
-    };
-    build_roce_v6(buf, &a, &cnp_bth(dest_qp), &[0u8; CNP_PAYLOAD_LEN])
+    }
 }
 
 /// Contents of an RC Acknowledge (opcode 0x11) packet.

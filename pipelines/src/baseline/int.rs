@@ -19,8 +19,8 @@
 use longhaul_control::config::{span, Config, PortRef, TypedSection, Validator, S};
 use longhaul_dataplane::engine::Ctx;
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
+use longhaul_dataplane::wire::int::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::mlcc::{self, MlccHop};
-use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::roce::{opcode, ROCE_V2_PORT};
 use longhaul_dataplane::wire::{be16, WireError};
 use serde::Deserialize;

@@ -181,7 +181,7 @@ impl From<NextHop> for Hop {
 
 /// A static next hop's [`Hop`] read in place from the route table: copying the whole
 /// [`NextHop`] out (48 bytes with its [`Via`]) and reading it back piecewise cost the baseline
-/// ingress a load chain through the stack on every routed frame (perf/README.md).
+/// ingress a load chain through the stack on every routed frame.
 impl From<&NextHop> for Hop {
     #[inline(always)]
     fn from(nh: &NextHop) -> Self {
@@ -261,7 +261,7 @@ impl Forwarding {
     /// this switch). Out of line: the common frame (to its ingress port's own MAC, or bridged
     /// to a MAC outside the ports' range) does not carry this test's code; inlined, it moved
     /// the code generation of the stages it is inlined into (the Reflex ESW's frame took 42
-    /// more instructions, perf/README.md).
+    /// more instructions).
     /// The range's ends are port MACs (the least and the greatest), so a key at either end
     /// (with two ports, every other port's MAC) answers without the scan.
     #[inline(never)]
@@ -412,13 +412,13 @@ impl Forwarding {
     /// The first ingress stage of every pipeline: parse the frame and record the result in its
     /// metadata. The result lives in the caller's frame and the later stages borrow it
     /// ([`Forwarding::admit_stage`], [`Forwarding::classify_and_look_up`]): returning the
-    /// 32-byte struct inside a `Result` copied it through the stack and stalled every
-    /// mechanism's ingress on store forwarding (perf/README.md).
+    /// 32-byte struct inside a `Result` copies it through the stack and stalls every
+    /// mechanism's ingress on store forwarding.
     #[inline(always)]
     pub fn parse_meta<B: PacketBuf>(&self, pkt: &mut B) -> Parsed {
         let p = parse(pkt.data(), &self.parse_opts);
         // meta.flow_hash is left 0 ("not computed"): no baseline stage reads it, and hashing
-        // every packet cost ~8% of the forwarding rate (perf/README.md).
+        // every packet costs ~8% of the forwarding rate.
         p.apply_to_meta(pkt.meta_mut());
         p
     }
@@ -522,8 +522,8 @@ impl Forwarding {
     /// pipeline whose frames commonly come to another of its ports' MACs (MLCC's WAN -> DC
     /// frames in perf/dpdk-mlcc.toml): the call and the registers saved around it cost about
     /// 50 instructions a frame there; in the other pipelines' ingress the same two compares,
-    /// never reached by their frames, moved the code generation (Reflex's frame +39,
-    /// perf/README.md, fourteenth session), so they keep `false`.
+    /// never reached by their frames, move the code generation (Reflex's frame +39
+    /// instructions), so they keep `false`.
     #[inline(always)]
     pub fn lookup_stage_with<P: BufPool, const PORT_MAC_ENDS: bool>(
         &mut self,

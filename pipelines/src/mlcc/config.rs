@@ -4,7 +4,7 @@
 
 use crate::baseline::int::IntStageConfig;
 use longhaul_control::config::{span, Config, PortRef, TypedSection, Validator, S};
-use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
+use longhaul_dataplane::wire::int::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::roce::ROCE_V2_PORT;
 use serde::Deserialize;
 

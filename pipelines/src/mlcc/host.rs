@@ -24,16 +24,16 @@
 //!
 //! Every loop's HPCC uses one base RTT `T`, configured and never measured: [`BASE_RTT_NS`]
 //! unless the scenario sets `base_rtt_us` in `[emulation.agents.mlcc]` ([`MlccHostParams`]).
-//! The INT UDP port is `wire::reflex::DEFAULT_INT_PORT` (5000): the scenario's
+//! The INT UDP port is `wire::int::DEFAULT_INT_PORT` (5000): the scenario's
 //! switches must use it.
 
 use super::hpcc::{Hpcc, HpccParams, IntHop};
 use longhaul_control::config::{span, ConfigError, SectionConfig, Validator, S};
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::wire::ethernet::HEADER_LEN;
+use longhaul_dataplane::wire::int::DEFAULT_INT_PORT;
 use longhaul_dataplane::wire::mlcc::{self, Mceth, MlccHop, MCETH_CREDIT, MCETH_DQM};
-use longhaul_dataplane::wire::parse::ipv4_udp;
-use longhaul_dataplane::wire::reflex::DEFAULT_INT_PORT;
+use longhaul_dataplane::wire::parse::{ipv4_udp, Ipv4Udp};
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
 use longhaul_dataplane::wire::{int, roce};
 use longhaul_runtime::{HostAddr, HostAgent, HostAgentParams, QpInfo, RxAction, TxKind};
@@ -354,7 +354,12 @@ impl HostAgent for MlccHost {
     }
 
     fn on_tx(&mut self, _host: &HostAddr, _now: u64, kind: TxKind, frame: &mut Vec<u8>) {
-        let Some((_, dst, dport)) = ipv4_udp(frame) else {
+        let Some(Ipv4Udp {
+            dst,
+            dst_port: dport,
+            ..
+        }) = ipv4_udp(frame)
+        else {
             return;
         };
         if dport != ROCE_V2_PORT {
@@ -417,7 +422,12 @@ impl HostAgent for MlccHost {
     }
 
     fn on_rx(&mut self, _host: &HostAddr, _now: u64, frame: &mut Vec<u8>) -> RxAction {
-        let Some((src, _, dport)) = ipv4_udp(frame) else {
+        let Some(Ipv4Udp {
+            src,
+            dst_port: dport,
+            ..
+        }) = ipv4_udp(frame)
+        else {
             return RxAction::Pass;
         };
         if dport == self.int_port {
@@ -535,7 +545,7 @@ mod tests {
         let spec = AckSpec {
             dest_qp: REQ,
             psn,
-            syndrome: 0x1f,
+            syndrome: roce::Syndrome::ACK_NO_CREDIT,
             msn: 0,
             pkey: 0xffff,
         };

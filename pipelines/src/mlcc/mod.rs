@@ -36,7 +36,7 @@ impl FlowKey {
     /// The three fields folded into one 128-bit word for the PFQs' flow map: the source, the
     /// destination turned by 64 bits, and the QPN (24 bits) at bits 40 to 63. One hasher
     /// update where the derived `Hash` made three (two 128-bit, one 32-bit: about 20
-    /// instructions of the map's lookup per data packet, perf/README.md, tenth session). For
+    /// instructions of the map's lookup per data packet). For
     /// IPv4-mapped addresses (the high 64 bits 0, bits 32 to 47 0xffff, 48 to 63 0) nothing is
     /// lost: the high half is the destination's low 64 bits, the low half the source's with the
     /// QPN above it, so two IPv4 flows never share a word. IPv6 flows may, which costs a probe,

@@ -313,8 +313,7 @@ impl<B: PacketBuf> Receiver<B> {
         // Not `self.deadline`: what it holds beyond a due head (which `PerFlowQueues::
         // pass_through` tests) is the idle scan, which cannot reclaim this packet's PFQ once
         // the packet is on its way (its flow was seen now) and frees no slot it needs. A due
-        // scan held every packet of a live burst until the burst's end (perf/README.md,
-        // thirteenth session).
+        // scan would hold every packet of a live burst until the burst's end.
         if ctx.emit_room() == 0 {
             return false;
         }

@@ -66,7 +66,7 @@ impl ReflexEsw {
             .unwrap_or(ReflexConfig {
                 dc_ports: Vec::new(),
                 wan_ports: Vec::new(),
-                int_udp_port: reflex::DEFAULT_INT_PORT,
+                int_udp_port: longhaul_dataplane::wire::int::DEFAULT_INT_PORT,
                 nsf: None,
                 ndt: None,
             });

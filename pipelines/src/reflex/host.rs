@@ -15,8 +15,9 @@
 use longhaul_dataplane::packet::{HeapBuf, PacketBuf};
 use longhaul_dataplane::wire::ethernet::HEADER_LEN;
 use longhaul_dataplane::wire::int;
-use longhaul_dataplane::wire::parse::ipv4_udp;
-use longhaul_dataplane::wire::reflex::{self, ReflexHop, DEFAULT_INT_PORT, FLAG_ECHO};
+use longhaul_dataplane::wire::int::DEFAULT_INT_PORT;
+use longhaul_dataplane::wire::parse::{ipv4_udp, Ipv4Udp};
+use longhaul_dataplane::wire::reflex::{self, ReflexHop, FLAG_ECHO};
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
 use longhaul_runtime::{HostAddr, HostAgent, QpInfo, RxAction, TxKind};
 use std::collections::HashMap;
@@ -54,7 +55,12 @@ fn strip(frame: &mut Vec<u8>) {
 
 impl HostAgent for ReflexHost {
     fn on_tx(&mut self, _host: &HostAddr, now: u64, kind: TxKind, frame: &mut Vec<u8>) {
-        let Some((_, dst, dport)) = ipv4_udp(frame) else {
+        let Some(Ipv4Udp {
+            dst,
+            dst_port: dport,
+            ..
+        }) = ipv4_udp(frame)
+        else {
             return;
         };
         if dport != ROCE_V2_PORT {
@@ -84,7 +90,12 @@ impl HostAgent for ReflexHost {
     }
 
     fn on_rx(&mut self, _host: &HostAddr, now: u64, frame: &mut Vec<u8>) -> RxAction {
-        let Some((src, _, dport)) = ipv4_udp(frame) else {
+        let Some(Ipv4Udp {
+            src,
+            dst_port: dport,
+            ..
+        }) = ipv4_udp(frame)
+        else {
             return RxAction::Pass;
         };
         if dport != self.int_port {
@@ -179,7 +190,7 @@ mod tests {
         let spec = AckSpec {
             dest_qp: 0x101,
             psn: 4,
-            syndrome: 0x1f,
+            syndrome: longhaul_dataplane::wire::roce::Syndrome::ACK_NO_CREDIT,
             msn: 0,
             pkey: 0xffff,
         };

@@ -20,6 +20,7 @@
 
 use longhaul_dataplane::asic::ecmp::{self, FastMod};
 use longhaul_dataplane::asic::rng::Rng;
+use longhaul_dataplane::wire::ipv4::PROTO_UDP;
 use longhaul_dataplane::wire::roce::PSN_MASK;
 
 /// lastNackPsn with nothing recorded.
@@ -111,10 +112,7 @@ const EMPTY_MEMO: BaseMemo = BaseMemo {
 /// [`FastMod`] (made once: no division per packet).
 #[inline]
 pub fn p_base(src: u128, dst: u128, sport: u16, dport: u16, seed: u64, n: &FastMod) -> u32 {
-    ecmp::pick_fast(
-        ecmp::hash5(src, dst, ecmp::PROTO_UDP, sport, dport, seed),
-        n,
-    )
+    ecmp::pick_fast(ecmp::hash5(src, dst, PROTO_UDP, sport, dport, seed), n)
 }
 
 impl ThemisS {

@@ -266,7 +266,7 @@ impl SprayTor {
     ///
     /// Inlined into the ingress, and the IP pair read once for the QP lookup and `P_base`: as
     /// a call of its own with [`SprayTor::slot`] inside it, saving and restoring registers
-    /// twice cost about 30 instructions per sprayed frame (perf/README.md).
+    /// twice costs about 30 instructions per sprayed frame.
     #[inline(always)]
     fn source_data<B: PacketBuf>(
         &mut self,

@@ -34,6 +34,7 @@ use longhaul_dataplane::control::Punt;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::ipv4::{PROTO_TCP, PROTO_UDP};
 use longhaul_dataplane::wire::parse::{L3Kind, Parsed};
 use longhaul_dataplane::wire::roce::{opcode, Bth};
 use longhaul_dataplane::wire::tcp;
@@ -45,9 +46,6 @@ pub const PUNT_DAEMON: u16 = 1;
 pub const PUNT_HANDSHAKE: u16 = 2;
 /// A CNP whose flow is not in CNP_Store yet.
 pub const PUNT_CNP: u16 = 3;
-
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
 
 /// Commands the THEMIS control thread sends to workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,7 +218,7 @@ impl ThemisEsw {
     }
 
     /// Source and destination addresses as u128 (IPv4-mapped for IPv4). Inlined: a call
-    /// returned the pair through memory (the spraying ToR's QP lookup, perf/README.md).
+    /// returns the pair through memory (the spraying ToR's QP lookup).
     #[inline(always)]
     pub(crate) fn ip_pair(frame: &[u8], l3_off: usize) -> Option<(u128, u128)> {
         longhaul_dataplane::wire::parse::ip_pair_u128(frame, l3_off)
@@ -236,8 +234,8 @@ impl ThemisEsw {
     ///
     /// A packet sent round the loop carries in `meta.user` the CNP_Store slot where this pass
     /// found its flow (`Trp::on_data_at`'s hint; THEMIS uses `meta.user` for nothing else), so
-    /// that its next pass finds the flow without hashing the key (THEMIS's part of a pass 328 ->
-    /// 247 instructions on the themis scenario, perf/README.md); it is cleared when the packet
+    /// that its next pass finds the flow without hashing the key (THEMIS's part of a pass 247
+    /// instructions on the themis scenario instead of 328); it is cleared when the packet
     /// leaves the loop. A first pass
     /// takes no hint: the word is the receive path's.
     fn trp_data<B: PacketBuf>(&mut self, pkt: &mut B, now: Nanos) -> Option<DataVerdict> {
