@@ -242,14 +242,14 @@ def run_ns3(build, scen, variant, work):
     return out
 
 
-def load_ns3(run_dir, scen):
+def load_ns3(run_dir, scen, live):
     r = read_hpcc(run_dir, scen)
     try:
         with open(os.path.join(run_dir, "run.json")) as f:
             meta = json.load(f)
     except OSError:
         fail("%s: no run.json (record with --ns3 BUILD --record)" % run_dir)
-    r.update(wall=meta["wall_s"], cpu=meta["cpu_s"], when=meta.get("when", ""))
+    r.update(wall=meta["wall_s"], cpu=meta["cpu_s"], when="" if live else meta.get("when", ""))
     return r
 
 
@@ -407,7 +407,7 @@ def main():
                 d = os.path.join(RESULTS, s, v)
                 if not os.path.isdir(d):
                     continue
-            ns[(s, v)] = load_ns3(d, s)
+            ns[(s, v)] = load_ns3(d, s, bool(args.ns3))
         for v in args.longhaul_runs.split(","):
             if v not in LONGHAUL_RUNS:
                 fail("--longhaul-runs: unknown '%s'" % v)
