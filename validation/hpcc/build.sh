@@ -59,7 +59,7 @@ if [ ! -f "$sim/scratch/third.cc" ] || [ ! -f "$sim/src/point-to-point/model/swi
   echo "$0: $src: not the HPCC simulator (no simulation/scratch/third.cc or switch-node.cc)" >&2
   exit 1
 fi
-python3 "$here/patch_variants.py" "$sim/src/point-to-point/model/switch-node.cc"
+python3 "$here/patch_variants.py" "$sim/src/point-to-point/model"
 
 cd "$sim"
 CXXFLAGS="-O3 -std=c++11 -Wno-error -fpermissive -w" nice -n "$nice_level" "$python2" ./waf configure \

@@ -12,8 +12,9 @@ recorded NS-3 ones within the bounds of tolerances.json and exits 1 when one is 
 
 Runs: longhaul `default` (NAME.toml: ACK/NAK/CNP in strict class 6) and `ackdata`
 (NAME-ackdata.toml: in the data class, as HPCC's switches); NS-3 `stock` (as published, with
-run.py --cc dcqcn's settings), `ecn-enq` (ECN marked at enqueue), `ack-high` (ACKs/NAKs in the
-switches' strict-priority queue), `ack-high+ecn-enq` (both). The pairs compared are in PAIRS.
+run.py --cc dcqcn's settings) and with longhaul's choices switched on (patch_variants.py):
+`ack-high` (ACKs/NAKs in the switches' strict-priority queue), `ecn-enq` (ECN marked at
+enqueue), `wire` (34 more bytes per packet on the wire). The pairs compared are in PAIRS.
 Python 3 standard library only.
 """
 import argparse
@@ -25,23 +26,34 @@ import sys
 import tempfile
 import time
 
+import gen
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCEN_DIR = os.path.join(HERE, "scenarios")
 RESULTS = os.path.join(HERE, "results")
 SCENARIOS = ["dumbbell", "incast", "websearch"]
 LONGHAUL_RUNS = {"default": "{name}.toml", "ackdata": "{name}-ackdata.toml"}
+# longhaul's frames are 34 bytes longer on the wire than HPCC's packets (1082 against 1048 for a
+# full data packet: patch_variants.py says why).
+WIRE = {"HPCC_WIRE_EXTRA_BYTES": "34"}
+ECN = {"HPCC_ECN_AT_ENQUEUE": "1"}
+ACK = {"HPCC_SWITCH_ACK_HIGH_PRIO": "1"}
 NS3_RUNS = {
     "stock": {},
-    "ecn-enq": {"HPCC_ECN_AT_ENQUEUE": "1"},
-    "ack-high": {"HPCC_SWITCH_ACK_HIGH_PRIO": "1"},
-    "ack-high+ecn-enq": {"HPCC_SWITCH_ACK_HIGH_PRIO": "1", "HPCC_ECN_AT_ENQUEUE": "1"},
+    "ack-high": dict(ACK),
+    "ecn-enq": dict(ECN),
+    "ack-high+ecn-enq": dict(ACK, **ECN),
+    "ecn-enq+wire": dict(ECN, **WIRE),
+    "ack-high+ecn-enq+wire": dict(ACK, **ECN, **WIRE),
 }
 # (label, longhaul run, NS-3 run): what each row of the table compares.
 PAIRS = [
-    ("longhaul default vs NS-3 as published", "default", "stock"),
-    ("ACK class aligned (ACKs in the data queue in both)", "ackdata", "stock"),
-    ("ACK class and ECN point aligned (NS-3 flipped to longhaul's)", "default", "ack-high+ecn-enq"),
-    ("ACK class in data queue, ECN at enqueue in both", "ackdata", "ecn-enq"),
+    ("longhaul's defaults vs NS-3 as published", "default", "stock"),
+    ("longhaul with HPCC's ACK class", "ackdata", "stock"),
+    ("NS-3 with longhaul's ACK class", "default", "ack-high"),
+    ("NS-3 with longhaul's ACK class and ECN point", "default", "ack-high+ecn-enq"),
+    ("NS-3 with longhaul's ACK class, ECN point and wire bytes", "default", "ack-high+ecn-enq+wire"),
+    ("HPCC's ACK class in both, NS-3 with longhaul's ECN point and wire bytes", "ackdata", "ecn-enq+wire"),
 ]
 # Size buckets (bytes, upper bounds inclusive) for the slowdown.
 BUCKETS = [(0, 100_000), (100_001, 1_000_000), (1_000_001, 10_000_000), (10_000_001, 10**12)]
@@ -151,11 +163,10 @@ def read_hpcc(run_dir, scen):
     """fct.txt (sip dip sport dport size start fct standalone_fct) and pfc.txt (time node type
     if type: 1 pause received, 0 resume)."""
     path = os.path.join(run_dir, "fct.txt")
-    t0 = None
     with open(os.path.join(SCEN_DIR, scen, "hpcc", "flow.txt")) as f:
         n = int(f.readline())
         planned = [line.split() for line in f][:n]
-    t0 = min(float(p[5]) for p in planned)
+    t0 = gen.HPCC_T0_S
     flows = []
     with open(path) as f:
         for line in f:
@@ -191,16 +202,19 @@ def jain(xs):
 
 # --- the runs --------------------------------------------------------------------------------
 
-def run_longhaul(binary, scen, variant, work):
+def run_name(variant, seed):
+    return variant if seed == 1 else "%s-seed%d" % (variant, seed)
+
+
+def run_longhaul(binary, scen, variant, work, seed=1):
     toml = os.path.join(SCEN_DIR, scen, LONGHAUL_RUNS[variant].format(name=scen))
     if not os.path.exists(toml):
         fail("%s: missing (run validation/hpcc/gen.py)" % toml)
-    out = os.path.join(work, "longhaul", scen, variant)
+    out = os.path.join(work, "longhaul", scen, run_name(variant, seed))
     os.makedirs(out, exist_ok=True)
-    env = dict(os.environ)
     wall, cpu = run_timed([binary, "emulate", toml, "--out-dir", out, "--until-done",
-                           "--max-duration", str(MAX_DURATION_US)],
-                          env=env, log=os.path.join(out, "log.txt"))
+                           "--max-duration", str(MAX_DURATION_US), "--seed", str(seed)],
+                          log=os.path.join(out, "log.txt"))
     r = read_longhaul(out)
     r.update(wall=wall, cpu=cpu)
     return r
@@ -217,9 +231,9 @@ def ns3_binary(build):
     fail("%s: no built 'third' executable (did build.sh finish?)" % bdir)
 
 
-def run_ns3(build, scen, variant, work):
+def run_ns3(build, scen, variant, work, seed=1):
     src = os.path.join(SCEN_DIR, scen, "hpcc")
-    out = os.path.join(work, "ns3", scen, variant)
+    out = os.path.join(work, "ns3", scen, run_name(variant, seed))
     os.makedirs(out, exist_ok=True)
     for name in ("topology.txt", "flow.txt", "trace.txt"):
         shutil.copy(os.path.join(src, name), out)
@@ -232,13 +246,15 @@ def run_ns3(build, scen, variant, work):
             g.write("%s %s\n" % (k, v))
     env = dict(os.environ)
     env.update(NS3_RUNS[variant])
+    # ns-3's run number (third.cc leaves the seed alone): RED's coin flips per seed.
+    env["NS_GLOBAL_VALUE"] = "RngRun=%d" % seed
     lib = os.path.join(build, "simulation", "build")
     env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     wall, cpu = run_timed([ns3_binary(build), os.path.join(out, "config.txt")], env=env,
                           cwd=out, log=os.path.join(out, "log.txt"))
     with open(os.path.join(out, "run.json"), "w") as f:
         json.dump({"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-                   "env": NS3_RUNS[variant], "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, f)
+                   "env": NS3_RUNS[variant], "seed": seed, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, f)
     return out
 
 
@@ -253,8 +269,8 @@ def load_ns3(run_dir, scen, live):
     return r
 
 
-def record(run_dir, scen, variant):
-    dst = os.path.join(RESULTS, scen, variant)
+def record(run_dir, scen, name):
+    dst = os.path.join(RESULTS, scen, name)
     os.makedirs(dst, exist_ok=True)
     for name in ("fct.txt", "pfc.txt", "run.json"):
         shutil.copy(os.path.join(run_dir, name), dst)
@@ -318,13 +334,34 @@ def tables(scens, lh, ns):
             out.append("| %s | %s | %s | %s | %s | %s |" % (
                 name, *(f3(g, "%.1f") for g in (gbps + [None] * 3)[:3]), f3(jain(gbps)),
                 f3(last and last / 1e3, "%.0f")))
+    seeds = sorted(set(int(k[1].split("-seed")[1]) if "-seed" in k[1] else 1 for k in lh))
+    if len(seeds) > 1:
+        out.append("\n### Mean FCT by seed (longhaul --seed, NS-3 RngRun): the noise band\n")
+        out.append("| scenario | longhaul / NS-3 run | %s | ratio of the means |" % " | ".join(
+            "seed %d lh / ns-3 (us)" % k for k in seeds))
+        out.append("|---|---|%s---|" % ("---|" * len(seeds)))
+        for s in scens:
+            for _, lv, nv in PAIRS:
+                cells, ma, mb = [], [], []
+                for k in seeds:
+                    a, b = lh.get((s, run_name(lv, k))), ns.get((s, run_name(nv, k)))
+                    x = a and mean_fct(a["flows"])
+                    y = b and mean_fct(b["flows"])
+                    cells.append("%s / %s" % (f3(x and x / 1e3, "%.1f"), f3(y and y / 1e3, "%.1f")))
+                    if x and y:
+                        ma.append(x)
+                        mb.append(y)
+                if ma:
+                    out.append("| %s | %s / %s | %s | %.3f (%s) |" % (
+                        s, lv, nv, " | ".join(cells), sum(ma) / sum(mb),
+                        " ".join("%.3f" % (x / y) for x, y in zip(ma, mb))))
     out.append("\n### Speed (same flows; work = every data packet and its ACK over every link of the path)\n")
     out.append("| scenario | run | wall s | CPU s | work (M packet hops) | M work hops / CPU s | longhaul's own frame hops / CPU s (M, the runs alone included) |")
     out.append("|---|---|---|---|---|---|---|")
     for s in scens:
         for tool, runs in (("longhaul", lh), ("NS-3", ns)):
             for (sc, v), r in sorted(runs.items()):
-                if sc != s:
+                if sc != s or "-seed" in v:
                     continue
                 w = flow_work(s, [f for f in r["flows"] if f["fct"] is not None])
                 own = "%.2f" % (r["hops"] / r["cpu"] / 1e6) if "hops" in r and r["cpu"] else "-"
@@ -381,6 +418,9 @@ def main():
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--longhaul-runs", default=",".join(LONGHAUL_RUNS))
     ap.add_argument("--ns3-runs", default=",".join(NS3_RUNS))
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="run seeds 1..N (longhaul --seed, NS-3 RngRun); the tables but the "
+                    "seed table use seed 1")
     ap.add_argument("--out", help="also write the table here")
     ap.add_argument("--work", help="where the runs write (default: a temporary directory)")
     ap.add_argument("--record", action="store_true", help="store the NS-3 runs in results/")
@@ -394,25 +434,30 @@ def main():
         fail("--longhaul %s: not an executable" % args.longhaul)
     work = args.work or tempfile.mkdtemp(prefix="hpcc-compare-")
     lh, ns = {}, {}
+    seeds = range(1, args.seeds + 1)
     for s in scens:
         for v in args.ns3_runs.split(","):
             if v not in NS3_RUNS:
                 fail("--ns3-runs: unknown '%s' (known: %s)" % (v, ", ".join(NS3_RUNS)))
-            if args.ns3:
-                print("NS-3 %s %s ..." % (s, v), file=sys.stderr, flush=True)
-                d = run_ns3(args.ns3, s, v, work)
-                if args.record:
-                    record(d, s, v)
-            else:
-                d = os.path.join(RESULTS, s, v)
-                if not os.path.isdir(d):
-                    continue
-            ns[(s, v)] = load_ns3(d, s, bool(args.ns3))
+            for seed in seeds:
+                name = run_name(v, seed)
+                if args.ns3:
+                    print("NS-3 %s %s ..." % (s, name), file=sys.stderr, flush=True)
+                    d = run_ns3(args.ns3, s, v, work, seed)
+                    if args.record:
+                        record(d, s, name)
+                else:
+                    d = os.path.join(RESULTS, s, name)
+                    if not os.path.isdir(d):
+                        continue
+                ns[(s, name)] = load_ns3(d, s, bool(args.ns3))
         for v in args.longhaul_runs.split(","):
             if v not in LONGHAUL_RUNS:
                 fail("--longhaul-runs: unknown '%s'" % v)
-            print("longhaul %s %s ..." % (s, v), file=sys.stderr, flush=True)
-            lh[(s, v)] = run_longhaul(args.longhaul, s, v, work)
+            for seed in seeds:
+                name = run_name(v, seed)
+                print("longhaul %s %s ..." % (s, name), file=sys.stderr, flush=True)
+                lh[(s, name)] = run_longhaul(args.longhaul, s, v, work, seed)
     text = tables(scens, lh, ns)
     print(text)
     if args.out:
