@@ -31,7 +31,7 @@ import gen
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCEN_DIR = os.path.join(HERE, "scenarios")
 RESULTS = os.path.join(HERE, "results")
-SCENARIOS = ["dumbbell", "incast", "websearch"]
+SCENARIOS = ["dumbbell", "incast", "incast-pfc", "websearch"]
 LONGHAUL_RUNS = {"default": "{name}.toml", "ackdata": "{name}-ackdata.toml",
                  "dcqcn-paper": "{name}-dcqcn-paper.toml"}
 # longhaul's frames are 34 bytes longer on the wire than HPCC's packets (1082 against 1048 for a

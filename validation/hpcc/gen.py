@@ -362,15 +362,20 @@ def dumbbell(out):
                    "dumbbell: 3 DCQCN flows of 25 MB on one 100 Gb/s bottleneck", 8000, 0.05)
 
 
-def incast(out):
-    """16 senders to one receiver behind one switch, 1 MB each, all at t = 0."""
-    senders = list(range(16))
-    net = Net(senders + [16], [17])
-    for h in senders + [16]:
-        net.link(h, 17)
-    flows = [(s, 16, 1_000_000, 0) for s in senders]
-    write_scenario(out, "incast", net, flows, 16,
-                   "incast: 16 senders x 1 MB to one receiver at once", 3000, 0.05)
+def incast(out, name="incast", n=16):
+    """n senders to one receiver behind one switch, 1 MB each, all at t = 0."""
+    senders = list(range(n))
+    net = Net(senders + [n], [n + 1])
+    for h in senders + [n]:
+        net.link(h, n + 1)
+    flows = [(s, n, 1_000_000, 0) for s in senders]
+    write_scenario(out, name, net, flows, n,
+                   "incast: %d senders x 1 MB to one receiver at once" % n, 3000, 0.05)
+
+
+def incast_pfc(out):
+    """As incast with 48 senders: the queue passes the PFC threshold before DCQCN's cuts act."""
+    incast(out, "incast-pfc", 48)
 
 
 def read_cdf(name):
@@ -434,7 +439,7 @@ def websearch(out, load=0.5, arrivals_us=3000, seed=1):
 
 
 SCENARIOS = collections.OrderedDict([("dumbbell", dumbbell), ("incast", incast),
-                                     ("websearch", websearch)])
+                                     ("incast-pfc", incast_pfc), ("websearch", websearch)])
 
 
 def main():
