@@ -27,4 +27,4 @@ fi
 
 echo "-- longhaul against the recorded NS-3 runs"
 python3 validation/hpcc/compare.py --longhaul "$bin" \
-  --scenarios "${HPCC_CI_SCENARIOS:-incast,dumbbell}" --check
+  --scenarios "${HPCC_CI_SCENARIOS:-incast,dumbbell}" --longhaul-runs "${HPCC_CI_RUNS:-default}" --check
