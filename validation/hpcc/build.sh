@@ -28,23 +28,31 @@ here=$(cd "$(dirname "$0")" && pwd)
 jobs=${JOBS:-2}
 nice_level=${NICE:-10}
 
-python2=${PYTHON2:-}
-if [ -z "$python2" ]; then
-  if command -v python2.7 >/dev/null 2>&1; then
-    python2=$(command -v python2.7)
-  elif [ -x "$HOME/.pyenv/versions/2.7.18/bin/python" ]; then
-    python2=$HOME/.pyenv/versions/2.7.18/bin/python
-  fi
-fi
-if [ -z "$python2" ] || ! "$python2" -c 'import sys; assert sys.version_info[:2] == (2, 7)' 2>/dev/null; then
-  echo "$0: python 2.7 not found (the simulator's waf needs it): set PYTHON2, or install it (pyenv install 2.7.18)" >&2
-  exit 1
-fi
-
 if [ ! -e "$src" ]; then
   echo "$0: $src: no such source directory (a checkout of alibaba-edu/High-Precision-Congestion-Control or its bare git mirror)" >&2
   exit 1
 fi
+
+is_python27() {
+  "$1" -c 'import sys; assert sys.version_info[:2] == (2, 7)' >/dev/null 2>&1
+}
+python2=
+if [ -n "${PYTHON2:-}" ]; then
+  is_python27 "$PYTHON2" || { echo "$0: PYTHON2=$PYTHON2 is not a working python 2.7" >&2; exit 1; }
+  python2=$PYTHON2
+else
+  for c in python2.7 "$HOME/.pyenv/versions/2.7.18/bin/python"; do
+    if is_python27 "$c"; then
+      python2=$c
+      break
+    fi
+  done
+fi
+if [ -z "$python2" ]; then
+  echo "$0: python 2.7 not found (the simulator's waf needs it): set PYTHON2, or install it (pyenv install 2.7.18)" >&2
+  exit 1
+fi
+
 mkdir -p "$build"
 if [ -f "$src/simulation/waf" ]; then
   cp -a "$src/." "$build/"
