@@ -257,7 +257,8 @@ def run_ns3(build, scen, variant, work, seed=1):
                           cwd=out, log=os.path.join(out, "log.txt"))
     with open(os.path.join(out, "run.json"), "w") as f:
         json.dump({"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-                   "env": NS3_RUNS[variant], "seed": seed, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, f)
+                   "env": NS3_RUNS[variant], "seed": seed,
+                   "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, f)
     return out
 
 
