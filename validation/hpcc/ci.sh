@@ -6,7 +6,7 @@
 #   validation/hpcc/ci.sh [LONGHAUL_BIN]      (default: target/debug/longhaul)
 #
 # HPCC_CI_SCENARIOS and HPCC_CI_RUNS override the scenarios and longhaul runs checked (default:
-# all four scenarios, runs default and ackdata: about 30 s on 2 busy cores in a debug build).
+# all four scenarios, runs default, ackdata and hpcc: about 40 s on 2 busy cores in a debug build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-target/debug/longhaul}
@@ -28,4 +28,4 @@ fi
 echo "-- longhaul against the recorded NS-3 runs"
 python3 validation/hpcc/compare.py --longhaul "$bin" \
   --scenarios "${HPCC_CI_SCENARIOS:-dumbbell,incast,incast-pfc,websearch}" \
-  --longhaul-runs "${HPCC_CI_RUNS:-default,ackdata}" --check
+  --longhaul-runs "${HPCC_CI_RUNS:-default,ackdata,hpcc}" --check

@@ -10,8 +10,9 @@ wall and CPU times too: then the speed rows compare runs made at different times
 writes the NS-3 runs made here into results/. --check compares longhaul's figures with the
 recorded NS-3 ones within the bounds of tolerances.json and exits 1 when one is out.
 
-Runs: longhaul `default` (NAME.toml: ACK/NAK/CNP in strict class 6) and `ackdata`
-(NAME-ackdata.toml: in the data class, as HPCC's switches); NS-3 `stock` (as published, with
+Runs: longhaul `default` (NAME.toml: ACK/NAK/CNP in strict class 6), `ackdata`
+(NAME-ackdata.toml: in the data class, as HPCC's switches) and `hpcc` (NAME-hpcc.toml: that, ECN
+at dequeue and dynamic PFC thresholds, as HPCC's switches); NS-3 `stock` (as published, with
 run.py --cc dcqcn's settings) and with longhaul's choices switched on (patch_variants.py):
 `ack-high` (ACKs/NAKs in the switches' strict-priority queue), `ecn-enq` (ECN marked at
 enqueue), `wire` (34 more bytes per packet on the wire). The pairs compared are in PAIRS.
@@ -33,7 +34,7 @@ SCEN_DIR = os.path.join(HERE, "scenarios")
 RESULTS = os.path.join(HERE, "results")
 SCENARIOS = ["dumbbell", "incast", "incast-pfc", "websearch"]
 LONGHAUL_RUNS = {"default": "{name}.toml", "ackdata": "{name}-ackdata.toml",
-                 "dcqcn-paper": "{name}-dcqcn-paper.toml"}
+                 "hpcc": "{name}-hpcc.toml", "dcqcn-paper": "{name}-dcqcn-paper.toml"}
 # longhaul's frames are 34 bytes longer on the wire than HPCC's packets (1082 against 1048 for a
 # full data packet: patch_variants.py says why).
 WIRE = {"HPCC_WIRE_EXTRA_BYTES": "34"}
@@ -55,6 +56,8 @@ PAIRS = [
     ("NS-3 with longhaul's ACK class and ECN point", "default", "ack-high+ecn-enq"),
     ("NS-3 with longhaul's ACK class, ECN point and wire bytes", "default", "ack-high+ecn-enq+wire"),
     ("HPCC's ACK class in both, NS-3 with longhaul's ECN point and wire bytes", "ackdata", "ecn-enq+wire"),
+    ("longhaul with HPCC's ACK class, ECN point and PFC thresholds vs NS-3 as published (the wire bytes remain)",
+     "hpcc", "stock"),
     ("longhaul's DCQCN before issue 41 (cut at the CNP, a CNP per 50 us), NS-3 with the three choices",
      "dcqcn-paper", "ack-high+ecn-enq+wire"),
 ]
