@@ -39,7 +39,8 @@ use longhaul_dataplane::wire::parse::{parse, ParseOptions};
 use longhaul_dataplane::wire::pfc::{self, MacControl};
 use longhaul_dataplane::wire::roce::{
     build_ack_v4, build_cnp_v4, build_roce_v4_in_place, opcode, write_reth, AckSpec, Aeth, Bth,
-    BthRepr, RoceAddrs, AETH_LEN, CNP_PAYLOAD_LEN, PKEY_DEFAULT, RETH_LEN, ROCE_V4_AFTER_BTH,
+    BthRepr, RoceAddrs, Syndrome, AETH_LEN, CNP_PAYLOAD_LEN, PKEY_DEFAULT, RETH_LEN,
+    ROCE_V4_AFTER_BTH,
 };
 use longhaul_dataplane::wire::tcp::{self, TcpPacket, TcpRepr};
 use longhaul_dataplane::wire::{ecn, icrc};
@@ -59,12 +60,13 @@ fn hasher() -> Hasher {
     ahash::RandomState::with_seeds(1, 2, 3, 4)
 }
 
-/// Bytes per frame on the wire beyond the frame itself: preamble + SFD, IFG, FCS.
-pub const WIRE_OVERHEAD: u64 = 24;
+/// Bytes per frame on the wire beyond the frame itself: preamble + SFD, IFG, FCS (what the
+/// switches' traffic managers count too).
+pub const WIRE_OVERHEAD: u64 = longhaul_dataplane::tm::DEFAULT_FRAME_OVERHEAD as u64;
 /// AETH syndrome of an ACK (credit count "invalid": no end-to-end credits).
-const SYNDROME_ACK: u8 = 0x1f;
+const SYNDROME_ACK: u8 = Syndrome::ACK_NO_CREDIT;
 /// AETH syndrome of a PSN-sequence-error NAK.
-const SYNDROME_NAK_PSN: u8 = 0x60;
+const SYNDROME_NAK_PSN: u8 = Syndrome::NAK_PSN_SEQ_ERR;
 
 /// Lengths of the ACK/NAK and CNP frames the hosts build (`build_ack_v4`, `build_cnp_v4`).
 const ACK_V4_LEN: usize = ROCE_V4_AFTER_BTH + AETH_LEN + icrc::ICRC_LEN;
