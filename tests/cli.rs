@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "support/live_config.rs"]
+mod live_config;
 #[path = "support/tmpdir.rs"]
 mod tmpdir;
 use tmpdir::TmpDir;
@@ -142,25 +144,7 @@ fn unknown_port_in_args_is_a_clear_error() {
 
 /// configs/baseline.toml with pcap io on dc0 (rx) and wan0 (tx), control on ephemeral ports.
 fn live_config(dir: &Path, rx_extra: &str) -> PathBuf {
-    let base = std::fs::read_to_string(root().join("configs/baseline.toml")).unwrap();
-    let trace = root().join("examples/roce-64flows.pcap");
-    let mut out = String::new();
-    let mut k = 0;
-    for line in base.lines() {
-        out.push_str(line);
-        out.push('\n');
-        if line.starts_with("mtu = 4200") {
-            match k {
-                0 => out.push_str(&format!(
-                    "io = {{ kind = \"pcap\", rx = \"{}\"{rx_extra} }}\n",
-                    trace.display()
-                )),
-                2 => out.push_str("io = { kind = \"pcap\", tx = \"wan0-out.pcap\" }\n"),
-                _ => {}
-            }
-            k += 1;
-        }
-    }
+    let mut out = live_config::baseline_with_pcap_io(&root(), rx_extra);
     out.push_str("\n[control]\napi_listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n");
     let p = dir.join("live.toml");
     std::fs::write(&p, out).unwrap();

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/live_config.rs"]
+mod live_config;
 #[path = "support/tmpdir.rs"]
 mod tmpdir;
 use tmpdir::TmpDir;
@@ -26,25 +28,7 @@ fn root() -> PathBuf {
 /// configs/baseline.toml with a looping, paced pcap rx on dc0 and a tx capture on wan0, the
 /// API and metrics on ephemeral ports, reloads limited to 64 KiB.
 fn live_config(dir: &Path, name: &str, extra: &str) -> PathBuf {
-    let base = std::fs::read_to_string(root().join("configs/baseline.toml")).unwrap();
-    let trace = root().join("examples/roce-64flows.pcap");
-    let mut out = String::new();
-    let mut k = 0;
-    for line in base.lines() {
-        out.push_str(line);
-        out.push('\n');
-        if line.starts_with("mtu = 4200") {
-            match k {
-                0 => out.push_str(&format!(
-                    "io = {{ kind = \"pcap\", rx = \"{}\", rx_loop = true, pace = true }}\n",
-                    trace.display()
-                )),
-                2 => out.push_str("io = { kind = \"pcap\", tx = \"wan0-out.pcap\" }\n"),
-                _ => {}
-            }
-            k += 1;
-        }
-    }
+    let mut out = live_config::baseline_with_pcap_io(&root(), ", rx_loop = true, pace = true");
     out.push_str(extra);
     out.push_str(
         "\n[control]\napi_listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n\
