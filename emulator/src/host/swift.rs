@@ -33,7 +33,7 @@
 //! exceeds, the network's largest BDP, as the HPCC simulator's senders do (`HAS_WIN`,
 //! `GLOBAL_T 1`: `maxBdp`). `base_target_us`, `hop_delay_us`, `target_propagation`,
 //! `init_cwnd` and `max_cwnd` are scenario keys (the Reflex paper runs base_delay 200 ns and
-//! hop_delay 1 us). Reflex feeds the same `on_ack` with the delays its pseudo-ACKs carry.
+//! hop_delay 1 us). Reflex feeds `on_feedback` with the delays its pseudo-ACKs carry.
 
 use longhaul_dataplane::time::Nanos;
 
