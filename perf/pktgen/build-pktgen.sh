@@ -17,8 +17,10 @@ version=23.06.1
 die() { echo "build-pktgen.sh: $*" >&2; exit 1; }
 [ $# -eq 2 ] || die "usage: build-pktgen.sh TARBALL BUILD_DIR"
 tarball=$1
-dir=$2
 [ -f "$tarball" ] || die "$tarball: no such file"
+# Absolute: the build runs meson from inside the source folder.
+mkdir -p "$2"
+dir=$(cd "$2" && pwd)
 for t in meson ninja pkg-config cc git; do
   command -v "$t" >/dev/null 2>&1 || die "$t not found (apt-get install meson ninja-build pkg-config build-essential git)"
 done
