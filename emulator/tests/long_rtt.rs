@@ -71,46 +71,32 @@ fn text(net: &Net, delay_ns: u64, src: &str, dst: &str, size: u64) -> String {
 
 #[test]
 fn one_flow_alone_finishes_for_every_host_model_at_every_distance() {
-    let plain = |cc| Net {
-        file: "themis-off.toml",
-        cc: Some(cc),
-        wan_a: "esw-a:wan",
-        intra: ("a0", "a1"),
+    // A mechanism's own network (its scenario's `[emulation]` kept), one flow a0 -> `intra`
+    // and one a0 -> b0.
+    let own = |file, wan_a, intra| Net {
+        file,
+        cc: None,
+        wan_a,
+        intra: ("a0", intra),
         inter: ("a0", "b0"),
+    };
+    // THEMIS's network with its ESWs as plain switches, for a host model alone.
+    let plain = |cc| Net {
+        cc: Some(cc),
+        ..own("themis-off.toml", "esw-a:wan", "a1")
     };
     let nets = [
         ("DCQCN", plain("dcqcn")),
         ("TIMELY", plain("timely")),
         ("Swift", plain("swift")),
-        (
-            "MLCC",
-            Net {
-                file: "mlcc.toml",
-                cc: None,
-                wan_a: "dci-a:wan",
-                intra: ("a0", "a1"),
-                inter: ("a0", "b0"),
-            },
-        ),
+        ("MLCC", own("mlcc.toml", "dci-a:wan", "a1")),
         (
             "Reflex (TIMELY)",
-            Net {
-                file: "reflex-timely.toml",
-                cc: None,
-                wan_a: "dc0-esw:wan",
-                intra: ("a0", "a4"),
-                inter: ("a0", "b0"),
-            },
+            own("reflex-timely.toml", "dc0-esw:wan", "a4"),
         ),
         (
             "Reflex (Swift)",
-            Net {
-                file: "reflex-swift.toml",
-                cc: None,
-                wan_a: "dc0-esw:wan",
-                intra: ("a0", "a4"),
-                inter: ("a0", "b0"),
-            },
+            own("reflex-swift.toml", "dc0-esw:wan", "a4"),
         ),
     ];
     let reg = longhaul_pipelines::registry();
