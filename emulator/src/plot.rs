@@ -93,7 +93,7 @@ fn draw_slowdown<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rows: &[(&st
             }
         })
         .x_desc("flow size (bytes)")
-        .y_desc("slowdown (FCT / FCT alone)")
+        .y_desc("slowdown (FCT / standalone FCT)")
         .draw();
     for (name, color, pick) in [("average", BLUE, 1usize), ("99th percentile", RED, 2usize)] {
         let pts: Vec<(f64, f64)> = rows
