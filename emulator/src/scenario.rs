@@ -791,29 +791,6 @@ fn rate(
 /// The responder's and the requester's loss recovery: `"selective"` (RNIC-SR) or not.
 const RECOVERY: [(&str, bool); 2] = [("go-back-n", false), ("selective", true)];
 
-/// One of `options` by name (`default` when absent); another name is an error listing them.
-fn choice<T: Copy>(
-    v: &mut Validator,
-    key: &str,
-    x: &Option<S<String>>,
-    options: &[(&str, T)],
-    default: T,
-) -> T {
-    let Some(x) = x else {
-        return default;
-    };
-    if let Some((_, t)) = options.iter().find(|(n, _)| *n == x.get_ref()) {
-        return *t;
-    }
-    let names: Vec<String> = options.iter().map(|(n, _)| format!("\"{n}\"")).collect();
-    v.err(
-        key,
-        span(x),
-        format!("'{}': expected {}", x.get_ref(), names.join(" or ")),
-    );
-    default
-}
-
 fn us(v: &mut Validator, key: &str, x: &Option<S<f64>>, default: f64) -> Nanos {
     match x {
         None => (default * 1000.0) as Nanos,
@@ -950,8 +927,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
             .rate_hai_mbps
             .as_ref()
             .map(|_| mbps(v, &k("dcqcn.rate_hai_mbps"), &dcqcn.rate_hai_mbps, 0)),
-        first_decrease_immediate: choice(
-            v,
+        first_decrease_immediate: v.choice(
             &k("dcqcn.first_decrease"),
             &dcqcn.first_decrease,
             &[("next-check", false), ("immediate", true)],
@@ -1050,10 +1026,9 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
         ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
         window: v.int_or(&k("window"), &e.window, 0, 0, 1 << 22) as u32,
-        keep_ooo: choice(v, &k("responder"), &e.responder, &RECOVERY, false),
-        selective_repeat: choice(v, &k("requester"), &e.requester, &RECOVERY, false),
-        pause_until_resume: choice(
-            v,
+        keep_ooo: v.choice(&k("responder"), &e.responder, &RECOVERY, false),
+        selective_repeat: v.choice(&k("requester"), &e.requester, &RECOVERY, false),
+        pause_until_resume: v.choice(
             &k("pfc_pause"),
             &e.pfc_pause,
             &[("time", false), ("until-resume", true)],

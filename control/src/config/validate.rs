@@ -234,6 +234,30 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// One of `options` by name (`default` when absent); another name is an error that lists
+    /// them (`'x': expected "a" or "b"`).
+    pub fn choice<T: Copy>(
+        &mut self,
+        key: &str,
+        x: &Option<S<String>>,
+        options: &[(&str, T)],
+        default: T,
+    ) -> T {
+        let Some(x) = x else {
+            return default;
+        };
+        if let Some((_, t)) = options.iter().find(|(n, _)| *n == x.get_ref()) {
+            return *t;
+        }
+        let names: Vec<String> = options.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+        self.err(
+            key,
+            span(x),
+            format!("'{}': expected {}", x.get_ref(), names.join(" or ")),
+        );
+        default
+    }
+
     /// An optional integer in `lo..=hi` with a default (also used after an error).
     pub fn int_or(&mut self, key: &str, v: &Option<S<i64>>, default: i64, lo: i64, hi: i64) -> i64 {
         match v {
@@ -1380,20 +1404,12 @@ impl<'a> Validator<'a> {
             );
             self.err(&kmax_key, s, msg);
         }
-        let at_key = format!("{key}.at");
-        let at_dequeue = match &e.at {
-            None => false,
-            Some(a) if a.get_ref() == "enqueue" => false,
-            Some(a) if a.get_ref() == "dequeue" => true,
-            Some(a) => {
-                self.err(
-                    &at_key,
-                    span(a),
-                    format!("'{}': expected \"enqueue\" or \"dequeue\"", a.get_ref()),
-                );
-                false
-            }
-        };
+        let at_dequeue = self.choice(
+            &format!("{key}.at"),
+            &e.at,
+            &[("enqueue", false), ("dequeue", true)],
+            false,
+        );
         Some(EcnConfig {
             kmin_bytes: kmin,
             kmax_bytes: kmax,

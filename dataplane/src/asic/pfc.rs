@@ -245,7 +245,6 @@ impl PfcGenerator {
         s.bytes = new;
         s.max_bytes = s.max_bytes.max(new);
         self.total += bytes;
-        let s = &mut self.slots[i];
         if new >= xoff && !matches!(s.state, Xstate::Paused(_)) {
             if s.state == Xstate::Idle {
                 self.active += 1;
@@ -273,12 +272,14 @@ impl PfcGenerator {
         let left = bytes.min(s.bytes);
         s.bytes -= left;
         self.total -= left;
+        if !matches!(s.state, Xstate::Paused(_)) {
+            return;
+        }
+        let count = s.bytes;
         // Static: XON at xon_bytes; dynamic: the same distance below the threshold.
         let hysteresis = self.p.xoff_bytes - self.p.xon_bytes.min(self.p.xoff_bytes);
-        let xon = self.xoff_now().saturating_sub(hysteresis);
-        let s = &mut self.slots[i];
-        if matches!(s.state, Xstate::Paused(_)) && s.bytes <= xon {
-            s.state = Xstate::XonPending;
+        if count <= self.xoff_now().saturating_sub(hysteresis) {
+            self.slots[i].state = Xstate::XonPending;
             self.emit_port(port as usize, now, out);
         }
     }
