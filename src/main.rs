@@ -3,6 +3,7 @@
 
 mod replay_cmd;
 mod replay_plot;
+mod reproduce;
 mod rfc2544;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -93,6 +94,10 @@ enum Cmd {
         #[arg(long, value_name = "US", requires = "until_done")]
         max_duration: Option<f64>,
     },
+    /// Reproduce a paper's main evaluation in the emulator (its scenario family, every load
+    /// point, mechanism on and off, N seeds) and write a report putting the paper's figures
+    /// beside ours, with a verdict per claim (scenarios/papers/; docs/reproduce.md).
+    Reproduce(reproduce::ReproduceArgs),
     /// Talk to a running longhaul's management API (health, stats, tables, table entries,
     /// reload); exit status 0 on success, 1 when the API refuses or cannot be reached, 2 on a
     /// usage error.
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Replay(args) => replay_cmd::cmd_replay(args),
         Cmd::CheckConfig { file } => cmd_check_config(&file),
+        Cmd::Reproduce(args) => reproduce::cmd_reproduce(args),
         Cmd::Mechanisms => {
             let reg = longhaul_pipelines::registry();
             let pipelines = longhaul_control::config::Schema::pipelines(reg.as_ref());
@@ -310,6 +316,7 @@ fn cmd_emulate(
         seed,
         duration_ns: duration_us.map(|d| (d * 1000.0).round() as u64),
         until_done_ns: until_done_us.map(|d| (d * 1000.0).round() as u64),
+        skip_alone: false,
     };
     let wall = std::time::Instant::now();
     // A progress line on a terminal, once the run has taken a couple of seconds.

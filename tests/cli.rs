@@ -549,3 +549,43 @@ fn a_zero_sampling_step_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--sample-us") && err.contains("0"), "{err}");
 }
+
+/// `reproduce`: an unknown paper is refused with the list this build has; a missing scenarios
+/// folder or scenario file is named (a run from outside a checkout says what to pass).
+#[test]
+fn reproduce_refuses_what_it_cannot_run() {
+    let run = |args: &[&str], dir: &std::path::Path| {
+        let out = bin()
+            .arg("reproduce")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, err) = run(&["nosuch"], &root());
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("no paper \"nosuch\"") && err.contains("themis"),
+        "{err}"
+    );
+    let tmp = std::env::temp_dir();
+    let (code, err) = run(&["themis", "--quick"], &tmp);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("scenarios/papers: no such folder") && err.contains("--scenarios"),
+        "{err}"
+    );
+    let empty = tmp.join(format!("longhaul-reproduce-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, err) = run(
+        &["themis", "--quick", "--scenarios", empty.to_str().unwrap()],
+        &tmp,
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("quick/dcqcn-30.toml: missing") && err.contains("gen_themis.py"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+}

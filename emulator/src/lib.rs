@@ -11,6 +11,7 @@
 pub mod host;
 pub mod output;
 pub mod path;
+pub mod pause;
 pub mod plot;
 pub mod scenario;
 pub mod sim;
@@ -29,6 +30,9 @@ pub struct Overrides {
     pub duration_ns: Option<Nanos>,
     /// `--until-done`: run past the duration until every flow is done, up to this virtual time.
     pub until_done_ns: Option<Nanos>,
+    /// Skip the runs alone (`Report::alone_fct_ns` all `None`): the papers' slowdown needs only
+    /// the standalone FCT, and the runs alone take about as long as the run.
+    pub skip_alone: bool,
 }
 
 /// A run and, per flow, its standalone FCT and its FCT alone through the same switches.
@@ -53,6 +57,21 @@ impl Report {
         let fct = self.outcome.flows.get(i)?.fct_ns()?;
         let ideal = (*self.standalone_fct_ns.get(i)?)?;
         Some((fct as f64 / ideal.max(1) as f64).max(1.0))
+    }
+
+    /// The fraction of the flows' span (the first start to the last finish, or the run's end
+    /// if a flow is unfinished) during which a PFC pause was in force somewhere (THEMIS's
+    /// Figure 11 metric; [`pause`]).
+    pub fn pause_fraction(&self) -> f64 {
+        let o = &self.outcome;
+        let from = o.flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
+        let to = o
+            .flows
+            .iter()
+            .map(|f| f.finish_ns.unwrap_or(o.end_ns))
+            .max()
+            .unwrap_or(0);
+        o.pauses.fraction(from, to)
     }
 
     /// Flow `i`'s FCT over its FCT alone through the same switches (`None`: either missing).
@@ -96,7 +115,11 @@ pub fn emulate_with_progress(
         .iter()
         .map(|f| f.finish_ns.is_some())
         .collect();
-    let (alone_fct_ns, alone_hops) = alone_fcts_of(s, registry, &done, o.until_done_ns)?;
+    let (alone_fct_ns, alone_hops) = if o.skip_alone {
+        (vec![None; done.len()], 0)
+    } else {
+        alone_fcts_of(s, registry, &done, o.until_done_ns)?
+    };
     let paths = path::Paths::of(s);
     let standalone_fct_ns = s
         .all_flows()

@@ -115,6 +115,14 @@ pub fn summary(r: &Report) -> String {
         "virtual time {} ns, {} events, {} frame hops, {} lost on links",
         o.end_ns, o.events, o.hops, o.link_drops
     );
+    let (hosts, switches) = o.pauses.per_node(o.hosts.len(), o.switches.len());
+    let _ = writeln!(
+        s,
+        "pfc pause: {:.2}% of the flows' span with a pause in force; paused time {:.1} us at switch ports, {:.1} us at hosts",
+        100.0 * r.pause_fraction(),
+        switches.iter().sum::<u64>() as f64 / 1e3,
+        hosts.iter().sum::<u64>() as f64 / 1e3
+    );
     for (name, h) in &o.hosts {
         let _ = writeln!(
             s,
@@ -153,6 +161,31 @@ pub fn summary(r: &Report) -> String {
         if !counters.is_empty() {
             let _ = writeln!(s, "switch {name} pipeline: {}", counters.join(", "));
         }
+    }
+    s
+}
+
+/// PFC pause time per receiving end (`pauses.csv`): `end,paused_ns,pauses`, the end a host's
+/// name or `SWITCH:PORT`, its paused time summed over priorities, and the number of intervals.
+pub fn pauses_csv(r: &Report) -> String {
+    let o = &r.outcome;
+    let mut s = String::from("end,paused_ns,pauses\n");
+    for (end, iv) in &o.pauses.ends {
+        let name = match *end {
+            crate::scenario::End::Host(h) => o.hosts.get(h).map(|(n, _)| n.clone()),
+            crate::scenario::End::Switch(i, p) => o
+                .switches
+                .get(i)
+                .zip(o.port_names.get(i).and_then(|v| v.get(p)))
+                .map(|((sw, _), port)| format!("{sw}:{port}")),
+        };
+        let _ = writeln!(
+            s,
+            "{},{},{}",
+            name.unwrap_or_default(),
+            crate::pause::PauseLog::total_ns(iv),
+            iv.len()
+        );
     }
     s
 }
@@ -217,6 +250,8 @@ pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<String>> {
         std::fs::write(dir.join("timeseries.csv"), ts)?;
         names.push("timeseries.csv".into());
     }
+    std::fs::write(dir.join("pauses.csv"), pauses_csv(r))?;
+    names.push("pauses.csv".into());
     std::fs::write(dir.join("summary.txt"), summary(r))?;
     names.push("summary.txt".into());
     for p in crate::plot::write(dir, r)? {

@@ -40,7 +40,7 @@ pub type Series = (String, Vec<(f64, f64)>);
 enum Chart {
     Slowdown(Vec<(&'static str, f64, f64)>),
     /// Title, x axis, y axis, series.
-    Lines(&'static str, &'static str, &'static str, Vec<Series>),
+    Lines(String, String, String, Vec<Series>),
 }
 
 fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) {
@@ -243,14 +243,19 @@ pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<&'static str>> {
         if !q.is_empty() {
             plots.push((
                 "queues",
-                Chart::Lines("Queued bytes per port", "time (us)", "queued (KB)", q),
+                Chart::Lines(
+                    "Queued bytes per port".into(),
+                    "time (us)".into(),
+                    "queued (KB)".into(),
+                    q,
+                ),
             ));
         }
         let f = rate_series(r);
         if !f.is_empty() {
             plots.push((
                 "rates",
-                Chart::Lines("Flow goodput", "time (us)", "Gb/s", f),
+                Chart::Lines("Flow goodput".into(), "time (us)".into(), "Gb/s".into(), f),
             ));
         }
     }
@@ -286,8 +291,8 @@ fn write_chart(dir: &Path, name: &str, chart: &Chart) -> std::io::Result<()> {
 pub fn write_lines(
     dir: &Path,
     name: &str,
-    title: &'static str,
-    y_desc: &'static str,
+    title: &str,
+    y_desc: &str,
     series: Vec<Series>,
 ) -> std::io::Result<()> {
     write_xy(dir, name, title, "time (us)", y_desc, series)
@@ -298,11 +303,12 @@ pub fn write_lines(
 pub fn write_xy(
     dir: &Path,
     name: &str,
-    title: &'static str,
-    x_desc: &'static str,
-    y_desc: &'static str,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
     mut series: Vec<Series>,
 ) -> std::io::Result<()> {
     series.truncate(MAX_SERIES);
-    write_chart(dir, name, &Chart::Lines(title, x_desc, y_desc, series))
+    let chart = Chart::Lines(title.into(), x_desc.into(), y_desc.into(), series);
+    write_chart(dir, name, &chart)
 }

@@ -10,10 +10,12 @@
 
 use crate::host::rnic::NOT_STARTED;
 use crate::host::{wire_time, FlowState, FramePool, Host, HostStats};
+use crate::pause::{PauseLog, PauseMeter};
 use crate::scenario::{End, Scenario};
 use crate::traffic::Rng;
 use longhaul_dataplane::engine::SwitchSnapshot;
 use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::ethernet::is_mac_control;
 use longhaul_runtime::{EmulatedSwitch, MechanismSet, Registry};
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
@@ -120,6 +122,8 @@ pub struct Outcome {
     pub port_names: Vec<Vec<String>>,
     /// Each switch's name and counters at the end.
     pub switches: Vec<(String, SwitchSnapshot)>,
+    /// The PFC pauses every end received ([`crate::pause`]).
+    pub pauses: PauseLog,
 }
 
 struct Link {
@@ -175,6 +179,8 @@ pub struct Emulation {
     until_done: Option<Nanos>,
     /// Flows done, as last counted (past the duration, with `until_done`).
     all_done: bool,
+    /// PFC pause time, read off the frames delivered.
+    pauses: PauseMeter,
 }
 
 /// "No next event" in `Emulation::sw_next` (no event is ever scheduled that late).
@@ -331,6 +337,7 @@ impl Emulation {
             quiet_steps: true,
             until_done: None,
             all_done: false,
+            pauses: PauseMeter::default(),
         };
         if let Some(ns) = s.params.sample_ns {
             e.sample_every(ns);
@@ -488,6 +495,11 @@ impl Emulation {
         }
     }
 
+    /// The rate of link `li` (0 for none).
+    fn link_rate(&self, li: Option<usize>) -> u64 {
+        li.and_then(|i| self.links.get(i)).map_or(0, |l| l.rate_bps)
+    }
+
     fn reschedule(&mut self, h: usize) {
         let next = self.hosts[h].next_wake();
         if next != self.host_wake[h] {
@@ -614,6 +626,11 @@ impl Emulation {
                         to: End::Switch(i, p),
                         frame,
                     } => {
+                        if is_mac_control(&frame) {
+                            let rate = self.link_rate(self.port_link[i][p]);
+                            self.pauses
+                                .on_frame(End::Switch(i, p), &frame, t, rate, false);
+                        }
                         self.switches[i].put(p, t, frame);
                         self.sw_next[i] = self.sw_next[i].min(t);
                     }
@@ -621,6 +638,11 @@ impl Emulation {
                         to: End::Host(h),
                         frame,
                     } => {
+                        if is_mac_control(&frame) {
+                            let rate = self.link_rate(self.host_link[h]);
+                            let hold = self.hosts[h].pause_until_resume();
+                            self.pauses.on_frame(End::Host(h), &frame, t, rate, hold);
+                        }
                         self.hosts[h].receive(t, frame, &mut self.frames);
                         woken.push(h);
                     }
@@ -785,6 +807,7 @@ impl Emulation {
                 .cloned()
                 .zip(self.switches.iter().map(|s| s.snapshot()))
                 .collect(),
+            pauses: self.pauses.finish(end_ns),
         }
     }
 }

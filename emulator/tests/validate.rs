@@ -309,6 +309,16 @@ fn pfc_makes_the_incast_lossless() {
         assert!(f.finish_ns.is_some(), "{f:?}");
         assert_eq!(f.retransmitted, 0);
     }
+    // Pause time, read off the PFC frames: the senders (hosts 0-2) were paused, for less than
+    // the run; the receiver and the switch ports never.
+    let (hosts, switches) = out.pauses.per_node(out.hosts.len(), out.switches.len());
+    let last = out.flows.iter().filter_map(|f| f.finish_ns).max().unwrap();
+    assert!(hosts[..3].iter().all(|&t| t > 0 && t < last), "{hosts:?}");
+    assert_eq!((hosts[3], switches[0]), (0, 0));
+    // Three 2 MB flows into one 100 Gb/s port: 480 us of work at line rate, paused a good share
+    // of it (each sender could send at 100 Gb/s).
+    let span = out.pauses.fraction(0, last);
+    assert!(span > 0.1 && span < 1.0, "{span}");
 }
 
 /// 1% of the frames on h0's link are lost: go-back-N (NAKs, and the timeout when the last
@@ -554,7 +564,7 @@ fn out_dir_has_the_plots() {
             "{n} differs between two runs"
         );
     }
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert_eq!(names.len(), 10, "{names:?}");
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -617,6 +627,7 @@ fn swift_shares_the_incast_port_without_pfc() {
     let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
     let (_, sw) = &r.outcome.switches[0];
     assert_eq!(sw.ports.iter().map(|p| p.stats.pfc_tx).sum::<u64>(), 0);
+    assert_eq!(r.pause_fraction(), 0.0);
     assert!(
         sw.stats.buffer_max_bytes < 524_288,
         "{}",

@@ -460,6 +460,11 @@ impl Host {
         }
     }
 
+    /// Whether this host holds a PFC pause until a resume (`pfc_pause = "until-resume"`).
+    pub fn pause_until_resume(&self) -> bool {
+        self.p.pause_until_resume
+    }
+
     /// A frame arrived at `now`: the host agents see it first (they may rewrite it, take it, or
     /// turn it into an RTT sample for one of the host's QPs), then the RNIC.
     /// The frame's buffer (and those of the frames it answers) comes from and goes back to `pool`.

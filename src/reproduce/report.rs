@@ -1,0 +1,284 @@
+//! The report of `longhaul reproduce`: per claim, the paper's values and ours side by side (a
+//! table and a figure drawn like the paper's: x = the load point, one line per variant), the
+//! change the mechanism makes in each, their ratio and a verdict; then every run's figures.
+//! Nothing in it depends on wall time, so the same command writes the same report.
+
+use super::{Claim, Expect, Manifest, Metric, Run, Scale};
+use anyhow::{Context, Result};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Magnitudes within this factor of the paper's (either way) count as reproduced.
+const MAGNITUDE_FACTOR: f64 = 2.0;
+
+/// One claim's outcome.
+pub(crate) struct Verdict {
+    pub what: String,
+    pub figure: String,
+    /// The direction the paper states held in every seed at every point.
+    pub direction_failed: bool,
+    /// Every point's magnitude within [`MAGNITUDE_FACTOR`] of the paper's.
+    pub magnitude_ok: bool,
+    /// The mechanism's change, per point: the paper's and ours (mean over seeds).
+    pub changes: Vec<(f64, Option<f64>)>,
+}
+
+impl Verdict {
+    fn word(&self) -> &'static str {
+        match (self.direction_failed, self.magnitude_ok) {
+            (false, true) => "reproduced",
+            (false, false) => "direction reproduced, magnitude off",
+            (true, _) => "not reproduced",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pct = |v: f64| format!("{:+.0}%", 100.0 * v);
+        let paper: Vec<String> = self.changes.iter().map(|c| pct(c.0)).collect();
+        let ours: Vec<String> = self
+            .changes
+            .iter()
+            .map(|c| c.1.map_or("-".into(), pct))
+            .collect();
+        write!(
+            f,
+            "{} ({}): {}; paper {}, ours {}",
+            self.what,
+            self.figure,
+            self.word(),
+            paper.join(" / "),
+            ours.join(" / ")
+        )
+    }
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The values of `metric` over seeds at (point, variant).
+fn values(runs: &[Run], point: usize, variant: usize, metric: Metric) -> Vec<f64> {
+    runs.iter()
+        .filter(|r| r.point == point && r.variant == variant)
+        .filter_map(|r| r.metrics.get(&metric).copied())
+        .collect()
+}
+
+/// The mechanism's relative change `m / b - 1` (None when the baseline is 0).
+fn change(b: f64, m: f64) -> Option<f64> {
+    (b > 0.0).then(|| m / b - 1.0)
+}
+
+fn holds(expect: Expect, b: f64, m: f64) -> bool {
+    match expect {
+        Expect::Lower => m < b,
+        Expect::Higher => m > b,
+    }
+}
+
+fn judge(m: &Manifest, c: &Claim, runs: &[Run]) -> Verdict {
+    let (bv, mv) = (m.variant(&c.baseline), m.variant(&c.mechanism));
+    let mut direction_failed = false;
+    let mut magnitude_ok = true;
+    let mut changes = Vec::new();
+    for p in 0..m.points.len() {
+        let paper = c.paper_mechanism[p] / c.paper_baseline[p] - 1.0;
+        // Per seed: the same seed's baseline and mechanism runs.
+        let pairs: Vec<(f64, f64)> = runs
+            .iter()
+            .filter(|r| r.point == p && r.variant == bv)
+            .filter_map(|b| {
+                let mech = runs
+                    .iter()
+                    .find(|r| r.point == p && r.variant == mv && r.seed == b.seed)?;
+                Some((*b.metrics.get(&c.metric)?, *mech.metrics.get(&c.metric)?))
+            })
+            .collect();
+        if pairs.is_empty() || pairs.iter().any(|&(b, x)| !holds(c.expect, b, x)) {
+            direction_failed = true;
+        }
+        let ours = mean(&values(runs, p, bv, c.metric))
+            .zip(mean(&values(runs, p, mv, c.metric)))
+            .and_then(|(b, x)| change(b, x));
+        let ok = ours.is_some_and(|o| {
+            let f = o / paper;
+            (1.0 / MAGNITUDE_FACTOR..=MAGNITUDE_FACTOR).contains(&f)
+        });
+        magnitude_ok &= ok;
+        changes.push((paper, ours));
+    }
+    Verdict {
+        what: c.what.clone(),
+        figure: c.figure.clone(),
+        direction_failed,
+        magnitude_ok,
+        changes,
+    }
+}
+
+fn fmt_range(v: &[f64]) -> String {
+    match mean(v) {
+        None => "-".into(),
+        Some(x) if v.len() == 1 => format!("{x:.3}"),
+        Some(x) => {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("{x:.3} ({lo:.3}-{hi:.3})")
+        }
+    }
+}
+
+/// Writes `report.md`, `runs.csv` and one figure per claim into `out`; returns the verdicts.
+pub(crate) fn write(
+    out: &Path,
+    m: &Manifest,
+    scale: &Scale,
+    runs: &[Run],
+    seeds: u64,
+    command: &str,
+) -> Result<Vec<Verdict>> {
+    let verdicts: Vec<Verdict> = m.claims.iter().map(|c| judge(m, c, runs)).collect();
+    let mut s = String::new();
+    let _ = writeln!(s, "# {} reproduced by `longhaul emulate`\n", m.title);
+    let _ = writeln!(s, "- Command: `{command}` (from a longhaul checkout)");
+    let _ = writeln!(s, "- Setup: {}", m.setup);
+    let _ = writeln!(
+        s,
+        "- Scale: {}; seeds 1-{seeds}; every flow run to completion (at most {} ms of virtual time)",
+        scale.note,
+        scale.max_duration_us / 1000
+    );
+    let _ = writeln!(
+        s,
+        "- Scenarios: written by `{}`; choices where the paper is silent: {}",
+        m.generator, m.doc
+    );
+    let _ = writeln!(
+        s,
+        "- FCT slowdown: FCT over the standalone FCT (base RTT plus size over the bottleneck), at least 1, as the HPCC simulator's analysis script computes it; PFC pause time: the share of the flows' span with a pause in force somewhere\n"
+    );
+    let _ = writeln!(s, "## Verdicts\n");
+    let _ = writeln!(
+        s,
+        "A claim is reproduced when its direction holds in every seed at every point and our change is within a factor of {MAGNITUDE_FACTOR} of the paper's at every point.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| claim | figure | paper's change | ours | verdict |\n|---|---|---|---|---|"
+    );
+    for v in &verdicts {
+        let pct = |x: f64| format!("{:+.1}%", 100.0 * x);
+        let paper: Vec<String> = v.changes.iter().map(|c| pct(c.0)).collect();
+        let ours: Vec<String> = v
+            .changes
+            .iter()
+            .map(|c| c.1.map_or("-".into(), pct))
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            v.what,
+            v.figure,
+            paper.join(", "),
+            ours.join(", "),
+            v.word()
+        );
+    }
+    for (c, v) in m.claims.iter().zip(&verdicts) {
+        let (bv, mv) = (m.variant(&c.baseline), m.variant(&c.mechanism));
+        let _ = writeln!(s, "\n## {} ({})\n", c.what, c.figure);
+        let _ = writeln!(s, "Paper: {}.\n", c.source);
+        let _ = writeln!(s, "![{}]({}.svg)\n", c.what, c.id);
+        let _ = writeln!(
+            s,
+            "| {x} | paper {b} | paper {mm} | paper change | ours {b} | ours {mm} | ours change | ours / paper |\n|---|---|---|---|---|---|---|---|",
+            x = m.x_label,
+            b = c.baseline,
+            mm = c.mechanism
+        );
+        for (p, &pt) in m.points.iter().enumerate() {
+            let (paper, ours) = v.changes[p];
+            let _ = writeln!(
+                s,
+                "| {pt} | {:.3} | {:.3} | {:+.1}% | {} | {} | {} | {} |",
+                c.paper_baseline[p],
+                c.paper_mechanism[p],
+                100.0 * paper,
+                fmt_range(&values(runs, p, bv, c.metric)),
+                fmt_range(&values(runs, p, mv, c.metric)),
+                ours.map_or("-".into(), |o| format!("{:+.1}%", 100.0 * o)),
+                ours.map_or("-".into(), |o| format!("{:.2}", o / paper)),
+            );
+        }
+        let mut series = Vec::new();
+        for (who, vi, paper_vals) in [
+            (&c.baseline, bv, &c.paper_baseline),
+            (&c.mechanism, mv, &c.paper_mechanism),
+        ] {
+            series.push((
+                format!("paper: {who}"),
+                m.points
+                    .iter()
+                    .zip(paper_vals)
+                    .map(|(&x, &y)| (x as f64, y))
+                    .collect(),
+            ));
+            series.push((
+                format!("longhaul: {who}"),
+                m.points
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(p, &x)| Some((x as f64, mean(&values(runs, p, vi, c.metric))?)))
+                    .collect(),
+            ));
+        }
+        longhaul_emulator::plot::write_xy(
+            out,
+            &c.id,
+            &format!("{} ({})", c.what, c.figure),
+            &m.x_label,
+            c.metric.name(),
+            series,
+        )
+        .with_context(|| format!("writing {}", out.join(&c.id).display()))?;
+    }
+    let _ = writeln!(s, "\n## Runs\n");
+    let mut csv = String::from("point,variant,seed,flows,unfinished,frame_hops");
+    let _ = write!(s, "| {} | variant | seed | flows | unfinished |", m.x_label);
+    for metric in Metric::ALL {
+        let _ = write!(s, " {} |", metric.name());
+        let _ = write!(csv, ",{}", metric.name());
+    }
+    let _ = writeln!(
+        s,
+        "\n|---|---|---|---|---|{}",
+        "---|".repeat(Metric::ALL.len())
+    );
+    csv.push('\n');
+    for r in runs {
+        let _ = write!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            m.points[r.point], m.variants[r.variant].name, r.seed, r.flows, r.unfinished
+        );
+        let _ = write!(
+            csv,
+            "{},{},{},{},{},{}",
+            m.points[r.point], m.variants[r.variant].name, r.seed, r.flows, r.unfinished, r.hops
+        );
+        for metric in Metric::ALL {
+            let v = r.metrics.get(&metric);
+            let _ = write!(s, " {} |", v.map_or("-".into(), |x| format!("{x:.3}")));
+            let _ = write!(csv, ",{}", v.map_or(String::new(), |x| format!("{x:.6}")));
+        }
+        s.push('\n');
+        csv.push('\n');
+    }
+    std::fs::write(out.join("report.md"), s)
+        .with_context(|| format!("writing {}", out.join("report.md").display()))?;
+    std::fs::write(out.join("runs.csv"), csv)
+        .with_context(|| format!("writing {}", out.join("runs.csv").display()))?;
+    Ok(verdicts)
+}
