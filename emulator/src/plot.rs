@@ -123,10 +123,10 @@ fn draw_lines<DB: DrawingBackend>(
     series: &[Series],
 ) {
     let _ = area.fill(&WHITE);
-    let xmax = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.0))
-        .fold(1.0f64, f64::max);
+    let xs = || series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
+    let xmax = xs().fold(1.0f64, f64::max);
+    // From the first point: a time series starts at 0 anyway, a load axis at its lowest load.
+    let xmin = xs().fold(xmax, f64::min).min(xmax - 1e-9);
     let ymax = series
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.1))
@@ -137,7 +137,7 @@ fn draw_lines<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d(0.0f64..xmax, 0.0f64..ymax)
+        .build_cartesian_2d(xmin..xmax, 0.0f64..ymax)
     else {
         return;
     };

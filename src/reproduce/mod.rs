@@ -20,15 +20,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The manifests this build knows: (paper, file name, text).
-const MANIFESTS: &[(&str, &str, &str)] = &[(
-    "themis",
-    "scenarios/papers/themis.toml",
-    include_str!("../../scenarios/papers/themis.toml"),
-)];
+const MANIFESTS: &[(&str, &str, &str)] = &[
+    (
+        "themis",
+        "scenarios/papers/themis.toml",
+        include_str!("../../scenarios/papers/themis.toml"),
+    ),
+    (
+        "reflex",
+        "scenarios/papers/reflex.toml",
+        include_str!("../../scenarios/papers/reflex.toml"),
+    ),
+];
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// The paper (themis), or `all`.
+    /// The paper (themis, reflex), or `all`.
     paper: String,
     /// Where the reports go (one folder per paper).
     #[arg(long, value_name = "DIR", default_value = "reproduce-out")]
@@ -94,10 +101,44 @@ pub(crate) struct Claim {
     pub baseline: String,
     pub mechanism: String,
     pub expect: Expect,
-    /// The paper's values per point, for the baseline and the mechanism.
+    /// The points the paper states this at (default: every point of the manifest).
+    #[serde(default)]
+    pub points: Option<Vec<u32>>,
+    /// The paper's values per point, for the baseline and the mechanism; or, where the paper
+    /// gives only the change, `paper_change` (the mechanism's value over the baseline's, less 1).
+    #[serde(default)]
     pub paper_baseline: Vec<f64>,
+    #[serde(default)]
     pub paper_mechanism: Vec<f64>,
+    #[serde(default)]
+    pub paper_change: Vec<f64>,
     pub source: String,
+    /// Per scale (`quick`, `full`): why the direction is known not to hold there (a pointer to
+    /// the evidence in the docs). `--check` fails on a direction that does not hold unless it is
+    /// listed here, and says so when a listed one holds again.
+    #[serde(default)]
+    pub known_miss: BTreeMap<String, String>,
+}
+
+impl Claim {
+    /// The claim's points, as indices into the manifest's.
+    pub fn point_indices(&self, all: &[u32]) -> Vec<usize> {
+        match &self.points {
+            None => (0..all.len()).collect(),
+            Some(v) => v
+                .iter()
+                .filter_map(|p| all.iter().position(|x| x == p))
+                .collect(),
+        }
+    }
+
+    /// The paper's change at the claim's `k`-th point.
+    pub fn paper_change_at(&self, k: usize) -> f64 {
+        match self.paper_change.get(k) {
+            Some(&c) => c,
+            None => self.paper_mechanism[k] / self.paper_baseline[k] - 1.0,
+        }
+    }
 }
 
 /// What a claim measures, from one run.
@@ -110,18 +151,25 @@ pub(crate) enum Metric {
     InterP99,
     AllAvg,
     AllP99,
+    /// P99 slowdown of the inter-DC flows larger than 10 MB (Reflex's Figure 7).
+    #[serde(rename = "inter_10mb_p99")]
+    InterLargeP99,
     PausePct,
+    /// PFC frames the switches sent.
+    PfcFrames,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::IntraAvg,
         Metric::IntraP99,
         Metric::InterAvg,
         Metric::InterP99,
         Metric::AllAvg,
         Metric::AllP99,
+        Metric::InterLargeP99,
         Metric::PausePct,
+        Metric::PfcFrames,
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,7 +180,9 @@ impl Metric {
             Metric::InterP99 => "inter_p99",
             Metric::AllAvg => "all_avg",
             Metric::AllP99 => "all_p99",
+            Metric::InterLargeP99 => "inter_10mb_p99",
             Metric::PausePct => "pause_pct",
+            Metric::PfcFrames => "pfc_frames",
         }
     }
 }
@@ -162,15 +212,30 @@ impl Manifest {
                     bail!("{file}: claims[{i}].{key}: no variant named {name:?}");
                 }
             }
-            for (key, v) in [
-                ("paper_baseline", &c.paper_baseline),
-                ("paper_mechanism", &c.paper_mechanism),
-            ] {
-                if v.len() != m.points.len() {
+            let n = match &c.points {
+                None => m.points.len(),
+                Some(v) => {
+                    if let Some(p) = v.iter().find(|p| !m.points.contains(p)) {
+                        bail!("{file}: claims[{i}].points: {p} is not one of the points");
+                    }
+                    v.len()
+                }
+            };
+            let given: &[(&str, &Vec<f64>)] = if c.paper_change.is_empty() {
+                &[
+                    ("paper_baseline", &c.paper_baseline),
+                    ("paper_mechanism", &c.paper_mechanism),
+                ]
+            } else if c.paper_baseline.is_empty() && c.paper_mechanism.is_empty() {
+                &[("paper_change", &c.paper_change)]
+            } else {
+                bail!("{file}: claims[{i}]: paper_change or paper_baseline and paper_mechanism, not both");
+            };
+            for (key, v) in given {
+                if v.len() != n {
                     bail!(
-                        "{file}: claims[{i}].{key}: {} values for {} points",
-                        v.len(),
-                        m.points.len()
+                        "{file}: claims[{i}].{key}: {} values for {n} points",
+                        v.len()
                     );
                 }
             }
@@ -217,7 +282,21 @@ fn measure(r: &longhaul_emulator::Report) -> (BTreeMap<Metric, f64>, usize) {
             m.insert(p99, p);
         }
     }
+    let mut large: Vec<f64> = (0..o.flows.len())
+        .filter(|&i| o.flows[i].inter_dc == Some(true) && o.flows[i].size_bytes > 10_000_000)
+        .filter_map(|i| r.slowdown(i))
+        .collect();
+    if let Some((_, p)) = longhaul_emulator::output::avg_p99(&mut large) {
+        m.insert(Metric::InterLargeP99, p);
+    }
     m.insert(Metric::PausePct, 100.0 * r.pause_fraction());
+    let pfc: u64 = o
+        .switches
+        .iter()
+        .flat_map(|(_, s)| s.ports.iter())
+        .map(|p| p.stats.pfc_tx)
+        .sum();
+    m.insert(Metric::PfcFrames, pfc as f64);
     let unfinished = o.flows.iter().filter(|f| f.finish_ns.is_none()).count();
     (m, unfinished)
 }
@@ -253,8 +332,7 @@ pub fn cmd_reproduce(a: ReproduceArgs) -> Result<ExitCode> {
     for (_, file, text) in wanted {
         let m = Manifest::parse(file, text)?;
         let scale_name = if a.quick { "quick" } else { "full" };
-        let scale = &m.scales[scale_name];
-        let runs = run_all(&m, scale, &dir, a.seeds, jobs)?;
+        let runs = run_all(&m, &m.scales[scale_name], &dir, a.seeds, jobs)?;
         let out = a.out_dir.join(&m.paper);
         std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
         let command = format!(
@@ -263,11 +341,21 @@ pub fn cmd_reproduce(a: ReproduceArgs) -> Result<ExitCode> {
             a.seeds,
             if a.quick { " --quick" } else { "" }
         );
-        let verdicts = report::write(&out, &m, scale, &runs, a.seeds, &command)?;
+        let verdicts = report::write(&out, &m, scale_name, &runs, a.seeds, &command)?;
         println!("{}: {}", m.title, out.join("report.md").display());
         for v in &verdicts {
             println!("  {v}");
-            failed |= v.direction_failed;
+            match (&v.known_miss, v.direction_failed) {
+                (None, true) => failed = true,
+                (Some(_), false) => println!(
+                    "    (listed as a known miss at this scale in {}, but holds: update it)",
+                    MANIFESTS
+                        .iter()
+                        .find(|x| x.0 == m.paper)
+                        .map_or("", |x| x.1)
+                ),
+                _ => {}
+            }
         }
     }
     Ok(if a.check && failed {

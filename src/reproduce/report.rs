@@ -3,7 +3,7 @@
 //! change the mechanism makes in each, their ratio and a verdict; then every run's figures.
 //! Nothing in it depends on wall time, so the same command writes the same report.
 
-use super::{Claim, Expect, Manifest, Metric, Run, Scale};
+use super::{Claim, Expect, Manifest, Metric, Run};
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -21,14 +21,17 @@ pub(crate) struct Verdict {
     pub magnitude_ok: bool,
     /// The mechanism's change, per point: the paper's and ours (mean over seeds).
     pub changes: Vec<(f64, Option<f64>)>,
+    /// Why the direction is known not to hold at this scale (the manifest's `known_miss`).
+    pub known_miss: Option<String>,
 }
 
 impl Verdict {
-    fn word(&self) -> &'static str {
-        match (self.direction_failed, self.magnitude_ok) {
-            (false, true) => "reproduced",
-            (false, false) => "direction reproduced, magnitude off",
-            (true, _) => "not reproduced",
+    fn word(&self) -> String {
+        match (self.direction_failed, self.magnitude_ok, &self.known_miss) {
+            (false, true, _) => "reproduced".into(),
+            (false, false, _) => "direction reproduced, magnitude off".into(),
+            (true, _, None) => "not reproduced".into(),
+            (true, _, Some(why)) => format!("not reproduced (known: {why})"),
         }
     }
 }
@@ -78,13 +81,13 @@ fn holds(expect: Expect, b: f64, m: f64) -> bool {
     }
 }
 
-fn judge(m: &Manifest, c: &Claim, runs: &[Run]) -> Verdict {
+fn judge(m: &Manifest, scale: &str, c: &Claim, runs: &[Run]) -> Verdict {
     let (bv, mv) = (m.variant(&c.baseline), m.variant(&c.mechanism));
     let mut direction_failed = false;
     let mut magnitude_ok = true;
     let mut changes = Vec::new();
-    for p in 0..m.points.len() {
-        let paper = c.paper_mechanism[p] / c.paper_baseline[p] - 1.0;
+    for (k, p) in c.point_indices(&m.points).into_iter().enumerate() {
+        let paper = c.paper_change_at(k);
         // Per seed: the same seed's baseline and mechanism runs.
         let pairs: Vec<(f64, f64)> = runs
             .iter()
@@ -115,6 +118,7 @@ fn judge(m: &Manifest, c: &Claim, runs: &[Run]) -> Verdict {
         direction_failed,
         magnitude_ok,
         changes,
+        known_miss: c.known_miss.get(scale).cloned(),
     }
 }
 
@@ -134,20 +138,30 @@ fn fmt_range(v: &[f64]) -> String {
 pub(crate) fn write(
     out: &Path,
     m: &Manifest,
-    scale: &Scale,
+    scale_name: &str,
     runs: &[Run],
     seeds: u64,
     command: &str,
 ) -> Result<Vec<Verdict>> {
-    let verdicts: Vec<Verdict> = m.claims.iter().map(|c| judge(m, c, runs)).collect();
+    let scale = &m.scales[scale_name];
+    let verdicts: Vec<Verdict> = m
+        .claims
+        .iter()
+        .map(|c| judge(m, scale_name, c, runs))
+        .collect();
     let mut s = String::new();
     let _ = writeln!(s, "# {} reproduced by `longhaul emulate`\n", m.title);
     let _ = writeln!(s, "- Command: `{command}` (from a longhaul checkout)");
     let _ = writeln!(s, "- Setup: {}", m.setup);
     let _ = writeln!(
         s,
-        "- Scale: {}; seeds 1-{seeds}; every flow run to completion (at most {} ms of virtual time)",
+        "- Scale: {}; {}; every flow run to completion (at most {} ms of virtual time)",
         scale.note,
+        if seeds == 1 {
+            "seed 1".to_string()
+        } else {
+            format!("seeds 1-{seeds}")
+        },
         scale.max_duration_us / 1000
     );
     let _ = writeln!(
@@ -198,13 +212,16 @@ pub(crate) fn write(
             b = c.baseline,
             mm = c.mechanism
         );
-        for (p, &pt) in m.points.iter().enumerate() {
-            let (paper, ours) = v.changes[p];
+        let at = c.point_indices(&m.points);
+        for (k, &p) in at.iter().enumerate() {
+            let (paper, ours) = v.changes[k];
+            let given = |v: &[f64]| v.get(k).map_or("-".to_string(), |x| format!("{x:.3}"));
             let _ = writeln!(
                 s,
-                "| {pt} | {:.3} | {:.3} | {:+.1}% | {} | {} | {} | {} |",
-                c.paper_baseline[p],
-                c.paper_mechanism[p],
+                "| {} | {} | {} | {:+.1}% | {} | {} | {} | {} |",
+                m.points[p],
+                given(&c.paper_baseline),
+                given(&c.paper_mechanism),
                 100.0 * paper,
                 fmt_range(&values(runs, p, bv, c.metric)),
                 fmt_range(&values(runs, p, mv, c.metric)),
@@ -217,14 +234,15 @@ pub(crate) fn write(
             (&c.baseline, bv, &c.paper_baseline),
             (&c.mechanism, mv, &c.paper_mechanism),
         ] {
-            series.push((
-                format!("paper: {who}"),
-                m.points
-                    .iter()
-                    .zip(paper_vals)
-                    .map(|(&x, &y)| (x as f64, y))
-                    .collect(),
-            ));
+            if !paper_vals.is_empty() {
+                series.push((
+                    format!("paper: {who}"),
+                    at.iter()
+                        .zip(paper_vals)
+                        .map(|(&p, &y)| (m.points[p] as f64, y))
+                        .collect(),
+                ));
+            }
             series.push((
                 format!("longhaul: {who}"),
                 m.points
@@ -281,4 +299,115 @@ pub(crate) fn write(
     std::fs::write(out.join("runs.csv"), csv)
         .with_context(|| format!("writing {}", out.join("runs.csv").display()))?;
     Ok(verdicts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn manifest(known_miss: &str) -> Manifest {
+        let text = format!(
+            r#"
+paper = "p"
+title = "t"
+setup = "s"
+generator = "g"
+doc = "d"
+x_label = "load"
+points = [30, 70]
+[scales.full]
+scenario = "{{variant}}-{{point}}.toml"
+note = "n"
+max_duration_us = 1
+[scales.quick]
+scenario = "q/{{variant}}-{{point}}.toml"
+note = "n"
+max_duration_us = 1
+[[variants]]
+name = "off"
+file = "off"
+[[variants]]
+name = "on"
+file = "on"
+[[claims]]
+id = "c"
+what = "w"
+figure = "f"
+metric = "intra_avg"
+baseline = "off"
+mechanism = "on"
+expect = "lower"
+paper_baseline = [10.0, 10.0]
+paper_mechanism = [5.0, 5.0]
+source = "s"
+{known_miss}
+"#
+        );
+        Manifest::parse("test.toml", &text).unwrap()
+    }
+
+    fn run(point: usize, variant: usize, seed: u64, v: f64) -> Run {
+        Run {
+            point,
+            variant,
+            seed,
+            flows: 1,
+            unfinished: 0,
+            hops: 0,
+            metrics: BTreeMap::from([(Metric::IntraAvg, v)]),
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_direction_per_seed_and_magnitude() {
+        let m = manifest("");
+        let c = &m.claims[0];
+        // Paper: -50% at both points. Ours: -40% and -70% (within 2x), every seed lower.
+        let runs = [
+            run(0, 0, 1, 10.0),
+            run(0, 1, 1, 6.0),
+            run(1, 0, 1, 10.0),
+            run(1, 1, 1, 3.0),
+        ];
+        let v = judge(&m, "full", c, &runs);
+        assert!(!v.direction_failed && v.magnitude_ok, "{v}");
+        assert_eq!(v.word(), "reproduced");
+        // -10% at 30: direction holds, magnitude off (0.2 of the paper's).
+        let mut weak = runs.to_vec();
+        weak[1] = run(0, 1, 1, 9.0);
+        let v = judge(&m, "full", c, &weak);
+        assert!(!v.direction_failed && !v.magnitude_ok);
+        // A second seed where the mechanism is worse at 70: the direction fails, whatever
+        // the mean says.
+        let mut two = runs.to_vec();
+        two.extend([
+            run(0, 0, 2, 10.0),
+            run(0, 1, 2, 5.0),
+            run(1, 0, 2, 4.0),
+            run(1, 1, 2, 4.5),
+        ]);
+        let v = judge(&m, "full", c, &two);
+        assert!(v.direction_failed);
+        assert_eq!(v.word(), "not reproduced");
+        // A missing run fails the direction too.
+        let v = judge(&m, "full", c, &runs[..3]);
+        assert!(v.direction_failed);
+    }
+
+    #[test]
+    fn a_known_miss_is_named_for_its_scale_only() {
+        let m = manifest("known_miss = { quick = \"docs/x.md#why\" }");
+        let runs = [
+            run(0, 0, 1, 1.0),
+            run(0, 1, 1, 2.0),
+            run(1, 0, 1, 1.0),
+            run(1, 1, 1, 2.0),
+        ];
+        let q = judge(&m, "quick", &m.claims[0], &runs);
+        assert!(q.direction_failed);
+        assert_eq!(q.word(), "not reproduced (known: docs/x.md#why)");
+        let f = judge(&m, "full", &m.claims[0], &runs);
+        assert!(f.known_miss.is_none());
+    }
 }
