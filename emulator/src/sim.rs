@@ -183,6 +183,18 @@ pub struct Emulation {
     pauses: PauseMeter,
 }
 
+/// The seed a switch runs with (its ECN coin flips, its random choices): its config's `seed`
+/// at the emulation's seed 1, and another one per emulation seed, so that `emulate --seed N`
+/// varies the switches as it varies the hosts and the ties (the HPCC simulator's `RngRun`
+/// changes its switches' ECN coin flips the same way).
+pub fn switch_seed(config_seed: u64, emulation_seed: u64) -> u64 {
+    config_seed.wrapping_add(
+        emulation_seed
+            .wrapping_sub(1)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    )
+}
+
 /// "No next event" in `Emulation::sw_next` (no event is ever scheduled that late).
 const NEVER: Nanos = Nanos::MAX;
 
@@ -221,7 +233,9 @@ impl Emulation {
             let p = registry
                 .find_pipeline(&sw.config.switch.pipeline)
                 .map_err(|e| format!("switch '{}': {e}", sw.name))?;
-            switches.push(p.emulated(registry as &dyn MechanismSet, &sw.config));
+            let mut cfg = sw.config.clone();
+            cfg.switch.seed = switch_seed(cfg.switch.seed, s.params.seed);
+            switches.push(p.emulated(registry as &dyn MechanismSet, &cfg));
         }
         let mut attach = HashMap::new();
         let mut links = Vec::new();

@@ -756,3 +756,14 @@ fn bad_host_agent_parameters_name_the_file_and_key() {
     let s = load(&scenario("host_agents = [\"mlcc\"]", &ok_flow, ""));
     assert!(s.params.host_agents[0].params.is_none());
 }
+
+/// `--seed` reseeds the switches too (their ECN coin flips): seed 1 keeps each config's seed,
+/// every other seed gives each switch another one.
+#[test]
+fn the_emulation_seed_reseeds_the_switches() {
+    use longhaul_emulator::sim::switch_seed;
+    assert_eq!(switch_seed(7, 1), 7);
+    let seeds: std::collections::HashSet<u64> = (1..=1000).map(|s| switch_seed(7, s)).collect();
+    assert_eq!(seeds.len(), 1000);
+    assert_ne!(switch_seed(7, 2), switch_seed(8, 2));
+}
