@@ -23,15 +23,24 @@ pub(crate) struct Verdict {
     pub changes: Vec<(f64, Option<f64>)>,
     /// Why the direction is known not to hold at this scale (the manifest's `known_miss`).
     pub known_miss: Option<String>,
+    /// Flows not done within the scale's bound in the runs compared (their slowdowns are not
+    /// in the figures): the baseline's and the mechanism's.
+    pub unfinished: (usize, usize),
 }
 
 impl Verdict {
     fn word(&self) -> String {
-        match (self.direction_failed, self.magnitude_ok, &self.known_miss) {
+        let w = match (self.direction_failed, self.magnitude_ok, &self.known_miss) {
             (false, true, _) => "reproduced".into(),
             (false, false, _) => "direction reproduced, magnitude off".into(),
             (true, _, None) => "not reproduced".into(),
             (true, _, Some(why)) => format!("not reproduced (known: {why})"),
+        };
+        match self.unfinished {
+            (0, 0) => w,
+            (b, m) => {
+                format!("{w}; flows unfinished, left out: {b} without, {m} with the mechanism")
+            }
         }
     }
 }
@@ -83,10 +92,17 @@ fn holds(expect: Expect, b: f64, m: f64) -> bool {
 
 fn judge(m: &Manifest, scale: &str, c: &Claim, runs: &[Run]) -> Verdict {
     let (bv, mv) = (m.variant(&c.baseline), m.variant(&c.mechanism));
+    let at = c.point_indices(&m.points);
+    let unfinished = |v: usize| -> usize {
+        runs.iter()
+            .filter(|r| r.variant == v && at.contains(&r.point))
+            .map(|r| r.unfinished)
+            .sum()
+    };
     let mut direction_failed = false;
     let mut magnitude_ok = true;
     let mut changes = Vec::new();
-    for (k, p) in c.point_indices(&m.points).into_iter().enumerate() {
+    for (k, &p) in at.iter().enumerate() {
         let paper = c.paper_change_at(k);
         // Per seed: the same seed's baseline and mechanism runs.
         let pairs: Vec<(f64, f64)> = runs
@@ -119,6 +135,7 @@ fn judge(m: &Manifest, scale: &str, c: &Claim, runs: &[Run]) -> Verdict {
         magnitude_ok,
         changes,
         known_miss: c.known_miss.get(scale).cloned(),
+        unfinished: (unfinished(bv), unfinished(mv)),
     }
 }
 
