@@ -107,6 +107,10 @@ pub struct Params {
     pub ack_interval: u32,
     /// The RNIC's TX window: packets a QP may have unacknowledged (0: no limit).
     pub window: u32,
+    /// Each QP's TX window is also its path's BDP (base RTT x line rate, in packets): the HPCC
+    /// simulator's `HAS_WIN 1` with `VAR_WIN 1` (third.cc's `pairBdp`), which the THEMIS
+    /// authors' runs use (`bdp_window = true`; default false).
+    pub bdp_window: bool,
     /// The responder keeps out-of-order packets (`responder = "selective"`, RNIC-SR) instead
     /// of discarding them (`"go-back-n"`, the default).
     pub keep_ooo: bool,
@@ -247,6 +251,7 @@ struct RawEmulation {
     mtu: Option<S<i64>>,
     ack_interval: Option<S<i64>>,
     window: Option<S<i64>>,
+    bdp_window: Option<S<bool>>,
     responder: Option<S<String>>,
     requester: Option<S<String>>,
     pfc_pause: Option<S<String>>,
@@ -1026,6 +1031,7 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
         ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
         window: v.int_or(&k("window"), &e.window, 0, 0, 1 << 22) as u32,
+        bdp_window: e.bdp_window.as_ref().is_some_and(|b| *b.get_ref()),
         keep_ooo: v.choice(&k("responder"), &e.responder, &RECOVERY, false),
         selective_repeat: v.choice(&k("requester"), &e.requester, &RECOVERY, false),
         pause_until_resume: v.choice(

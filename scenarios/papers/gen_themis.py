@@ -16,7 +16,7 @@ emulate` scenarios, for `longhaul reproduce themis` (reproduce/themis.toml):
   30%), for 30 ms (the authors' `mix_*_0.03s` runs);
 - DCQCN "with the parameters from HPCC": the values of the authors' config.txt (RP_TIMER 900,
   RATE_AI 50 Mb/s, RATE_HAI 100 Mb/s, MIN_RATE 100 Mb/s, EWMA_GAIN 1/256, one fast-recovery
-  stage), their ECN maps (KMIN/KMAX 400/1600 KB at 100 Gb/s, 800/6400 KB at 400 Gb/s, Pmax 0.2),
+  stage, a window of the path's BDP per QP: HAS_WIN 1, VAR_WIN 1), their ECN maps (KMIN/KMAX 400/1600 KB at 100 Gb/s, 800/6400 KB at 400 Gb/s, Pmax 0.2),
   marked at dequeue as in their switch model, ACKs and CNPs in the data queue at switches.
 
 Two variants per load: `dcqcn-LOAD.toml` (commodity ESWs) and `themis-LOAD.toml` (THEMIS at both
@@ -30,8 +30,9 @@ The network is twodc.py's (shared with Reflex's evaluation). Where the paper is 
   delay, exceeds the buffer); the ESWs here get a deep buffer ("ESWs typically have deep buffer",
   section VII, Figure 13: up to 70 MB used by TRP), 16 MB shared plus the long link's headroom, so
   that the WAN is lossless as the paper's results imply;
-- TRP's recirculation port runs at 100 Gb/s; PNP's cnp_interval and TRP's alpha/beta are
-  those of scenarios/switches/esw-a-themis.toml (docs/themis.md cites them).
+- TRP's recirculation port: the authors' topology gives each ESW a 1.6 Tb/s, 100 ns link to
+  itself (the loop their switch model recirculates into); PNP's cnp_interval and TRP's
+  alpha/beta are those of scenarios/switches/esw-a-themis.toml.
 
     python3 scenarios/papers/gen_themis.py
 """
@@ -80,9 +81,9 @@ inter_dc_prefixes = ["10.%d.0.0/16"]
 [themis.trp]
 alpha = 5
 beta_ns = 500000
-recirc_rate_gbps = 100.0
-loop_delay_ns = 2000
-recirc_capacity_pkts = 65536
+recirc_rate_gbps = 1600.0       # the authors' loop: a 1.6 Tb/s link from the ESW to itself
+loop_delay_ns = 100             # of 100 ns (topology.txt: "48 48 1600Gbps 100ns")
+recirc_capacity_pkts = 65536    # about 70 MB of 1 KB packets (Figure 13: under 70 MB used)
 """ % (twodc.dc_ports(), dc, 1 - dc)
 
 
@@ -107,6 +108,7 @@ def main():
                                load, arrivals_us // 1000,
                                "THEMIS at both ESWs" if esw else "commodity ESWs (DCQCN alone)")]
                 emulation = ["duration_us = %d" % duration_us, "seed = 1", "mtu = %d" % PAYLOAD,
+                             "bdp_window = true             # HAS_WIN 1, VAR_WIN 1 in the authors' config.txt",
                              "data_dscp = 26",
                              "control_dscp = 26             # ACKs and CNPs in the data queue, as the authors' switches"]
                 if esw:

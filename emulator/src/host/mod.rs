@@ -373,8 +373,8 @@ impl Host {
 
     /// Sender `i`'s path on the idle network: `hops` switches forward, `base_rtt_ns` (its
     /// propagation both ways, `prop_rtt_ns`, and a frame's store and forward), and the
-    /// network's largest BDP in bytes. The QP's retransmission timeout becomes at least twice
-    /// the base RTT (an application picks its QP's local ACK timeout; one below the round trip
+    /// network's largest BDP in bytes. With `bdp_window` the QP's window becomes its path's BDP.
+    /// The QP's retransmission timeout becomes at least twice the base RTT (an application picks its QP's local ACK timeout; one below the round trip
     /// fires on every packet of a long-haul flow); Swift scales its target and window with it.
     pub fn set_path(
         &mut self,
@@ -389,6 +389,12 @@ impl Host {
             return;
         };
         q.rto_ns = q.rto_ns.max(2 * base_rtt_ns);
+        if self.p.bdp_window {
+            // third.cc: pairBdp = pairRtt x bandwidth / 8, the window in bytes; here in packets
+            // of the path MTU, at least one.
+            let bdp = base_rtt_ns as f64 * self.spec.rate_bps as f64 / 8e9;
+            q.path_window = (bdp / self.p.mtu.max(1) as f64).ceil().max(1.0) as u32;
+        }
         if let Some(Cc::Swift(w)) = q.cc.as_mut() {
             w.set_path(hops, prop_rtt_ns, max_bdp_bytes as f64 / frame);
         }

@@ -65,6 +65,8 @@ pub struct SendQp {
     pub rtt_samples: u64,
     /// Its retransmission timeout (the host's, raised for a long path: `Host::set_path`).
     pub rto_ns: Nanos,
+    /// This QP's own TX window in packets (its path's BDP with `bdp_window`; 0: none).
+    pub path_window: u32,
     /// RNIC-SR (paper 002, section 2.3): "when the sender receives the NACK, it retransmits two
     /// packets: the packet indicated by the ePSN carried in the NACK, and the previous packet
     /// it just sent", then goes on with new data; `false`: go-back-N.
@@ -96,6 +98,7 @@ impl SendQp {
             ack_rtt: true,
             rtt_samples: 0,
             rto_ns: DEFAULT_RTO_NS,
+            path_window: 0,
             selective: false,
             resend: Vec::new(),
         }
@@ -114,11 +117,12 @@ impl SendQp {
         self.resend.first().copied().unwrap_or(self.snd_nxt)
     }
 
-    /// Whether the TX window (`window` packets unacknowledged, 0 = none) and the congestion
-    /// window (Swift) let another packet go.
+    /// Whether the TX window (`window` packets unacknowledged, 0 = none), the QP's own
+    /// (`path_window`) and the congestion window (Swift) let another packet go.
     pub fn window_open(&self, window: u32) -> bool {
         let out = self.snd_nxt - self.snd_una;
         (window == 0 || out < window)
+            && (self.path_window == 0 || out < self.path_window)
             && self
                 .cc
                 .as_ref()
