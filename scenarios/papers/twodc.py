@@ -184,3 +184,21 @@ def scenario(comment, emulation, switches, links, load, arrivals_us, up):
     s += ["[[traffic]]", "sources = [%s]" % everyone, "destinations = [%s]" % everyone,
           "load = %s" % load, 'cdf = "websearch"', "stop_us = %d" % arrivals_us, ""]
     return "\n".join(s)
+
+
+def write_family(out, p, scales, loads, variants):
+    """Writes the switch configs and, per scale (dir, arrivals us, duration us), load and
+    variant, `DIR/NAME-LOAD.toml`. `variants`: (NAME, ESW suffix, comment(load, arrivals_us),
+    emulation lines)."""
+    switches, links = write(out, p)
+    for sub, arrivals_us, duration_us in scales:
+        d = os.path.join(out, sub)
+        os.makedirs(d, exist_ok=True)
+        for load in loads:
+            for name, esw, comment, emulation in variants:
+                text = scenario(comment(load, arrivals_us),
+                                ["duration_us = %d" % duration_us, "seed = 1"] + emulation,
+                                switches[esw], links, load / 100, arrivals_us,
+                                "../" if sub else "")
+                with open(os.path.join(d, "%s-%d.toml" % (name, load)), "w") as f:
+                    f.write(text)

@@ -45,15 +45,23 @@ impl Verdict {
     }
 }
 
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pct = |v: f64| format!("{:+.0}%", 100.0 * v);
-        let paper: Vec<String> = self.changes.iter().map(|c| pct(c.0)).collect();
-        let ours: Vec<String> = self
+impl Verdict {
+    /// The paper's changes and ours, per point, as percentages with `decimals` decimals.
+    fn changes_text(&self, decimals: usize) -> (Vec<String>, Vec<String>) {
+        let pct = |v: f64| format!("{:+.*}%", decimals, 100.0 * v);
+        let paper = self.changes.iter().map(|c| pct(c.0)).collect();
+        let ours = self
             .changes
             .iter()
             .map(|c| c.1.map_or("-".into(), pct))
             .collect();
+        (paper, ours)
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (paper, ours) = self.changes_text(0);
         write!(
             f,
             "{} ({}): {}; paper {}, ours {}",
@@ -200,13 +208,7 @@ pub(crate) fn write(
         "| claim | figure | paper's change | ours | verdict |\n|---|---|---|---|---|"
     );
     for v in &verdicts {
-        let pct = |x: f64| format!("{:+.1}%", 100.0 * x);
-        let paper: Vec<String> = v.changes.iter().map(|c| pct(c.0)).collect();
-        let ours: Vec<String> = v
-            .changes
-            .iter()
-            .map(|c| c.1.map_or("-".into(), pct))
-            .collect();
+        let (paper, ours) = v.changes_text(1);
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} |",
