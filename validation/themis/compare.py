@@ -335,7 +335,15 @@ def main():
     ap.add_argument("--record", action="store_true", help="store the NS-3 runs in results/")
     ap.add_argument("--check", action="store_true", help="check against tolerances.json")
     ap.add_argument("--tolerances", default=os.path.join(HERE, "tolerances.json"))
+    ap.add_argument("--scenarios-dir", default=hc.SCEN_DIR,
+                    help="gen.py's --out (default: validation/themis/scenarios); with another "
+                    "one (gen.py --load ...), --ns3 is needed: the recorded runs are of the default")
     args = ap.parse_args()
+    if os.path.abspath(args.scenarios_dir) != os.path.abspath(hc.SCEN_DIR):
+        if not args.ns3 or args.record or args.check:
+            fail("--scenarios-dir: only with --ns3, without --record and --check (the recorded "
+                 "NS-3 runs are of validation/themis/scenarios)")
+        hc.SCEN_DIR = args.scenarios_dir
     if args.seeds < 1:
         fail("--seeds %d: must be at least 1" % args.seeds)
     if not os.access(args.longhaul, os.X_OK):

@@ -70,6 +70,9 @@ DCQCN = collections.OrderedDict([
 # ESW has its mark cleared and a CNP sent back 2 us later, unless one was scheduled for the flow
 # within 5 us before that (the register holds the send time, now + 2 us): 7 us apart at least.
 PNP_INTERVAL_NS = 7000
+# The fork's receivers (rdma-hw.cc ReceiveUdp) set the CNP flag on an ACK of a CE-marked packet
+# at most once per QP per 5 us (the HPCC simulator flags every one).
+NP_CNP_INTERVAL_US = 5
 # scenarios/themis.toml's TRP (longhaul's THEMIS), for themis-trp.toml.
 TRP = ["alpha = 5", "beta_ns = 500000", "recirc_rate_gbps = 100.0", "loop_delay_ns = 2000",
        "recirc_capacity_pkts = 16384"]
@@ -217,7 +220,7 @@ def flows_of(load, arrivals_us, seed):
     return [tuple(f) for f in flows]
 
 
-def switch_config(net, links, sw, themis):
+def switch_config(net, links, sw, themis, ecmp_salt=0):
     """One switch. ECN per class where the fork sets it per port rate: the switch's slowest
     port's thresholds, marked at dequeue (SwitchNotifyDequeue). PFC: the fork's dynamic
     threshold, 1/8 of the free buffer (its 400 Gb/s ports get 1/2: one share per switch here);
@@ -239,7 +242,7 @@ def switch_config(net, links, sw, themis):
              "buffer_data_room = 4480",
              "buffer_bytes = %d" % buffer_bytes,
              "seed = 1",
-             "ecmp_seed = %d" % sw]
+             "ecmp_seed = %d" % (sw + ecmp_salt)]
     for i in range(len(ports)):
         lines += ["", "[[ports]]", "id = %d" % i, 'name = "%s"' % hgen.port_name(net, sw, i),
                   'mac = "%s"' % hgen.port_mac(sw, i), "rate_gbps = %d" % rates[i], "mtu = 4200"]
@@ -312,7 +315,9 @@ def scenario_toml(net, links, flows, variant, swdirs, title, duration_us, window
          "# HAS_WIN 1, GLOBAL_T 1: the largest pair BDP (the fork's VAR_WIN scales it with the",
          "# rate; here it stays)",
          "window = %d" % window,
-         "nak_interval_us = 500", "cnp_interval_us = 0",
+         "nak_interval_us = 500",
+         "# the fork's receivers flag at most one ACK per QP per 5 us with the CNP (ReceiveUdp)",
+         "cnp_interval_us = %d" % NP_CNP_INTERVAL_US,
          "data_dscp = 26", "control_dscp = 48", "data_priority = 3",
          'host_agents = ["themis"]', "", "[emulation.dcqcn]"]
     for k, v in DCQCN.items():
@@ -343,7 +348,7 @@ def scenario_toml(net, links, flows, variant, swdirs, title, duration_us, window
     return "\n".join(s)
 
 
-def write(out, load, arrivals_us, seed, stop_ms):
+def write(out, load, arrivals_us, seed, stop_ms, ecmp_salt=0):
     d = os.path.join(out, NAME)
     for sub in ("hpcc", "switches", "switches-themis", "switches-themis-trp"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
@@ -376,7 +381,7 @@ def write(out, load, arrivals_us, seed, stop_ms):
             if themis and sw not in ESWS:
                 continue
             with open(os.path.join(d, sub, hgen.switch_name(sw) + ".toml"), "w") as f:
-                f.write(switch_config(net, links, sw, themis))
+                f.write(switch_config(net, links, sw, themis, ecmp_salt))
     title = ("the THEMIS fork's two DCs (2 x 16 hosts at 100 Gb/s, 1600 Gb/s WAN, 500 us), "
              "WebSearch at %d%% load for %d us, one flow in 11 inter-DC: %d flows, %d inter-DC"
              % (load * 100, arrivals_us, len(flows), n_inter))
@@ -405,12 +410,18 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="the flows' generator seed")
     ap.add_argument("--stop-ms", type=int, default=100,
                     help="NS-3's SIMULATOR_STOP_TIME after the first flow (default 100)")
+    ap.add_argument("--ecmp-salt", type=int, default=0,
+                    help="added to every switch's ecmp_seed (longhaul's paths, not NS-3's): "
+                    "how much the ECMP hash alone moves the figures (default 0)")
     args = ap.parse_args()
+    if args.ecmp_salt < 0:
+        fail("--ecmp-salt %d: must be >= 0" % args.ecmp_salt)
     if not 0 < args.load <= 1:
         fail("--load %s: must be in (0, 1]" % args.load)
     if args.arrivals_us <= 0 or args.stop_ms * 1000 <= args.arrivals_us:
         fail("--arrivals-us must be > 0 and below --stop-ms")
-    d, n, ni = write(args.out, args.load, args.arrivals_us, args.seed, args.stop_ms)
+    d, n, ni = write(args.out, args.load, args.arrivals_us, args.seed, args.stop_ms,
+                     args.ecmp_salt)
     print("wrote %s: %d flows, %d inter-DC" % (d, n, ni))
 
 
