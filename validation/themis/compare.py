@@ -206,9 +206,9 @@ def tables(lh, ns, seeds):
         out.append("| longhaul %s | %d/%d | %s | %s | %s | %s | %d | - | %s | %d | %.2f / %.2f |" % (
             v, done(r), n, *row_cells(r), r["pfc_frames"], lh_cnp_cell(c), c.get("naks", 0),
             r["wall"], r["cpu"]))
-    out.append("\n### Pairs: longhaul over NS-3 (average slowdown, p99 slowdown, PFC frames + 1)\n")
-    out.append("| comparison (longhaul / NS-3) | intra avg | intra p99 | inter avg | inter p99 | PFC |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("\n### Pairs: longhaul over NS-3 (average slowdown, p99 slowdown, mean FCT, PFC frames + 1)\n")
+    out.append("| comparison (longhaul / NS-3) | intra avg | intra p99 | inter avg | inter p99 | mean FCT intra | mean FCT inter | PFC |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for label, lv, nv in PAIRS:
         a, b = lh.get(lv), ns.get(nv)
         if a is None or b is None:
@@ -217,7 +217,10 @@ def tables(lh, ns, seeds):
         for s in SCOPES:
             x, y = slow(a["flows"], s), slow(b["flows"], s)
             cells += [f3(hc.ratio(x and x[0], y and y[0])), f3(hc.ratio(x and x[1], y and y[1]))]
-        out.append("| %s (%s / %s) | %s | %s | %s | %s | %.2f |" % (
+        for s in SCOPES:
+            cells.append(f3(hc.ratio(hc.mean_fct([f for f in a["flows"] if scope_of(f) == s]),
+                                     hc.mean_fct([f for f in b["flows"] if scope_of(f) == s]))))
+        out.append("| %s (%s / %s) | %s | %s | %s | %s | %s | %s | %.2f |" % (
             label, lv, nv, *cells, (a["pfc_frames"] + 1) / (b["pfc_frames"] + 1)))
     out.append("\n### THEMIS on over off, per tool (average slowdown; below 1: THEMIS helps)\n")
     out.append("| tool | on / off | intra avg | inter avg | intra p99 | inter p99 |")
@@ -338,7 +341,22 @@ def main():
     ap.add_argument("--scenarios-dir", default=hc.SCEN_DIR,
                     help="gen.py's --out (default: validation/themis/scenarios); with another "
                     "one (gen.py --load ...), --ns3 is needed: the recorded runs are of the default")
+    ap.add_argument("--ecmp-salt", type=int, default=0,
+                    help="other ECMP paths on both sides: the scenario of gen.py --ecmp-salt N "
+                    "(written into the work directory) and THEMIS_NS3_ECMP_SALT=N for NS-3; "
+                    "with --ns3, without --record, --check and --scenarios-dir")
     args = ap.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="themis-compare-")
+    if args.ecmp_salt:
+        if args.ecmp_salt < 0 or not args.ns3 or args.record or args.check or \
+                os.path.abspath(args.scenarios_dir) != os.path.abspath(hc.SCEN_DIR):
+            fail("--ecmp-salt: a positive salt, with --ns3, without --record, --check and "
+                 "--scenarios-dir")
+        args.scenarios_dir = os.path.join(work, "scenarios-salt%d" % args.ecmp_salt)
+        hc.run_timed([sys.executable, os.path.join(HERE, "gen.py"), "--out", args.scenarios_dir,
+                      "--ecmp-salt", str(args.ecmp_salt)])
+        for env in hc.NS3_RUNS.values():
+            env["THEMIS_NS3_ECMP_SALT"] = str(args.ecmp_salt)
     if os.path.abspath(args.scenarios_dir) != os.path.abspath(hc.SCEN_DIR):
         if not args.ns3 or args.record or args.check:
             fail("--scenarios-dir: only with --ns3, without --record and --check (the recorded "
@@ -360,7 +378,6 @@ def main():
     for v in nruns:
         if v not in hc.NS3_RUNS:
             fail("--ns3-runs: unknown '%s' (known: %s)" % (v, ", ".join(hc.NS3_RUNS)))
-    work = args.work or tempfile.mkdtemp(prefix="themis-compare-")
     seeds = list(range(1, args.seeds + 1))
     lh, ns = {}, {}
     for v in nruns:

@@ -8,6 +8,11 @@
                      compiled out with `if(0&&...)`): they are the HPCC simulator's switches.
                      Unset, the simulator runs as published.
 
+  THEMIS_NS3_ECMP_SALT=N
+                     switch-node.cc: N is added to every switch's ECMP hash seed (its node id):
+                     other paths for the same flows, to see how much the hash alone moves the
+                     figures (gen.py --ecmp-salt does the same on longhaul's side). Unset: 0.
+
   counters           printed to stderr at exit, one line, `themis-ns3-counters: k=v ...`:
                      esw_ce_cleared (CE-marked data packets whose mark an ESW cleared),
                      esw_cnps (CNPs the ESWs sent), host_cnps (those CNPs received by a sender),
@@ -26,6 +31,7 @@ MARK = "/* longhaul validation/themis switch and counters */"
 
 SWITCH_DECL = MARK + """
 static const bool lh_themis_off = std::getenv("THEMIS_NS3_OFF") && std::getenv("THEMIS_NS3_OFF")[0] == '1';
+static const unsigned lh_ecmp_salt = std::getenv("THEMIS_NS3_ECMP_SALT") ? (unsigned)std::strtoul(std::getenv("THEMIS_NS3_ECMP_SALT"), 0, 10) : 0;
 static unsigned long lh_esw_ce_cleared = 0, lh_esw_cnps = 0;
 namespace ns3 { extern int ack_cnp, cnp; extern unsigned long lh_nacks; }
 static struct LhThemisCounters { ~LhThemisCounters() {
@@ -38,6 +44,7 @@ EDITS = {
         ("#include <cmath>", "#include <cmath>\n#include <cstdio>\n#include <cstdlib>\n" + SWITCH_DECL, 1),
         ("if(1&&isDataPkt(ch) && ch.GetIpv4EcnBits() && m_id >= 48){",
          "if(!lh_themis_off&&isDataPkt(ch) && ch.GetIpv4EcnBits() && m_id >= 48){ lh_esw_ce_cleared++;", 1),
+        ("EcmpHash(buf.u8, 12, m_ecmpSeed)", "EcmpHash(buf.u8, 12, m_ecmpSeed + lh_ecmp_salt)", 1),
         ("Simulator::Schedule(ns3::MicroSeconds(2), &QbbNetDevice::SendCnp, device, p, ch);",
          "Simulator::Schedule(ns3::MicroSeconds(2), &QbbNetDevice::SendCnp, device, p, ch); lh_esw_cnps++;", 2),
     ],
