@@ -270,20 +270,7 @@ def switch_config(net, links, sw, themis, ecmp_salt=0):
                   "dynamic_alpha = 0.125",
                   "headroom_bytes = %d" % hdrm, "pause_quanta = 65535",
                   "refresh_ns = %d" % (65535 * 512 * 9 // (10 * fastest))]
-    for dst in sorted(net.hosts):
-        dist = hgen.hops_to(net, dst)
-        best = [i for i, peer in enumerate(ports) if peer in dist and dist[peer] == dist[sw] - 1]
-        if len(best) == 1:
-            i = best[0]
-            lines += ["", "[[routes]]", 'prefix = "%s/32"' % hgen.host_ip(dst),
-                      'port = "%s"' % hgen.port_name(net, sw, i),
-                      'next_hop_mac = "%s"' % hgen.mac_towards(net, sw, i)]
-        else:
-            members = ", ".join('{ port = "%s", next_hop_mac = "%s" }'
-                                % (hgen.port_name(net, sw, i), hgen.mac_towards(net, sw, i))
-                                for i in best)
-            lines += ["", "[[routes]]", 'prefix = "%s/32"' % hgen.host_ip(dst),
-                      "next_hops = [%s]" % members]
+    lines += hgen.route_lines(net, sw)
     if themis:
         dc = 0 if sw == 48 else 1
         dc_ports = [hgen.port_name(net, sw, i) for i, p in enumerate(ports) if p in AGGS]
@@ -363,13 +350,7 @@ def write(out, load, arrivals_us, seed, stop_ms, ecmp_salt=0):
     topo += ["%d %d %dGbps %dns %s" % (a, b, g, dl, e) for a, b, g, dl, e in links]
     with open(os.path.join(d, "hpcc", "topology.txt"), "w") as f:
         f.write("\n".join(topo) + "\n")
-    lines = ["%d" % len(flows)]
-    lines += ["%d %d 3 100 %d %.9f" % (s, t, size, T0_S + start / 1e9)
-              for s, t, size, start in flows]
-    with open(os.path.join(d, "hpcc", "flow.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(d, "hpcc", "trace.txt"), "w") as f:
-        f.write("0\n")
+    hgen.write_flows(os.path.join(d, "hpcc"), flows)
     stop = T0_S + stop_ms / 1e3
     with open(os.path.join(d, "hpcc", "config.txt"), "w") as f:
         f.write(NS3_CONFIG.format(payload=PAYLOAD, stop="%.3f" % stop,

@@ -24,8 +24,16 @@
 Idempotent per file; exits with an error naming the file and the anchor when the source is not
 the one expected.
 """
+import importlib.util
 import os
 import sys
+
+# validation/hpcc/patch_variants.py's patch(): anchors counted, idempotent per file.
+_spec = importlib.util.spec_from_file_location(
+    "patch_variants", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hpcc",
+                                   "patch_variants.py"))
+pv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pv)
 
 MARK = "/* longhaul validation/themis switch and counters */"
 
@@ -56,31 +64,11 @@ EDITS = {
 }
 
 
-def patch(path, edits):
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        sys.exit("%s: cannot read: %s" % (path, e.strerror))
-    if MARK in text:
-        print("%s: already patched" % path)
-        return
-    for anchor, new, times in edits:
-        n = text.count(anchor)
-        if n != times:
-            sys.exit("%s: expected '%s' %d times, found it %d times: not the THEMIS fork's "
-                     "source this patch was written for" % (path, anchor, times, n))
-        text = text.replace(anchor, new)
-    with open(path, "w") as f:
-        f.write(text)
-    print("%s: patched" % path)
-
-
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: patch_themis.py PATH/TO/simulation/src/point-to-point/model")
     for name, edits in EDITS.items():
-        patch(os.path.join(sys.argv[1], name), edits)
+        pv.patch(os.path.join(sys.argv[1], name), edits, MARK, "the THEMIS fork's source")
 
 
 if __name__ == "__main__":
