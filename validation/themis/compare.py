@@ -346,17 +346,10 @@ def main():
                     "(written into the work directory) and THEMIS_NS3_ECMP_SALT=N for NS-3; "
                     "with --ns3, without --record, --check and --scenarios-dir")
     args = ap.parse_args()
-    work = args.work or tempfile.mkdtemp(prefix="themis-compare-")
-    if args.ecmp_salt:
-        if args.ecmp_salt < 0 or not args.ns3 or args.record or args.check or \
-                os.path.abspath(args.scenarios_dir) != os.path.abspath(hc.SCEN_DIR):
-            fail("--ecmp-salt: a positive salt, with --ns3, without --record, --check and "
-                 "--scenarios-dir")
-        args.scenarios_dir = os.path.join(work, "scenarios-salt%d" % args.ecmp_salt)
-        hc.run_timed([sys.executable, os.path.join(HERE, "gen.py"), "--out", args.scenarios_dir,
-                      "--ecmp-salt", str(args.ecmp_salt)])
-        for env in hc.NS3_RUNS.values():
-            env["THEMIS_NS3_ECMP_SALT"] = str(args.ecmp_salt)
+    if args.ecmp_salt and (args.ecmp_salt < 0 or not args.ns3 or args.record or args.check or
+                           os.path.abspath(args.scenarios_dir) != os.path.abspath(hc.SCEN_DIR)):
+        fail("--ecmp-salt: a positive salt, with --ns3, without --record, --check and "
+             "--scenarios-dir")
     if os.path.abspath(args.scenarios_dir) != os.path.abspath(hc.SCEN_DIR):
         if not args.ns3 or args.record or args.check:
             fail("--scenarios-dir: only with --ns3, without --record and --check (the recorded "
@@ -368,8 +361,6 @@ def main():
         fail("--longhaul %s: not an executable" % args.longhaul)
     if args.record and not args.ns3:
         fail("--record needs --ns3 (it stores the NS-3 runs made here)")
-    if not os.path.isfile(os.path.join(hc.SCEN_DIR, SCEN, "hpcc", "flow.txt")):
-        fail("%s: no scenario (run validation/themis/gen.py)" % os.path.join(hc.SCEN_DIR, SCEN))
     lruns = [v for v in args.longhaul_runs.split(",") if v]
     nruns = [v for v in args.ns3_runs.split(",") if v]
     for v in lruns:
@@ -378,6 +369,23 @@ def main():
     for v in nruns:
         if v not in hc.NS3_RUNS:
             fail("--ns3-runs: unknown '%s' (known: %s)" % (v, ", ".join(hc.NS3_RUNS)))
+    work = args.work or tempfile.mkdtemp(prefix="themis-compare-")
+    try:
+        run(args, work, lruns, nruns)
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, work, lruns, nruns):
+    if args.ecmp_salt:
+        hc.SCEN_DIR = os.path.join(work, "scenarios-salt%d" % args.ecmp_salt)
+        hc.run_timed([sys.executable, os.path.join(HERE, "gen.py"), "--out", hc.SCEN_DIR,
+                      "--ecmp-salt", str(args.ecmp_salt)])
+        for env in hc.NS3_RUNS.values():
+            env["THEMIS_NS3_ECMP_SALT"] = str(args.ecmp_salt)
+    if not os.path.isfile(os.path.join(hc.SCEN_DIR, SCEN, "hpcc", "flow.txt")):
+        fail("%s: no scenario (run validation/themis/gen.py)" % os.path.join(hc.SCEN_DIR, SCEN))
     seeds = list(range(1, args.seeds + 1))
     lh, ns = {}, {}
     for v in nruns:
@@ -403,8 +411,6 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-    if not args.work:
-        shutil.rmtree(work, ignore_errors=True)
     if args.check and check(lh, ns, args.tolerances):
         sys.exit(1)
 
