@@ -5,7 +5,7 @@
 #
 #   validation/themis/ci.sh [LONGHAUL_BIN]      (default: target/debug/longhaul)
 #
-# THEMIS_CI_RUNS overrides the longhaul runs checked (default: off and themis, about 25 s of CPU
+# THEMIS_CI_RUNS overrides the longhaul runs checked (default: off and themis, about 21 s of CPU
 # in a debug build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
