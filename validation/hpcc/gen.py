@@ -245,6 +245,14 @@ def switch_config(net, sw, congested_ingress, comment):
               "# HPCC holds a pause until RESUME: a refresh at 90% of the pause time at the",
               "# fastest port (65535 quanta of 512 bit times).",
               "refresh_ns = %d" % (65535 * 512 * 9 // (10 * max(rates)))]
+    lines += route_lines(net, sw)
+    return "\n".join(lines) + "\n"
+
+
+def route_lines(net, sw):
+    """Switch `sw`'s [[routes]]: a /32 per host over its ports on a shortest path, an ECMP
+    group (`next_hops`) where there are several (validation/themis/gen.py uses it too)."""
+    lines = []
     for dst in sorted(net.hosts):
         dist = hops_to(net, dst)
         best = [i for i, peer in enumerate(net.ports[sw])
@@ -259,7 +267,7 @@ def switch_config(net, sw, congested_ingress, comment):
                                 % (port_name(net, sw, i), mac_towards(net, sw, i)) for i in best)
             lines += ["", "[[routes]]", 'prefix = "%s/32"' % host_ip(dst),
                       "next_hops = [%s]" % members]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def static_xoff(net, sw, congested_ingress):
@@ -281,6 +289,18 @@ def ecn_map(net, value):
     return "%d %s" % (len(rates), " ".join("%d %s" % (g * 10**9, v) for g, v in zip(rates, vals)))
 
 
+def write_flows(hpcc_dir, flows):
+    """The simulator's flow.txt (src dst priority port bytes start_s, from HPCC_T0_S) and an
+    empty trace.txt (validation/themis/gen.py uses it too)."""
+    lines = ["%d" % len(flows)]
+    lines += ["%d %d 3 100 %d %.9f" % (s, t, size, HPCC_T0_S + start / 1e9)
+              for s, t, size, start in flows]
+    with open(os.path.join(hpcc_dir, "flow.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(hpcc_dir, "trace.txt"), "w") as f:
+        f.write("0\n")
+
+
 def write_scenario(out, name, net, flows, congested_ingress, title, duration_us, stop_s):
     """flows: (src, dst, bytes, start_ns), sorted by start."""
     d = os.path.join(out, name)
@@ -293,13 +313,7 @@ def write_scenario(out, name, net, flows, congested_ingress, title, duration_us,
     topo += ["%d %d %dGbps %gms 0" % (a, b, g, LINK_DELAY_NS / 1e6) for a, b, g in net.links]
     with open(os.path.join(d, "hpcc", "topology.txt"), "w") as f:
         f.write("\n".join(topo) + "\n")
-    lines = ["%d" % len(flows)]
-    lines += ["%d %d 3 100 %d %.9f" % (s, t, size, HPCC_T0_S + start / 1e9)
-              for s, t, size, start in flows]
-    with open(os.path.join(d, "hpcc", "flow.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(d, "hpcc", "trace.txt"), "w") as f:
-        f.write("0\n")
+    write_flows(os.path.join(d, "hpcc"), flows)
     with open(os.path.join(d, "hpcc", "config.txt"), "w") as f:
         f.write(HPCC_CONFIG.format(
             payload=PAYLOAD, stop="%.3f" % (HPCC_T0_S + stop_s), ai=DCQCN["rate_ai_mbps"],

@@ -58,20 +58,22 @@ EDITS = {
 }
 
 
-def patch(path, edits):
+def patch(path, edits, mark=MARK, source="the HPCC simulator's source"):
+    """Applies edits [(anchor, replacement, times the anchor occurs)] to path, unless `mark` is
+    already in it (validation/themis/patch_themis.py uses it too, with its own)."""
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         sys.exit("%s: cannot read: %s" % (path, e.strerror))
-    if MARK in text:
+    if mark in text:
         print("%s: already patched" % path)
         return
     for anchor, new, times in edits:
         n = text.count(anchor)
         if n != times:
-            sys.exit("%s: expected '%s' %d times, found it %d times: not the HPCC simulator's "
-                     "source this patch was written for" % (path, anchor, times, n))
+            sys.exit("%s: expected '%s' %d times, found it %d times: not %s this patch was "
+                     "written for" % (path, anchor, times, n, source))
         text = text.replace(anchor, new)
     with open(path, "w") as f:
         f.write(text)
