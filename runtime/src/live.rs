@@ -6,8 +6,9 @@
 //! the worker never waits on the control thread). An idle worker sleeps briefly (pcap and memory
 //! ports are not busy-polled NICs; the DPDK driver busy-polls).
 
+use longhaul_dataplane::asic::pfc::PfcGenerator;
 use longhaul_dataplane::control::mono_ns;
-use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
+use longhaul_dataplane::engine::{Admission, Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::port::{Port, PortIoStats};
 use longhaul_dataplane::replay::BURST;
@@ -146,16 +147,16 @@ impl SlotPacer {
 }
 
 /// A switch replaced by a reload, sending what it still holds (README, "Running live": Reload).
-struct Draining<P: BufPool, L: Pipeline<P>> {
-    sw: Switch<P, L>,
+struct Draining<P: BufPool, L: Pipeline<P>, A: Admission> {
+    sw: Switch<P, L, A>,
     deadline: Nanos,
     sent: u64,
 }
 
 /// A switch built from a reloaded config, waiting for the worker to swap it in; `ports` is
 /// `Some` when the port I/O changed too (the old ports are flushed and closed).
-pub struct Swap<P: BufPool, L: Pipeline<P>> {
-    pub switch: Switch<P, L>,
+pub struct Swap<P: BufPool, L: Pipeline<P>, A: Admission = PfcGenerator> {
+    pub switch: Switch<P, L, A>,
     pub ports: Option<Vec<Box<dyn Port<P> + Send>>>,
 }
 
@@ -163,19 +164,20 @@ pub struct Swap<P: BufPool, L: Pipeline<P>> {
 /// Boxed: `take` moves the slot's content out on every iteration, and an unboxed `Swap` (a whole
 /// switch with its pipeline's state) was a memcpy per iteration even when the slot was empty
 /// (21 instructions per frame for the baseline, 265 for THEMIS, perf/README.md).
-pub type SwapSlot<P, L> = Arc<Mutex<Option<Box<Swap<P, L>>>>>;
+pub type SwapSlot<P, L, A = PfcGenerator> = Arc<Mutex<Option<Box<Swap<P, L, A>>>>>;
 
 /// Run `sw` over `ports` (index i of `ports` is port index i of the switch) until stopped.
 /// Time is `mono_ns()`: the same monotonic clock the control thread stamps commands with.
-pub fn run_worker<P, L>(
-    sw: &mut Switch<P, L>,
+pub fn run_worker<P, L, A>(
+    sw: &mut Switch<P, L, A>,
     ports: &mut Vec<Box<dyn Port<P> + Send>>,
     opts: &WorkerOptions,
-    swap: Option<&SwapSlot<P, L>>,
+    swap: Option<&SwapSlot<P, L, A>>,
 ) -> WorkerSummary
 where
     P: BufPool,
     L: Pipeline<P>,
+    A: Admission,
 {
     let mut burst: Vec<P::Buf> = Vec::with_capacity(BURST);
     let mut txv: Vec<P::Buf> = Vec::with_capacity(BURST);
@@ -185,7 +187,7 @@ where
     let interval = opts.stats_interval.as_nanos() as Nanos;
     let mut next_stats: Nanos = 0;
     let mut scratch = SwitchSnapshot::default();
-    let mut draining: Option<Draining<P, L>> = None;
+    let mut draining: Option<Draining<P, L, A>> = None;
     sw.set_tx_slack(LIVE_TX_SLACK_NS);
     loop {
         if opts.stop.load(Ordering::Relaxed) {
@@ -354,8 +356,8 @@ where
 
 /// One round of a switch a reload replaced: its timers (held frames, PFC refresh), then up to a
 /// burst per port. True when it sent something.
-fn drain_step<P: BufPool, L: Pipeline<P>>(
-    d: &mut Draining<P, L>,
+fn drain_step<P: BufPool, L: Pipeline<P>, A: Admission>(
+    d: &mut Draining<P, L, A>,
     now: Nanos,
     ports: &mut [Box<dyn Port<P> + Send>],
     txv: &mut Vec<P::Buf>,
@@ -375,8 +377,8 @@ fn drain_step<P: BufPool, L: Pipeline<P>>(
 
 /// Let a replaced switch send what it holds until it is empty or its deadline passes (rx waits);
 /// what is left then is counted as dropped.
-fn finish_drain<P: BufPool, L: Pipeline<P>>(
-    mut d: Draining<P, L>,
+fn finish_drain<P: BufPool, L: Pipeline<P>, A: Admission>(
+    mut d: Draining<P, L, A>,
     ports: &mut [Box<dyn Port<P> + Send>],
     txv: &mut Vec<P::Buf>,
     sum: &mut WorkerSummary,
@@ -396,8 +398,8 @@ fn finish_drain<P: BufPool, L: Pipeline<P>>(
 
 /// Copy the counters into the shared snapshot without waiting: when the control thread holds
 /// the lock, this interval's copy is skipped (the next one catches up).
-fn publish<P: BufPool, L: Pipeline<P>>(
-    sw: &Switch<P, L>,
+fn publish<P: BufPool, L: Pipeline<P>, A: Admission>(
+    sw: &Switch<P, L, A>,
     now: Nanos,
     ports: &[Box<dyn Port<P> + Send>],
     loops: u64,
