@@ -9,9 +9,12 @@
 //! governs) as a type at the chain's head in the registry and its parameters in
 //! [`SwitchSpec::admission`] from its `extend_spec`.
 
-use super::{SwitchSnapshot, SwitchSpec};
-use crate::asic::pfc::{ActionBuf, Admit, PfcGenerator};
+use super::{Pipeline, Switch, SwitchSnapshot, SwitchSpec};
+use crate::asic::pfc::{ActionBuf, Admit, PfcAction, PfcGenerator};
+use crate::counters::DropReason;
+use crate::packet::{BufPool, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED};
 use crate::time::Nanos;
+use crate::wire::pfc as wpfc;
 use core::any::Any;
 use core::fmt;
 
@@ -317,11 +320,103 @@ impl fmt::Debug for Extensions {
     }
 }
 
+/// The engine's side of admission: the bytes given back, and the pause frames sent.
+impl<P: BufPool, L: Pipeline<P>, A: Admission> Switch<P, L, A> {
+    /// [`send_pfc_actions`](Self::send_pfc_actions) with bypass runs open: a PFC frame goes on
+    /// a port's control queue, which a run checked was empty, so the runs are closed first.
+    #[inline(always)]
+    pub(super) fn send_pfc_actions_in(&mut self, now: Nanos) {
+        if !self.pfc_actions.is_empty() {
+            self.close_runs();
+            self.send_pfc_actions_slow(now);
+        }
+    }
+
+    /// The packet leaves the buffer: give its bytes back to PFC accounting.
+    #[inline]
+    pub(super) fn release_pfc(&mut self, now: Nanos, pkt: &P::Buf) {
+        let m = pkt.meta();
+        if m.flags & FLAG_PFC_ACCOUNTED == 0 {
+            return;
+        }
+        self.release_pfc_bytes(now, m.ingress_port, m.class, pkt.len() as u64);
+    }
+
+    /// Give `bytes` of (ingress port id, class) back to the admission stage that accounted
+    /// them: what [`release_pfc`](Self::release_pfc) does for one packet, or for a run of
+    /// packets of the same pair leaving together ([`transmit_bypassed`](Self::transmit_bypassed)).
+    #[inline]
+    pub(super) fn release_pfc_bytes(
+        &mut self,
+        now: Nanos,
+        ingress_port: u16,
+        class: u8,
+        bytes: u64,
+    ) {
+        let ingress = self.port_idx(ingress_port);
+        if let (Some(a), Some(i)) = (self.admission.as_mut(), ingress) {
+            a.on_dequeue(i as u16, class, bytes, now, &mut self.pfc_actions);
+        }
+    }
+
+    /// Turn pending PFC actions into 802.1Qbb frames on the control queue of their port.
+    /// Called after every packet: the usual nothing-to-do test is inlined, the work is not.
+    #[inline(always)]
+    pub(super) fn send_pfc_actions(&mut self, now: Nanos) {
+        if !self.pfc_actions.is_empty() {
+            self.send_pfc_actions_slow(now);
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn send_pfc_actions_slow(&mut self, now: Nanos) {
+        // ActionBuf is Copy-sized and small; index instead of borrowing across the loop.
+        for k in 0..self.pfc_actions.len() {
+            let a: PfcAction = self.pfc_actions.as_slice()[k];
+            self.send_pfc(now, a);
+        }
+        self.pfc_actions.clear();
+    }
+
+    pub(super) fn send_pfc(&mut self, now: Nanos, a: PfcAction) {
+        let idx = a.port as usize;
+        let Some(port) = self.st.ports.get_mut(idx) else {
+            return;
+        };
+        self.st.stats.control_generated += 1;
+        let Some(mut pkt) = self.st.pool.alloc() else {
+            self.st.stats.drops.inc(DropReason::PoolEmpty);
+            return;
+        };
+        let Some(buf) = pkt.append(wpfc::PFC_FRAME_LEN) else {
+            self.st.stats.drops.inc(DropReason::PoolEmpty);
+            self.st.pool.free(pkt);
+            return;
+        };
+        if wpfc::build_pfc(buf, port.info.mac, a.class_enable, a.times).is_err() {
+            // Unreachable (the buffer was sized for the frame), but never lose one uncounted.
+            self.st.stats.drops.inc(DropReason::Pipeline);
+            self.st.pool.free(pkt);
+            return;
+        }
+        let m = pkt.meta_mut();
+        m.flags |= FLAG_CONTROL | FLAG_GENERATED;
+        m.egress_port = port.info.id;
+        m.class = 7;
+        match port.tm.enqueue_control(pkt, now) {
+            Ok(()) => port.stats.pfc_tx += 1,
+            Err((p, r)) => {
+                self.st.stats.drops.inc(r);
+                self.st.pool.free(p);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::asic::pfc::PfcParams;
-    use crate::counters::DropReason;
 
     #[derive(Clone, Debug, PartialEq)]
     struct Params(u64);
