@@ -13,8 +13,9 @@
 //! bounded memory: `longhaul replay`), and [`Harness`] lets a test put packets on ports at given
 //! times, advance time and collect what each port emitted.
 
+use crate::asic::pfc::PfcGenerator;
 use crate::counters::DropReason;
-use crate::engine::{Pipeline, Switch};
+use crate::engine::{Admission, Pipeline, Switch};
 use crate::packet::{BufPool, PacketBuf};
 use crate::pcap::{PcapReader, PcapRecord};
 use crate::time::{earlier, Nanos};
@@ -144,15 +145,16 @@ impl<B: PacketBuf> Driver<B> {
 /// Input frames that do not fit a pool buffer (or arrive when the pool is empty) are counted as
 /// `pool_empty` drops. A timestamp that goes backwards is taken as "now": capture order wins, a
 /// capture is never reordered.
-pub fn advance<P, L, I, S>(
+pub fn advance<P, L, A, I, S>(
     d: &mut Driver<P::Buf>,
-    sw: &mut Switch<P, L>,
+    sw: &mut Switch<P, L, A>,
     inputs: &mut I,
     until: Option<Nanos>,
     sink: &mut S,
 ) where
     P: BufPool,
     L: Pipeline<P>,
+    A: Admission,
     I: InputSource + ?Sized,
     S: Sink<P::Buf>,
 {
@@ -217,7 +219,7 @@ pub fn advance<P, L, I, S>(
         let mut burst_port = usize::MAX;
         while inputs.peek_ts().is_some_and(|ts| ts <= now) {
             // A frame of another port, or a full burst, sends the burst so far first.
-            let mut next_port = |port: usize, sw: &mut Switch<P, L>, d: &mut Driver<P::Buf>| {
+            let mut next_port = |port: usize, sw: &mut Switch<P, L, A>, d: &mut Driver<P::Buf>| {
                 d.summary.offered += 1;
                 if (port != burst_port || d.burst.len() == BURST) && !d.burst.is_empty() {
                     sw.receive_burst(burst_port, now, &mut d.burst);
@@ -260,10 +262,15 @@ pub fn advance<P, L, I, S>(
 /// next step (at the same `now`) sends it. A port whose link is busy past `now` is not asked
 /// ([`Switch::next_port_to_transmit`]: it would send nothing and change nothing).
 #[inline(always)]
-fn transmit_due<P, L, S>(d: &mut Driver<P::Buf>, sw: &mut Switch<P, L>, now: Nanos, sink: &mut S)
-where
+fn transmit_due<P, L, A, S>(
+    d: &mut Driver<P::Buf>,
+    sw: &mut Switch<P, L, A>,
+    now: Nanos,
+    sink: &mut S,
+) where
     P: BufPool,
     L: Pipeline<P>,
+    A: Admission,
     S: Sink<P::Buf>,
 {
     let mut from = 0;
@@ -321,8 +328,8 @@ impl InputSource for Merged<'_> {
 
 /// Replay `inputs` (port index, its frames in capture order) through `sw`, sending every frame
 /// the switch transmits to `sink`.
-pub fn run<P, L, S>(
-    sw: &mut Switch<P, L>,
+pub fn run<P, L, A, S>(
+    sw: &mut Switch<P, L, A>,
     inputs: &[(usize, &[PcapRecord])],
     opts: ReplayOptions,
     sink: &mut S,
@@ -330,6 +337,7 @@ pub fn run<P, L, S>(
 where
     P: BufPool,
     L: Pipeline<P>,
+    A: Admission,
     S: Sink<P::Buf>,
 {
     let mut src = Merged {
@@ -505,8 +513,8 @@ impl InputSource for Streams<'_> {
 }
 
 /// Replay what `src` yields through `sw`, sending every frame the switch transmits to `sink`.
-pub fn run_streams<P, L, I, S>(
-    sw: &mut Switch<P, L>,
+pub fn run_streams<P, L, A, I, S>(
+    sw: &mut Switch<P, L, A>,
     src: &mut I,
     opts: ReplayOptions,
     sink: &mut S,
@@ -514,6 +522,7 @@ pub fn run_streams<P, L, I, S>(
 where
     P: BufPool,
     L: Pipeline<P>,
+    A: Admission,
     I: InputSource,
     S: Sink<P::Buf>,
 {
@@ -611,8 +620,8 @@ pub struct Emitted {
 }
 
 /// A switch on virtual time for tests: put frames on ports at given times, advance, collect.
-pub struct Harness<P: BufPool, L: Pipeline<P>> {
-    pub sw: Switch<P, L>,
+pub struct Harness<P: BufPool, L: Pipeline<P>, A: Admission = PfcGenerator> {
+    pub sw: Switch<P, L, A>,
     driver: Driver<P::Buf>,
     script: Script,
     emitted: Vec<Emitted>,
@@ -654,8 +663,8 @@ impl FramePool {
     }
 }
 
-impl<P: BufPool, L: Pipeline<P>> Harness<P, L> {
-    pub fn new(sw: Switch<P, L>) -> Self {
+impl<P: BufPool, L: Pipeline<P>, A: Admission> Harness<P, L, A> {
+    pub fn new(sw: Switch<P, L, A>) -> Self {
         Harness {
             sw,
             driver: Driver::default(),

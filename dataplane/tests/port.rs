@@ -441,7 +441,7 @@ fn live_loop_from_pcap_to_memory_and_back() {
     let spec = SwitchSpec {
         ports: vec![spec_port(0, 10 * GBPS), spec_port(1, 10 * GBPS)],
         pfc: None,
-        bifrost: None,
+        admission: Default::default(),
         shared_buffer_bytes: 1 << 20,
         recirc: None,
         emit_capacity: 16,

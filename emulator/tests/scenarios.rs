@@ -2,6 +2,7 @@
 
 use longhaul_emulator::scenario::Scenario;
 use longhaul_emulator::sim::{Emulation, FlowResult, Outcome};
+use longhaul_pipelines::bifrost;
 use std::path::Path;
 
 /// Past its duration a scenario runs until every flow is done, for at most this long in all.
@@ -55,12 +56,9 @@ fn bifrost_halves_the_buffer_of_classic_pfc_on_a_long_link() {
         "peak buffer: Bifrost {peak_bf} bytes, classic PFC {peak_pfc} bytes"
     );
     // Bifrost really ran: its pause frames went up the long link.
-    let b = switch(&bf, "dci-b")
-        .bifrost
-        .as_ref()
-        .expect("[bifrost] configured");
+    let b = bifrost::admission::stats(switch(&bf, "dci-b")).expect("[bifrost] configured");
     assert!(b.frames > 0 && b.slots > 0, "{b:?}");
-    assert!(switch(&pfc, "dci-b").bifrost.is_none());
+    assert!(bifrost::admission::stats(switch(&pfc, "dci-b")).is_none());
 }
 
 fn report(name: &str) -> longhaul_emulator::Report {

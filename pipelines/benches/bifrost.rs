@@ -11,12 +11,13 @@
 //!   slot.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use longhaul_dataplane::asic::bifrost::BifrostGenerator;
 use longhaul_dataplane::asic::pfc::ActionBuf;
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::Baseline;
+use longhaul_pipelines::bifrost::admission::BifrostOf;
+use longhaul_pipelines::bifrost::generator::BifrostGenerator;
 use longhaul_pipelines::bifrost::mechanism::bifrost_params;
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;
@@ -73,7 +74,8 @@ fn bench(c: &mut Criterion) {
             )
         })
         .collect();
-    let mut sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
+    let mut sw: Switch<_, _, longhaul_pipelines::Admission> =
+        Switch::with_admission(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
     bench_switch(&mut g, "switch", &mut sw, &frames);
     g.finish();
     let st = sw.bifrost().expect("bifrost").stats();

@@ -50,7 +50,7 @@ fn load(text: String) -> Config {
 }
 
 fn run(name: &str, cfg: &Config) {
-    let sw = Switch::new(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
+    let sw = Switch::with_admission(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
     let mut l = LongLink::new(
         cfg,
         sw,

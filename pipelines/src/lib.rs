@@ -14,21 +14,28 @@ pub mod spray;
 pub mod themis;
 
 use longhaul_control::config::{Config, ConfigError};
-use longhaul_dataplane::engine::{SwitchSnapshot, SwitchSpec};
+use longhaul_dataplane::asic::pfc::PfcGenerator;
+use longhaul_dataplane::engine::{Chain, SwitchSnapshot, SwitchSpec};
 use longhaul_runtime::{Registry, ReplayInput, ReplayResult, RunOptions, RunReport};
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
+/// The admission chain of every switch this build makes: the first stage whose (ingress port,
+/// class) pairs include a packet's accounts it. Bifrost on the pairs `[bifrost]` governs, classic
+/// PFC on the rest. A mechanism with an admission stage of its own puts it at the head.
+pub type Admission = Chain<bifrost::generator::BifrostGenerator, PfcGenerator>;
+
 /// Every mechanism this build has. The order is the order sections are validated and counters
 /// are printed in. Adding a mechanism: a folder, and one line here.
 fn build_registry() -> Registry {
-    Registry::new()
+    Registry::admitting::<Admission>()
         .pipeline(baseline::mechanism::BaselineMechanism)
         .pipeline(themis::mechanism::ThemisMechanism)
         .pipeline(spray::mechanism::SprayMechanism)
         .pipeline(reflex::mechanism::ReflexMechanism)
         .pipeline(mlcc::mechanism::MlccMechanism)
         .mechanism(bifrost::mechanism::BifrostMechanism)
+        .into()
 }
 
 static REGISTRY: LazyLock<Arc<Registry>> = LazyLock::new(|| Arc::new(build_registry()));

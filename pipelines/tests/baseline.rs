@@ -6,11 +6,12 @@ use longhaul_control::config::{Config, Policy};
 use longhaul_dataplane::counters::DropReason;
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline};
-use longhaul_dataplane::packet::BufPool;
+use longhaul_dataplane::packet::{BufPool, PacketBuf, QUEUE_OF_CLASS};
 use longhaul_dataplane::packet::{HeapPool, FLAG_CONTROL};
 use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::Harness;
 use longhaul_dataplane::wire::icrc;
+use longhaul_pipelines::baseline::ingress::{ingress, Ingress};
 use longhaul_pipelines::baseline::{Baseline, BaselineCommand, Forwarding};
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;
@@ -169,23 +170,29 @@ fn frames_to_another_port_mac_skip_the_l2_lookup() {
     assert_eq!((st.routed, st.bridged), (2, 1));
 }
 
-/// The baseline's ingress with the ports' range ends tested inline
-/// (`classify_and_look_up_with::<_, true>`, as the MLCC DCI looks up), to hold that path to the
-/// same answers as the baseline's.
+/// The baseline's ingress with the ports' range ends tested inline (the skeleton with
+/// `PORT_MAC_ENDS`, as the MLCC DCI looks up), to hold that path to the same answers as the
+/// baseline's.
 struct EndsInline(Forwarding);
+
+impl<P: BufPool> Ingress<P> for EndsInline {
+    type State = ();
+    const PORT_MAC_ENDS: bool = true;
+
+    fn fwd(&mut self) -> &mut Forwarding {
+        &mut self.0
+    }
+
+    fn before_parse(&mut self, _: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<(), Action> {
+        Ok(())
+    }
+}
 
 impl<P: BufPool> Pipeline<P> for EndsInline {
     type Command = BaselineCommand;
 
     fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let p = self.0.parse_meta(pkt);
-        match self.0.classify_and_look_up_with::<P, true>(ctx, pkt, &p) {
-            Ok(e) => match self.0.apply_stage(pkt, &p, e) {
-                Ok(()) => Action::Forward,
-                Err(r) => Action::Drop(r),
-            },
-            Err(a) => a,
-        }
+        ingress(self, ctx, pkt)
     }
 }
 
@@ -582,4 +589,25 @@ fn api_lists_ecmp_groups_and_refuses_to_insert_one() {
     // A reload to the file (which has the group) rebuilds the switch.
     let plan = c.reload(&cfg, &cfg).unwrap();
     assert!(matches!(plan, longhaul_control::plane::ReloadPlan::Rebuild));
+}
+
+/// Classify gives a packet its class's queue, whatever queue its metadata held (the skeleton's
+/// classify stage, in every pipeline built on it), and the baseline forwards it there.
+#[test]
+fn classify_sets_the_class_and_its_queue() {
+    let cfg = config();
+    let mut sw = Switch::new(switch_spec(&cfg), heap_pool(&cfg), Baseline::new(&cfg));
+    let frame = roce_frames().remove(0);
+    let (action, class, queue) = sw.with_ctx(1_000, |pl, ctx| {
+        let mut pkt = ctx.pool().alloc_from(&frame).expect("a buffer");
+        let m = pkt.meta_mut();
+        m.ingress_port = 0;
+        m.queue = 5;
+        let a = Pipeline::<HeapPool>::ingress(pl, ctx, &mut pkt);
+        let m = *pkt.meta();
+        ctx.pool().free(pkt);
+        (a, m.class, m.queue)
+    });
+    assert_eq!(action, Action::Forward);
+    assert_eq!(queue, QUEUE_OF_CLASS, "class {class}");
 }

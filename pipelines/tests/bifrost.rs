@@ -8,6 +8,7 @@ use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::wire::pfc as wpfc;
 use longhaul_pipelines::baseline::Baseline;
+use longhaul_pipelines::bifrost::admission::BifrostOf;
 use longhaul_pipelines::bifrost::config::BifrostConfig;
 use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink, SlotSample};
 use longhaul_pipelines::replay;
@@ -40,7 +41,7 @@ fn link(cfg: &Config, frame_len: usize) -> LongLink<Baseline> {
 
 fn link_with(cfg: &Config, frame_len: usize, edit: impl Fn(&mut LinkSpec)) -> LongLink<Baseline> {
     let b = cfg.section::<BifrostConfig>().unwrap();
-    let sw = Switch::new(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
+    let sw = Switch::with_admission(switch_spec(cfg), heap_pool(cfg), Baseline::new(cfg));
     let mut spec = LinkSpec {
         wan_port: "wan0".into(),
         dc_port: "dc0".into(),

@@ -406,7 +406,8 @@ fn slot_timer_chunks_forward_like_replay() {
     let report = run(&cfg, opts).expect("run");
     assert_eq!(report.worker.rx, 1024);
     assert_eq!(report.worker.tx, 1024);
-    let bf = report.snapshot.bifrost.expect("bifrost counters");
+    let bf =
+        longhaul_pipelines::bifrost::admission::stats(&report.snapshot).expect("bifrost counters");
     assert!(bf.slots > 0, "the slot timer ran: {bf:?}");
     assert_wan0_like_replay(&d, &cfg);
 }

@@ -5,9 +5,9 @@
 use longhaul_control::mechanisms::Mechanisms;
 use longhaul_control::metrics::{from_switches, Metrics, Series, METRIC_NAMES};
 use longhaul_control::plane::snapshot_json;
-use longhaul_dataplane::asic::bifrost::BifrostStats;
 use longhaul_dataplane::control::LatencyHist;
 use longhaul_dataplane::engine::SwitchSnapshot;
+use longhaul_pipelines::bifrost::generator::BifrostStats;
 use longhaul_runtime::MechanismSet;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -22,19 +22,18 @@ fn lateness() -> LatencyHist {
 }
 
 fn with_bifrost(slots: u64, max_l: u64) -> SwitchSnapshot {
-    SwitchSnapshot {
-        bifrost: Some(BifrostStats {
-            updates: 3 * slots,
-            frames: 9,
-            slots,
-            slots_missed: 1,
-            lateness: lateness(),
-            overflow_drops: 2,
-            max_l_bytes: max_l,
-            deferred: 0,
-        }),
-        ..SwitchSnapshot::default()
-    }
+    let mut s = SwitchSnapshot::default();
+    s.admission.insert(BifrostStats {
+        updates: 3 * slots,
+        frames: 9,
+        slots,
+        slots_missed: 1,
+        lateness: lateness(),
+        overflow_drops: 2,
+        max_l_bytes: max_l,
+        deferred: 0,
+    });
+    s
 }
 
 /// The `/stats` object of a worker, as the control thread builds it.

@@ -14,7 +14,9 @@ use longhaul_dataplane::pcap::read_pcap;
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::baseline::Baseline;
+use longhaul_pipelines::bifrost::admission::BifrostOf;
 use longhaul_pipelines::switch_spec;
+use longhaul_pipelines::Admission;
 use longhaul_runtime::platform::heap_pool;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
@@ -193,6 +195,9 @@ fn mlcc_receiver_allocates_nothing() {
     assert_eq!(allocs, 0, "allocations on the steady-state path");
 }
 
+/// A switch with the registry's admission chain.
+type Sw<L> = Switch<HeapPool, L, Admission>;
+
 /// Warm `pipeline` up on `frames` (round after round into port index `port`, one every `gap`
 /// ns), then count the allocations of 20 000 more; returns them and the pipeline's counters.
 fn steady_allocs<L: Pipeline<HeapPool>>(
@@ -201,7 +206,7 @@ fn steady_allocs<L: Pipeline<HeapPool>>(
     frames: Vec<Vec<u8>>,
     port: usize,
     gap: Nanos,
-) -> (u64, Vec<(&'static str, u64)>, Switch<HeapPool, L>) {
+) -> (u64, Vec<(&'static str, u64)>, Sw<L>) {
     struct One(Loop, usize);
     impl InputSource for One {
         fn peek_ts(&mut self) -> Option<Nanos> {
@@ -212,7 +217,7 @@ fn steady_allocs<L: Pipeline<HeapPool>>(
             self.0.next_frame().map(|(_, f)| (p, f))
         }
     }
-    let mut sw = Switch::new(switch_spec(cfg), heap_pool(cfg), pipeline);
+    let mut sw = Switch::with_admission(switch_spec(cfg), heap_pool(cfg), pipeline);
     let mut d: Driver<HeapBuf> = Driver::default();
     let mut src = One(
         Loop {

@@ -4,7 +4,7 @@
 //! switches of different pipelines. Each call drives the monomorphized switch; the dynamic
 //! call is per event, not per stage.
 
-use longhaul_dataplane::engine::{Pipeline, PortInfo, SwitchSnapshot};
+use longhaul_dataplane::engine::{Admission, Pipeline, PortInfo, SwitchSnapshot};
 use longhaul_dataplane::packet::HeapPool;
 use longhaul_dataplane::replay::{Emitted, FramePool, Harness};
 use longhaul_dataplane::time::Nanos;
@@ -43,7 +43,7 @@ pub trait EmulatedSwitch {
     fn snapshot(&self) -> SwitchSnapshot;
 }
 
-impl<L: Pipeline<HeapPool>> EmulatedSwitch for Harness<HeapPool, L> {
+impl<L: Pipeline<HeapPool>, A: Admission> EmulatedSwitch for Harness<HeapPool, L, A> {
     fn ports(&self) -> &[PortInfo] {
         self.sw.ports()
     }

@@ -6,11 +6,12 @@
 //! the worker never waits on the control thread). An idle worker sleeps briefly (pcap and memory
 //! ports are not busy-polled NICs; the DPDK driver busy-polls).
 
+use longhaul_dataplane::asic::pfc::PfcGenerator;
 use longhaul_dataplane::control::mono_ns;
-use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
+use longhaul_dataplane::engine::{Admission, Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
+use longhaul_dataplane::port::BURST;
 use longhaul_dataplane::port::{Port, PortIoStats};
-use longhaul_dataplane::replay::BURST;
 use longhaul_dataplane::time::Nanos;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,7 +63,7 @@ pub const DRAIN_DEADLINE_NS: Nanos = 1_000_000_000;
 
 /// Frames per chunk between two checks of a slot timer ([`Switch::has_slot_timer`]) when its
 /// deadline is near: at about 150 ns a frame through the pipeline, a check every 1-2 us, for
-/// Bifrost's T of 10 us. That bounds the timer's lateness (a chunk's time).
+/// a slot of 10 us. That bounds the timer's lateness (a chunk's time).
 pub const SLOT_CHUNK: usize = 8;
 
 /// The most [`SlotPacer`] assumes a frame may take in one phase of the worker (its rx and
@@ -146,16 +147,16 @@ impl SlotPacer {
 }
 
 /// A switch replaced by a reload, sending what it still holds (README, "Running live": Reload).
-struct Draining<P: BufPool, L: Pipeline<P>> {
-    sw: Switch<P, L>,
+struct Draining<P: BufPool, L: Pipeline<P>, A: Admission> {
+    sw: Switch<P, L, A>,
     deadline: Nanos,
     sent: u64,
 }
 
 /// A switch built from a reloaded config, waiting for the worker to swap it in; `ports` is
 /// `Some` when the port I/O changed too (the old ports are flushed and closed).
-pub struct Swap<P: BufPool, L: Pipeline<P>> {
-    pub switch: Switch<P, L>,
+pub struct Swap<P: BufPool, L: Pipeline<P>, A: Admission = PfcGenerator> {
+    pub switch: Switch<P, L, A>,
     pub ports: Option<Vec<Box<dyn Port<P> + Send>>>,
 }
 
@@ -163,156 +164,56 @@ pub struct Swap<P: BufPool, L: Pipeline<P>> {
 /// Boxed: `take` moves the slot's content out on every iteration, and an unboxed `Swap` (a whole
 /// switch with its pipeline's state) was a memcpy per iteration even when the slot was empty
 /// (21 instructions per frame for the baseline, 265 for THEMIS, perf/README.md).
-pub type SwapSlot<P, L> = Arc<Mutex<Option<Box<Swap<P, L>>>>>;
+pub type SwapSlot<P, L, A = PfcGenerator> = Arc<Mutex<Option<Box<Swap<P, L, A>>>>>;
 
 /// Run `sw` over `ports` (index i of `ports` is port index i of the switch) until stopped.
 /// Time is `mono_ns()`: the same monotonic clock the control thread stamps commands with.
-pub fn run_worker<P, L>(
-    sw: &mut Switch<P, L>,
+///
+/// Each iteration, in phases: a switch a reload built is swapped in ([`swap_phase`]), due
+/// commands applied, every port's rx burst through the switch ([`rx_phase`]), its time-driven
+/// work ([`Switch::poll`]) and a replaced switch's drain ([`drain_phase`]), every port's
+/// transmit ([`tx_phase`]), the counters published every stats interval, and the idle test.
+pub fn run_worker<P, L, A>(
+    sw: &mut Switch<P, L, A>,
     ports: &mut Vec<Box<dyn Port<P> + Send>>,
     opts: &WorkerOptions,
-    swap: Option<&SwapSlot<P, L>>,
+    swap: Option<&SwapSlot<P, L, A>>,
 ) -> WorkerSummary
 where
     P: BufPool,
     L: Pipeline<P>,
+    A: Admission,
 {
-    let mut burst: Vec<P::Buf> = Vec::with_capacity(BURST);
-    let mut txv: Vec<P::Buf> = Vec::with_capacity(BURST);
-    let mut chunk: Vec<P::Buf> = Vec::with_capacity(BURST);
-    let mut pacer = SlotPacer::default();
-    let mut sum = WorkerSummary::default();
+    let mut w = Loop {
+        burst: Vec::with_capacity(BURST),
+        txv: Vec::with_capacity(BURST),
+        chunk: Vec::with_capacity(BURST),
+        pacer: SlotPacer::default(),
+        sum: WorkerSummary::default(),
+        draining: None,
+    };
     let interval = opts.stats_interval.as_nanos() as Nanos;
     let mut next_stats: Nanos = 0;
     let mut scratch = SwitchSnapshot::default();
-    let mut draining: Option<Draining<P, L>> = None;
     sw.set_tx_slack(LIVE_TX_SLACK_NS);
     loop {
         if opts.stop.load(Ordering::Relaxed) {
             break;
         }
         if let Some(slot) = swap {
-            if let Ok(mut pending) = slot.try_lock() {
-                if let Some(new) = pending.take() {
-                    let new = *new;
-                    sum.swaps += 1;
-                    // A switch still draining from an earlier reload finishes first.
-                    if let Some(d) = draining.take() {
-                        finish_drain(d, ports, &mut txv, &mut sum);
-                    }
-                    let old = core::mem::replace(sw, new.switch);
-                    sw.set_tx_slack(LIVE_TX_SLACK_NS);
-                    match new.ports {
-                        // Same port I/O: the old switch sends what it holds while the new one
-                        // takes the traffic (a port sends the old switch's frames first).
-                        None if old.buffered_packets() > 0 => {
-                            draining = Some(Draining {
-                                sw: old,
-                                deadline: mono_ns() + DRAIN_DEADLINE_NS,
-                                sent: 0,
-                            })
-                        }
-                        None => {}
-                        // New port I/O: the old switch drains over the old ports first (rx
-                        // waits), then they are flushed and closed.
-                        Some(new_ports) => {
-                            let d = Draining {
-                                sw: old,
-                                deadline: mono_ns() + DRAIN_DEADLINE_NS,
-                                sent: 0,
-                            };
-                            finish_drain(d, ports, &mut txv, &mut sum);
-                            for p in ports.iter_mut() {
-                                let _ = p.flush();
-                                sum.ports.push(p.stats());
-                            }
-                            *ports = new_ports;
-                        }
-                    }
-                }
-            }
+            swap_phase(&mut w, sw, ports, slot);
         }
         let mut now = mono_ns();
-        pacer.read(now);
-        sum.iterations += 1;
+        w.pacer.read(now);
+        w.sum.iterations += 1;
         let mut work = sw.apply_commands(now, now) > 0;
         // With a slot timer, bursts go through in chunks with the clock read and the timer
         // checked between them: its lateness is then a chunk's time, not a loop iteration's.
         let slotted = sw.has_slot_timer();
-        for (idx, port) in ports.iter_mut().enumerate() {
-            let n = port.rx_burst(now, sw.pool(), &mut burst, BURST);
-            if n > 0 {
-                work = true;
-                sum.rx += n as u64;
-                if let Some(d) = draining.as_mut() {
-                    // The link's PFC / PAUSE apply to the draining switch's queues too.
-                    for p in burst.iter() {
-                        d.sw.honor_mac_control(idx, now, p.data());
-                    }
-                }
-                if slotted {
-                    while !burst.is_empty() {
-                        let k = pacer.chunk(sw.slot_deadline(), now, burst.len());
-                        if k == burst.len() {
-                            // The rest of the burst in one chunk (far from the deadline, the
-                            // whole burst): no copy into `chunk`.
-                            sw.receive_burst(idx, now, &mut burst);
-                        } else {
-                            chunk.extend(burst.drain(..k));
-                            sw.receive_burst(idx, now, &mut chunk);
-                        }
-                        if pacer.took(k, sw.slot_deadline(), now) {
-                            now = mono_ns().max(now);
-                            pacer.read(now);
-                            sw.poll_slot_timer(now);
-                        }
-                    }
-                } else {
-                    sw.receive_burst(idx, now, &mut burst);
-                }
-            }
-        }
+        work |= rx_phase(&mut w, sw, ports, slotted, &mut now);
         sw.poll(now);
-        if let Some(d) = draining.as_mut() {
-            work |= drain_step(d, now, ports, &mut txv);
-            if d.sw.buffered_packets() == 0 || now >= d.deadline {
-                if let Some(d) = draining.take() {
-                    finish_drain(d, ports, &mut txv, &mut sum);
-                }
-            }
-        }
-        for (idx, port) in ports.iter_mut().enumerate() {
-            // Another worker's frames for a port this worker sends on (dispatch::WorkerPort).
-            if port.service(now, sw.pool()) > 0 {
-                work = true;
-            }
-            // The replaced switch's frames go first on their port.
-            if draining.as_ref().is_some_and(|d| d.sw.port_has_frames(idx)) {
-                continue;
-            }
-            loop {
-                let max = if slotted {
-                    pacer.chunk(sw.slot_deadline(), now, BURST)
-                } else {
-                    BURST
-                };
-                let n = sw.transmit(idx, now, max, &mut |p| txv.push(p));
-                if n == 0 {
-                    break;
-                }
-                work = true;
-                sum.tx += n as u64;
-                port.tx_burst(now, &mut txv, sw.pool());
-                if slotted && pacer.took(n, sw.slot_deadline(), now) {
-                    now = mono_ns().max(now);
-                    pacer.read(now);
-                    sw.poll_slot_timer(now);
-                }
-                if n < max {
-                    break;
-                }
-            }
-        }
+        work |= drain_phase(&mut w, ports, now);
+        work |= tx_phase(&mut w, sw, ports, slotted, &mut now);
         if now >= next_stats {
             next_stats = now + interval;
             // What a pcap capture holds reaches its file every stats interval, not only at exit
@@ -320,10 +221,17 @@ where
             for p in ports.iter_mut() {
                 let _ = p.flush();
             }
-            publish(sw, now, ports, sum.iterations, &opts.snapshot, &mut scratch);
+            publish(
+                sw,
+                now,
+                ports,
+                w.sum.iterations,
+                &opts.snapshot,
+                &mut scratch,
+            );
         }
         let idle = !work
-            && draining.is_none()
+            && w.draining.is_none()
             && opts.until_idle
             && ports.iter().all(|p| p.rx_exhausted())
             && sw.buffered_bytes() == 0
@@ -339,23 +247,205 @@ where
     }
     for p in ports.iter_mut() {
         let _ = p.flush();
-        sum.ports.push(p.stats());
+        w.sum.ports.push(p.stats());
     }
     publish(
         sw,
         mono_ns(),
         ports,
-        sum.iterations,
+        w.sum.iterations,
         &opts.snapshot,
         &mut scratch,
     );
-    sum
+    w.sum
+}
+
+/// What a worker's loop keeps across iterations: its burst vectors, the slot pacer, its
+/// summary, and a switch a reload replaced while it drains.
+struct Loop<P: BufPool, L: Pipeline<P>, A: Admission> {
+    burst: Vec<P::Buf>,
+    txv: Vec<P::Buf>,
+    chunk: Vec<P::Buf>,
+    pacer: SlotPacer,
+    sum: WorkerSummary,
+    draining: Option<Draining<P, L, A>>,
+}
+
+/// Swap in the switch a reload left in `slot`, if any (`try_lock`: never waits on the control
+/// thread). The replaced switch drains what it holds: beside the new one over the same ports,
+/// or first, over the old ports, when the port I/O changed.
+#[inline(always)]
+fn swap_phase<P: BufPool, L: Pipeline<P>, A: Admission>(
+    w: &mut Loop<P, L, A>,
+    sw: &mut Switch<P, L, A>,
+    ports: &mut Vec<Box<dyn Port<P> + Send>>,
+    slot: &SwapSlot<P, L, A>,
+) {
+    let Ok(mut pending) = slot.try_lock() else {
+        return;
+    };
+    let Some(new) = pending.take() else {
+        return;
+    };
+    let new = *new;
+    w.sum.swaps += 1;
+    // A switch still draining from an earlier reload finishes first.
+    if let Some(d) = w.draining.take() {
+        finish_drain(d, ports, &mut w.txv, &mut w.sum);
+    }
+    let old = core::mem::replace(sw, new.switch);
+    sw.set_tx_slack(LIVE_TX_SLACK_NS);
+    match new.ports {
+        // Same port I/O: the old switch sends what it holds while the new one takes the
+        // traffic (a port sends the old switch's frames first).
+        None if old.buffered_packets() > 0 => {
+            w.draining = Some(Draining {
+                sw: old,
+                deadline: mono_ns() + DRAIN_DEADLINE_NS,
+                sent: 0,
+            })
+        }
+        None => {}
+        // New port I/O: the old switch drains over the old ports first (rx waits), then they
+        // are flushed and closed.
+        Some(new_ports) => {
+            let d = Draining {
+                sw: old,
+                deadline: mono_ns() + DRAIN_DEADLINE_NS,
+                sent: 0,
+            };
+            finish_drain(d, ports, &mut w.txv, &mut w.sum);
+            for p in ports.iter_mut() {
+                let _ = p.flush();
+                w.sum.ports.push(p.stats());
+            }
+            *ports = new_ports;
+        }
+    }
+}
+
+/// Every port's rx burst through the switch; with a slot timer (`slotted`), in chunks with the
+/// clock read (`now` moves on) and the timer run between them. True when a frame came in.
+#[inline(always)]
+fn rx_phase<P: BufPool, L: Pipeline<P>, A: Admission>(
+    w: &mut Loop<P, L, A>,
+    sw: &mut Switch<P, L, A>,
+    ports: &mut [Box<dyn Port<P> + Send>],
+    slotted: bool,
+    now: &mut Nanos,
+) -> bool {
+    let mut work = false;
+    for (idx, port) in ports.iter_mut().enumerate() {
+        let n = port.rx_burst(*now, sw.pool(), &mut w.burst, BURST);
+        if n == 0 {
+            continue;
+        }
+        work = true;
+        w.sum.rx += n as u64;
+        if let Some(d) = w.draining.as_mut() {
+            // The link's PFC / PAUSE apply to the draining switch's queues too.
+            for p in w.burst.iter() {
+                d.sw.honor_mac_control(idx, *now, p.data());
+            }
+        }
+        if !slotted {
+            sw.receive_burst(idx, *now, &mut w.burst);
+            continue;
+        }
+        while !w.burst.is_empty() {
+            let k = w.pacer.chunk(sw.slot_deadline(), *now, w.burst.len());
+            if k == w.burst.len() {
+                // The rest of the burst in one chunk (far from the deadline, the whole burst):
+                // no copy into `chunk`.
+                sw.receive_burst(idx, *now, &mut w.burst);
+            } else {
+                w.chunk.extend(w.burst.drain(..k));
+                sw.receive_burst(idx, *now, &mut w.chunk);
+            }
+            if w.pacer.took(k, sw.slot_deadline(), *now) {
+                *now = mono_ns().max(*now);
+                w.pacer.read(*now);
+                sw.poll_slot_timer(*now);
+            }
+        }
+    }
+    work
+}
+
+/// A replaced switch's round ([`drain_step`]), and its end once empty or past its deadline.
+/// True when it sent something.
+#[inline(always)]
+fn drain_phase<P: BufPool, L: Pipeline<P>, A: Admission>(
+    w: &mut Loop<P, L, A>,
+    ports: &mut [Box<dyn Port<P> + Send>],
+    now: Nanos,
+) -> bool {
+    let Some(d) = w.draining.as_mut() else {
+        return false;
+    };
+    let sent = drain_step(d, now, ports, &mut w.txv);
+    if d.sw.buffered_packets() == 0 || now >= d.deadline {
+        if let Some(d) = w.draining.take() {
+            finish_drain(d, ports, &mut w.txv, &mut w.sum);
+        }
+    }
+    sent
+}
+
+/// Every port's frames due at `now`: another worker's handed over, then the switch's in bursts
+/// (in chunks with a slot timer, as [`rx_phase`]). True when a frame went out.
+#[inline(always)]
+fn tx_phase<P: BufPool, L: Pipeline<P>, A: Admission>(
+    w: &mut Loop<P, L, A>,
+    sw: &mut Switch<P, L, A>,
+    ports: &mut [Box<dyn Port<P> + Send>],
+    slotted: bool,
+    now: &mut Nanos,
+) -> bool {
+    let mut work = false;
+    for (idx, port) in ports.iter_mut().enumerate() {
+        // Another worker's frames for a port this worker sends on (dispatch::WorkerPort).
+        if port.service(*now, sw.pool()) > 0 {
+            work = true;
+        }
+        // The replaced switch's frames go first on their port.
+        if w.draining
+            .as_ref()
+            .is_some_and(|d| d.sw.port_has_frames(idx))
+        {
+            continue;
+        }
+        loop {
+            let max = if slotted {
+                w.pacer.chunk(sw.slot_deadline(), *now, BURST)
+            } else {
+                BURST
+            };
+            let txv = &mut w.txv;
+            let n = sw.transmit(idx, *now, max, &mut |p| txv.push(p));
+            if n == 0 {
+                break;
+            }
+            work = true;
+            w.sum.tx += n as u64;
+            port.tx_burst(*now, &mut w.txv, sw.pool());
+            if slotted && w.pacer.took(n, sw.slot_deadline(), *now) {
+                *now = mono_ns().max(*now);
+                w.pacer.read(*now);
+                sw.poll_slot_timer(*now);
+            }
+            if n < max {
+                break;
+            }
+        }
+    }
+    work
 }
 
 /// One round of a switch a reload replaced: its timers (held frames, PFC refresh), then up to a
 /// burst per port. True when it sent something.
-fn drain_step<P: BufPool, L: Pipeline<P>>(
-    d: &mut Draining<P, L>,
+fn drain_step<P: BufPool, L: Pipeline<P>, A: Admission>(
+    d: &mut Draining<P, L, A>,
     now: Nanos,
     ports: &mut [Box<dyn Port<P> + Send>],
     txv: &mut Vec<P::Buf>,
@@ -375,8 +465,8 @@ fn drain_step<P: BufPool, L: Pipeline<P>>(
 
 /// Let a replaced switch send what it holds until it is empty or its deadline passes (rx waits);
 /// what is left then is counted as dropped.
-fn finish_drain<P: BufPool, L: Pipeline<P>>(
-    mut d: Draining<P, L>,
+fn finish_drain<P: BufPool, L: Pipeline<P>, A: Admission>(
+    mut d: Draining<P, L, A>,
     ports: &mut [Box<dyn Port<P> + Send>],
     txv: &mut Vec<P::Buf>,
     sum: &mut WorkerSummary,
@@ -396,8 +486,8 @@ fn finish_drain<P: BufPool, L: Pipeline<P>>(
 
 /// Copy the counters into the shared snapshot without waiting: when the control thread holds
 /// the lock, this interval's copy is skipped (the next one catches up).
-fn publish<P: BufPool, L: Pipeline<P>>(
-    sw: &Switch<P, L>,
+fn publish<P: BufPool, L: Pipeline<P>, A: Admission>(
+    sw: &Switch<P, L, A>,
     now: Nanos,
     ports: &[Box<dyn Port<P> + Send>],
     loops: u64,

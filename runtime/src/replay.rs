@@ -11,7 +11,7 @@ use crate::mechanism::MechanismSet;
 use longhaul_control::config::Config;
 use longhaul_control::plane::{Inline, PipelineControl};
 use longhaul_dataplane::counters::DropReason;
-use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
+use longhaul_dataplane::engine::{Admission, Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::{HeapPool, PacketBuf, NUM_CLASSES};
 use longhaul_dataplane::pcap::PcapRecord;
 use longhaul_dataplane::replay::{
@@ -79,7 +79,7 @@ pub struct ReplayStats {
 
 /// Replay through a switch of `pipeline`, its control handler running inline
 /// `control_latency_ns` after each punt, so replay stays deterministic; in memory.
-pub fn replay_with<L, H>(
+pub fn replay_with<L, H, A>(
     mechanisms: &dyn MechanismSet,
     cfg: &Config,
     pipeline: L,
@@ -89,10 +89,11 @@ pub fn replay_with<L, H>(
 where
     L: Pipeline<HeapPool, Command = H::Command>,
     H: PipelineControl,
+    A: Admission,
 {
     in_memory(cfg, inputs, |streams, sink| {
         let hooks = ReplayHooks::default();
-        replay_stream_with(mechanisms, cfg, pipeline, handler, streams, sink, hooks)
+        replay_stream_with::<L, H, A>(mechanisms, cfg, pipeline, handler, streams, sink, hooks)
     })
 }
 
@@ -156,15 +157,16 @@ impl InputSource for Counted<'_, '_, '_> {
 /// `on_sample` told the switch's counters after each step (and at the end). The steps only stop
 /// and resume the loop: the replay's frames and times are those of an unsampled one. A quiet
 /// stretch (nothing arrives or leaves) is skipped to its end, not sampled step by step.
-fn sampled<L, I, S>(
+fn sampled<L, A, I, S>(
     d: &mut Driver<longhaul_dataplane::HeapBuf>,
-    sw: &mut Switch<HeapPool, L>,
+    sw: &mut Switch<HeapPool, L, A>,
     src: &mut I,
     sink: &mut S,
     every: Nanos,
     on_sample: &mut Sample<'_>,
 ) where
     L: Pipeline<HeapPool>,
+    A: Admission,
     I: InputSource,
     S: Sink<longhaul_dataplane::HeapBuf>,
 {
@@ -196,7 +198,7 @@ fn sampled<L, I, S>(
 /// Replay `inputs` through a switch of `pipeline` (as [`replay_with`]), frames read as needed
 /// and sent to `sink` as they leave; `hooks` are told how far it got and sample the switch's
 /// counters on virtual time. A read error in an input fails the replay, naming the input.
-pub fn replay_stream_with<L, H>(
+pub fn replay_stream_with<L, H, A>(
     mechanisms: &dyn MechanismSet,
     cfg: &Config,
     pipeline: L,
@@ -208,11 +210,13 @@ pub fn replay_stream_with<L, H>(
 where
     L: Pipeline<HeapPool, Command = H::Command>,
     H: PipelineControl,
+    A: Admission,
 {
     // The configured pool, its buffers made on first use: a replay holds what is in flight
     // (queues, held packets), not the whole pool (hundreds of MiB for the shipped configs).
     let pool = HeapPool::lazy(cfg.switch.pool_buffers, cfg.switch.buffer_data_room);
-    let mut sw = Switch::new(switch_spec(cfg, mechanisms), pool, pipeline);
+    let mut sw: Switch<HeapPool, L, A> =
+        Switch::with_admission(switch_spec(cfg, mechanisms), pool, pipeline);
     sw.set_inline_control(Box::new(Inline(handler)), cfg.control.control_latency_ns);
     let mut names = Vec::with_capacity(inputs.len());
     let mut sources = Vec::with_capacity(inputs.len());
@@ -264,9 +268,13 @@ where
 }
 
 /// The switch's counters as (name, value) pairs in a stable order.
-pub fn counters<L>(mechanisms: &dyn MechanismSet, sw: &Switch<HeapPool, L>) -> Vec<(String, u64)>
+pub fn counters<L, A>(
+    mechanisms: &dyn MechanismSet,
+    sw: &Switch<HeapPool, L, A>,
+) -> Vec<(String, u64)>
 where
     L: Pipeline<HeapPool>,
+    A: Admission,
 {
     let mut snap = SwitchSnapshot::default();
     sw.snapshot_into(0, &mut snap);

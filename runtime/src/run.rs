@@ -16,7 +16,7 @@ use longhaul_control::config::Config;
 use longhaul_control::metrics::{Metrics, MetricsServer};
 use longhaul_control::plane::{ControlPlane, PipelineControl, WorkerHandle};
 use longhaul_dataplane::control::mono_ns;
-use longhaul_dataplane::engine::{Pipeline, Switch, SwitchSnapshot};
+use longhaul_dataplane::engine::{Admission, Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::BufPool;
 use longhaul_dataplane::port::PortIoStats;
 use std::net::SocketAddr;
@@ -71,7 +71,7 @@ pub struct RunReport {
 /// Run pipeline `L` (made by `make_pipeline`, controlled by `handler`) on the platform `cfg`
 /// asks for: [`DpdkPlatform`](crate::dpdk::DpdkPlatform) when its ports are DPDK ports (a build
 /// without the `dpdk` feature says so and stops), the heap otherwise.
-pub fn run_on_platform<L, H, F>(
+pub fn run_on_platform<L, H, A, F>(
     mechanisms: Arc<dyn MechanismSet>,
     cfg: Config,
     path: PathBuf,
@@ -82,13 +82,14 @@ pub fn run_on_platform<L, H, F>(
 where
     H: PipelineControl,
     L: PlatformPipeline<H::Command>,
+    A: Admission,
     F: Fn(&Config) -> L + Send + 'static,
 {
     if uses_dpdk(&cfg) {
         #[cfg(feature = "dpdk")]
         {
             let platform = crate::dpdk::DpdkPlatform::new();
-            return run_with(
+            return run_with::<_, L, H, A, F>(
                 mechanisms,
                 cfg,
                 path,
@@ -111,7 +112,7 @@ where
             ));
         }
     }
-    run_with(
+    run_with::<_, L, H, A, F>(
         mechanisms,
         cfg,
         path,
@@ -202,7 +203,7 @@ pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
 const CONTROL_JOIN: Duration = Duration::from_millis(300);
 
 /// Run the switches of pipeline `L` on platform `X` with control handler `H`: one per worker.
-pub fn run_with<X, L, H, F>(
+pub fn run_with<X, L, H, A, F>(
     mechanisms: Arc<dyn MechanismSet>,
     cfg: Config,
     path: PathBuf,
@@ -216,19 +217,20 @@ where
     <X::Pool as BufPool>::Buf: Send,
     L: Pipeline<X::Pool, Command = H::Command> + Send + 'static,
     H: PipelineControl,
+    A: Admission,
     F: Fn(&Config) -> L + Send + 'static,
 {
     let views = platform.ports(&cfg)?;
     let n = views.len().max(1);
     let mut workers = Vec::with_capacity(n);
     for (i, ports) in views.into_iter().enumerate() {
-        let sw = Switch::new(
+        let sw: Switch<X::Pool, L, A> = Switch::with_admission(
             worker_switch_spec(&cfg, mechanisms.as_ref(), i, n),
             platform.pool(&cfg)?,
             make_pipeline(&cfg),
         );
         let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
-        let slot: SwapSlot<X::Pool, L> = Arc::new(Mutex::new(None));
+        let slot: SwapSlot<X::Pool, L, A> = Arc::new(Mutex::new(None));
         workers.push((sw, ports, snapshot, slot));
     }
     if opts.report_memory {
@@ -277,8 +279,8 @@ where
     plane.set_port_status(platform.port_status());
     // A reload that changes the switch's structure builds new switches (and new port I/O if
     // that changed) here, on the control thread, and leaves them for the workers to swap in.
-    type Slots<P, L> = Vec<(SwapSlot<P, L>, Arc<Mutex<SwitchSnapshot>>)>;
-    let rebuild_slots: Slots<X::Pool, L> = workers
+    type Slots<P, L, A> = Vec<(SwapSlot<P, L, A>, Arc<Mutex<SwitchSnapshot>>)>;
+    let rebuild_slots: Slots<X::Pool, L, A> = workers
         .iter()
         .map(|(_, _, snapshot, slot)| (slot.clone(), snapshot.clone()))
         .collect();
@@ -302,7 +304,7 @@ where
         let mut swaps = Vec::with_capacity(rebuild_slots.len());
         let mut handles = Vec::with_capacity(rebuild_slots.len());
         for (i, (_, snapshot)) in rebuild_slots.iter().enumerate() {
-            let sw = Switch::new(
+            let sw: Switch<X::Pool, L, A> = Switch::with_admission(
                 worker_switch_spec(new, mechanisms.as_ref(), i, rebuild_slots.len()),
                 platform.pool(new)?,
                 make_pipeline(new),
@@ -401,7 +403,8 @@ where
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }
-    let mut done: Vec<(usize, WorkerSummary, Switch<X::Pool, L>)> = done_rx.iter().collect();
+    type Done<S> = Vec<(usize, WorkerSummary, S)>;
+    let mut done: Done<Switch<X::Pool, L, A>> = done_rx.iter().collect();
     if done.len() != n {
         return Err("a worker stopped without a result".to_string());
     }

@@ -1,6 +1,5 @@
 //! Switch primitives, one per file (DESIGN.md section 1). Each is allocation-free after
 //! construction, bounded, and counts what it refuses.
-pub mod bifrost;
 pub mod drr;
 pub mod ecmp;
 pub mod flat;

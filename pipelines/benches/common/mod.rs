@@ -3,7 +3,7 @@
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Throughput};
-use longhaul_dataplane::engine::{Pipeline, Switch};
+use longhaul_dataplane::engine::{Admission, Pipeline, Switch};
 use longhaul_dataplane::packet::{HeapBuf, HeapPool, PacketBuf};
 use longhaul_dataplane::replay::{advance, Driver, InputSource};
 use longhaul_dataplane::time::Nanos;
@@ -46,10 +46,10 @@ pub fn reversed(f: &[u8], peer_mac: [u8; 6], port_mac: [u8; 6]) -> Vec<u8> {
 
 /// `group/name`: the whole switch `sw` on virtual time, `frames` looped (one every 30 ns) through
 /// the replay event loop, per frame: what every `*_switch` benchmark measures.
-pub fn bench_switch<L: Pipeline<HeapPool>>(
+pub fn bench_switch<L: Pipeline<HeapPool>, A: Admission>(
     g: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
-    sw: &mut Switch<HeapPool, L>,
+    sw: &mut Switch<HeapPool, L, A>,
     frames: &[(usize, Vec<u8>)],
 ) {
     let mut d: Driver<HeapBuf> = Driver::default();

@@ -39,6 +39,7 @@
 //! classes, shaping at port rate.
 
 pub mod control;
+pub mod ingress;
 pub mod int;
 pub mod mechanism;
 pub mod neighbor;
@@ -411,7 +412,7 @@ impl Forwarding {
 
     /// The first ingress stage of every pipeline: parse the frame and record the result in its
     /// metadata. The result lives in the caller's frame and the later stages borrow it
-    /// ([`Forwarding::admit_stage`], [`Forwarding::classify_and_look_up`]): returning the
+    /// ([`Forwarding::admit_stage`], [`Forwarding::lookup_stage`]): returning the
     /// 32-byte struct inside a `Result` copies it through the stack and stalls every
     /// mechanism's ingress on store forwarding.
     #[inline(always)]
@@ -692,51 +693,6 @@ impl Forwarding {
         Ok(())
     }
 
-    /// L2 then L3 forwarding: sets `meta.egress_port`, rewrites the frame for routed packets.
-    #[inline(always)]
-    pub fn forward_stage<P: BufPool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-        p: &Parsed,
-        routable: bool,
-    ) -> Result<(), DropReason> {
-        let e = self.lookup_stage(ctx, pkt, p, routable)?;
-        self.apply_stage(pkt, p, e)
-    }
-
-    /// The stages every mechanism's ingress starts with, after [`Forwarding::parse_meta`]: admit
-    /// (wire pairs, neighbours, anomaly policy), classify (`meta.class`, `meta.queue` = the
-    /// class's), look up; the frame is not rewritten yet ([`Forwarding::apply_stage`] does
-    /// that). `Err` is the packet's fate.
-    #[inline(always)]
-    pub fn classify_and_look_up<P: BufPool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-        p: &Parsed,
-    ) -> Result<Egress, Action> {
-        self.classify_and_look_up_with::<P, false>(ctx, pkt, p)
-    }
-
-    /// [`Forwarding::classify_and_look_up`] with [`Forwarding::lookup_stage_with`]'s
-    /// `PORT_MAC_ENDS`.
-    #[inline(always)]
-    pub fn classify_and_look_up_with<P: BufPool, const PORT_MAC_ENDS: bool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-        p: &Parsed,
-    ) -> Result<Egress, Action> {
-        let routable = self.admit_stage(ctx, pkt, p)?;
-        let class = self.classify(p);
-        let m = pkt.meta_mut();
-        m.class = class;
-        m.queue = longhaul_dataplane::packet::QUEUE_OF_CLASS;
-        self.lookup_stage_with::<P, PORT_MAC_ENDS>(ctx, pkt, p, routable)
-            .map_err(Action::Drop)
-    }
-
     /// Send a packet this switch generated in reply to one received on `meta.ingress_port` (a
     /// CNP, a pseudo-ACK, a Switch-INT, a NAK; built with [`Forwarding::reply_macs`]): on a wire
     /// port, back out of that port unchanged; on a routed port, routed like any received packet
@@ -784,19 +740,11 @@ impl Forwarding {
         self.apply_stage(g, p, e).is_ok()
     }
 
-    /// The whole baseline ingress for one packet.
+    /// The whole baseline ingress for one packet: the skeleton ([`ingress::ingress`]) with no
+    /// stage at its insertion points.
     #[inline]
     pub fn ingress<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let p = self.parse_meta(pkt);
-        let routable = match self.admit_stage(ctx, pkt, &p) {
-            Ok(r) => r,
-            Err(a) => return a,
-        };
-        pkt.meta_mut().class = self.classify(&p);
-        match self.forward_stage(ctx, pkt, &p, routable) {
-            Ok(()) => Action::Forward,
-            Err(r) => Action::Drop(r),
-        }
+        ingress::ingress(self, ctx, pkt)
     }
 
     /// The baseline's counters by name (metrics, replay summary).

@@ -15,6 +15,7 @@
 //! what it sent (pause frames go back up the link, data toward the DC is the drain). This needs
 //! T <= D, which the `[bifrost]` validation already demands.
 
+use crate::Admission;
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::pfc::PauseState;
 use longhaul_dataplane::engine::{Pipeline, Switch};
@@ -91,7 +92,7 @@ pub struct LinkTotals {
 
 /// The emulated link with its upstream sender and the downstream switch.
 pub struct LongLink<L: Pipeline<HeapPool>> {
-    pub h: Harness<HeapPool, L>,
+    pub h: Harness<HeapPool, L, Admission>,
     spec: LinkSpec,
     wan: usize,
     dc: usize,
@@ -110,7 +111,7 @@ pub struct LongLink<L: Pipeline<HeapPool>> {
 
 impl<L: Pipeline<HeapPool>> LongLink<L> {
     /// The link in front of `sw` (built from `cfg`), starting at time 0 with the upstream sending.
-    pub fn new(cfg: &Config, sw: Switch<HeapPool, L>, spec: LinkSpec) -> Self {
+    pub fn new(cfg: &Config, sw: Switch<HeapPool, L, Admission>, spec: LinkSpec) -> Self {
         let idx = |name: &str| {
             cfg.ports
                 .iter()
@@ -268,8 +269,8 @@ impl<L: Pipeline<HeapPool>> LongLink<L> {
         self.pauses.make_contiguous().sort_by_key(|p| p.0);
         let class = self.spec.class;
         let wan = self.wan as u16;
-        let sw = &self.h.sw;
-        if let Some(b) = sw.bifrost() {
+        let chain = self.h.sw.admission();
+        if let Some(b) = chain.and_then(|c| c.head()) {
             s.l = b.queue_bytes(wan, class);
             if let Some(r) = b.last_slot(wan, class) {
                 if r.n == end / t {
@@ -279,7 +280,7 @@ impl<L: Pipeline<HeapPool>> LongLink<L> {
                     s.f = b.virtual_incoming(wan, class).unwrap_or(0);
                 }
             }
-        } else if let Some(p) = sw.pfc() {
+        } else if let Some(p) = chain.and_then(|c| c.tail()) {
             s.l = p.counter(wan, class);
         }
         self.totals.max_l = self.totals.max_l.max(s.l);
@@ -291,8 +292,8 @@ impl<L: Pipeline<HeapPool>> LongLink<L> {
     /// Peak L of the governed pair as the accountant saw it (between samples too).
     pub fn peak_l(&self) -> u64 {
         let (wan, class) = (self.wan as u16, self.spec.class);
-        let sw = &self.h.sw;
-        match (sw.bifrost(), sw.pfc()) {
+        let chain = self.h.sw.admission();
+        match (chain.and_then(|c| c.head()), chain.and_then(|c| c.tail())) {
             (Some(b), _) => b.max_queue_bytes(wan, class),
             (None, Some(p)) => p.max_counter(wan, class),
             _ => 0,

@@ -1,12 +1,13 @@
 //! Bifrost's registration: not a pipeline but a `[bifrost]` section next to any pipeline. It
-//! adds the engine's Bifrost generator (`longhaul_dataplane::asic::bifrost`, Algorithm 1) to the
-//! switch, and owns the generator's counters: the `bifrost.*` lines of replay's counters, the
+//! adds its admission stage (the generator of Algorithm 1, [`super::admission`]) to the switch,
+//! and owns the generator's counters: the `bifrost.*` lines of replay's counters, the
 //! `bifrost` object of `/stats`, and the `longhaul_bifrost_*` metrics (docs/metrics.md).
 
+use super::admission::stats;
 use super::config::{BifrostConfig, NAME, SECTION};
+use super::generator::{BifrostConsts, BifrostParams, BifrostStats};
 use longhaul_control::config::{Config, Section};
 use longhaul_control::metrics::{LatencySnap, Series};
-use longhaul_dataplane::asic::bifrost::{BifrostConsts, BifrostParams, BifrostStats};
 use longhaul_dataplane::engine::{SwitchSnapshot, SwitchSpec};
 use longhaul_runtime::Mechanism;
 use serde_json::{json, Map, Value};
@@ -95,13 +96,16 @@ impl Mechanism for BifrostMechanism {
     fn section(&self) -> Option<&dyn Section> {
         Some(&SECTION)
     }
-    /// The governed (port, priority) pairs leave classic XOFF/XON to Bifrost's generator.
+    /// The governed (port, priority) pairs leave classic XOFF/XON to Bifrost's admission stage.
     fn extend_spec(&self, cfg: &Config, spec: &mut SwitchSpec) {
-        spec.bifrost = bifrost_params(cfg);
+        match bifrost_params(cfg) {
+            Some(p) => spec.admission.insert(p),
+            None => spec.admission.remove::<BifrostParams>(),
+        }
     }
     /// `bifrost.*`, after the PFC counters (slot timer lateness is 0 in replay).
     fn counters(&self, snap: &SwitchSnapshot, c: &mut Vec<(String, u64)>) {
-        let Some(b) = &snap.bifrost else { return };
+        let Some(b) = stats(snap) else { return };
         c.push(("bifrost.slots".into(), b.slots));
         c.push(("bifrost.frames".into(), b.frames));
         c.push(("bifrost.max_l_bytes".into(), b.max_l_bytes));
@@ -114,7 +118,7 @@ impl Mechanism for BifrostMechanism {
     }
     /// `"bifrost"`: the generator's counters, `null` without `[bifrost]`.
     fn stats_json(&self, snap: &SwitchSnapshot, out: &mut Map<String, Value>) {
-        let v = snap.bifrost.as_ref().map(|b| {
+        let v = stats(snap).map(|b| {
             json!({
                 "slots": b.slots,
                 "slots_missed": b.slots_missed,
@@ -133,7 +137,7 @@ impl Mechanism for BifrostMechanism {
     /// Summed over the workers (the largest L is the largest of theirs); none without
     /// `[bifrost]`.
     fn metrics(&self, snaps: &[SwitchSnapshot], out: &mut Vec<Series>) {
-        let all: Vec<&BifrostStats> = snaps.iter().filter_map(|s| s.bifrost.as_ref()).collect();
+        let all: Vec<&BifrostStats> = snaps.iter().filter_map(stats).collect();
         if all.is_empty() {
             return;
         }

@@ -1,5 +1,6 @@
-//! Bifrost (paper 004) at the DCI switch: the downstream port algorithm runs in the engine on the
-//! governed (ingress port, priority) pairs (`longhaul_dataplane::asic::bifrost`, Algorithm 1),
+//! Bifrost (paper 004) at the DCI switch: the downstream port algorithm ([`generator`],
+//! Algorithm 1) runs as an admission stage of the engine ([`admission`]) on the governed
+//! (ingress port, priority) pairs,
 //! configured by a `[bifrost]` section next to any pipeline (`configs/bifrost-dci.toml` uses the
 //! baseline). The upstream side is the traffic manager's PFC pause timers, which every port
 //! already has, so two longhaul boxes back to back form a Bifrost link.
@@ -9,6 +10,8 @@
 //! baseline, THEMIS or any later pipeline without a combined kind for each.
 //!
 //! [`link`] is the emulated long link (virtual time) used by the tests and the perf example.
+pub mod admission;
 pub mod config;
+pub mod generator;
 pub mod link;
 pub mod mechanism;

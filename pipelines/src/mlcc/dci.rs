@@ -20,8 +20,9 @@ use super::config::MlccConfig;
 use super::feedback::Feedback;
 use super::receiver::{c_d_of, DcPorts, Receiver};
 use super::FlowKey;
+use crate::baseline::ingress::{ingress, Ingress};
 use crate::baseline::int::{is_rc_data, IntStage};
-use crate::baseline::{BaselineCommand, Forwarding};
+use crate::baseline::{BaselineCommand, Egress, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
@@ -29,7 +30,7 @@ use longhaul_dataplane::packet::{BufPool, HeapBuf, PacketBuf};
 use longhaul_dataplane::time::Nanos;
 use longhaul_dataplane::wire::int::strip_int;
 use longhaul_dataplane::wire::mlcc;
-use longhaul_dataplane::wire::parse::ip_pair_u128;
+use longhaul_dataplane::wire::parse::{ip_pair_u128, Parsed};
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
 
 /// The DCI's own counters (the roles have theirs).
@@ -173,27 +174,72 @@ impl MlccDci {
         self.receivers.heap.as_mut()
     }
 
-    /// The DCI's ingress. Always inlined, with [`Pipeline::ingress`] and the receiver's
-    /// [`Receiver::on_data`], into the engine's one-packet-at-a-time loop (`receive_burst`):
-    /// out of line it is a call per frame with six registers saved and restored, and with
-    /// the ingress alone inlined `on_data` goes out of line (about 34 instructions a frame in
-    /// perf/dpdk-mlcc.toml).
+    /// The DCI's ingress: the skeleton with its stages ([`Ingress`]). Always inlined, with
+    /// [`Pipeline::ingress`] and the receiver's [`Receiver::on_data`], into the engine's
+    /// one-packet-at-a-time loop (`receive_burst`): out of line it is a call per frame with six
+    /// registers saved and restored, and with the ingress alone inlined `on_data` goes out of
+    /// line (about 34 instructions a frame in perf/dpdk-mlcc.toml).
     #[inline(always)]
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action
     where
         Receivers: ReceiverFor<P::Buf>,
     {
-        let now = ctx.now;
-        // Whether this packet's ingress emitted anything (a neighbour probe, a Switch-INT): the
-        // receiver's cut-through at ingress keeps the emission order only when it did not.
-        let room = ctx.emit_room();
-        let p = self.fwd.parse_meta(pkt);
-        // WAN -> DC frames may come to the DC port's MAC: its test inline (a call cost about
-        // 50 instructions a frame in perf/dpdk-mlcc.toml).
-        let egress = match self.fwd.classify_and_look_up_with::<P, true>(ctx, pkt, &p) {
-            Ok(e) => e,
-            Err(a) => return a,
-        };
+        ingress(self, ctx, pkt)
+    }
+
+    /// The flow of RoCE RC data (UDP port 4791, BTH at `bth`), if it is that.
+    fn data_key(frame: &[u8], l3: usize, bth: usize) -> Option<FlowKey> {
+        if bth < 8 || frame.get(bth - 6..bth - 4) != Some(&ROCE_V2_PORT.to_be_bytes()[..]) {
+            return None;
+        }
+        let b = Bth::new_checked(frame.get(bth..)?).ok()?;
+        if !is_rc_data(b.opcode()) {
+            return None;
+        }
+        let (src, dst) = ip_pair_u128(frame, l3)?;
+        Some(FlowKey {
+            src,
+            dst,
+            qpn: b.dest_qp(),
+        })
+    }
+}
+
+/// MLCC's DCI at the baseline's insertion points: before the rewrite, INT located on the WAN
+/// links (Switch-INT feedback toward the WAN, stripped or erased) and ACKs to the receiver; after
+/// it, WAN -> DC data into the receiver's per-flow queues.
+impl<P: BufPool> Ingress<P> for MlccDci
+where
+    Receivers: ReceiverFor<P::Buf>,
+{
+    /// The emit list's room before the packet: the receiver's cut-through at ingress keeps the
+    /// emission order only when the packet's ingress emitted nothing (a neighbour probe, a
+    /// Switch-INT).
+    type State = usize;
+
+    /// WAN -> DC frames may come to the DC port's MAC: its test inline (a call cost about 50
+    /// instructions a frame in perf/dpdk-mlcc.toml).
+    const PORT_MAC_ENDS: bool = true;
+
+    #[inline(always)]
+    fn fwd(&mut self) -> &mut Forwarding {
+        &mut self.fwd
+    }
+
+    #[inline(always)]
+    fn before_parse(&mut self, ctx: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<usize, Action> {
+        Ok(ctx.emit_room())
+    }
+
+    #[inline(always)]
+    fn after_lookup(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        egress: Egress,
+        _: &mut usize,
+    ) -> Result<Egress, Action> {
         let in_port = pkt.meta().ingress_port;
         let out_port = egress.port();
         let l3 = p.l3_off as usize;
@@ -222,17 +268,28 @@ impl MlccDci {
             let op = pkt.data().get(p.bth_off as usize).copied().unwrap_or(0xff);
             if op == opcode::RC_ACKNOWLEDGE {
                 if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
-                    rx.on_ack(pkt.data_mut(), l3, now);
+                    rx.on_ack(pkt.data_mut(), l3, ctx.now);
                 }
             } else if is_rc_data(op) {
                 self.stats.no_int += 1;
             }
         }
-        if let Err(r) = self.fwd.apply_stage(pkt, &p, egress) {
-            return Action::Drop(r);
-        }
+        Ok(egress)
+    }
+
+    #[inline(always)]
+    fn after_rewrite(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        egress: Egress,
+        room: usize,
+    ) -> Action {
+        let to_dc = self.wan.contains(pkt.meta().ingress_port) && self.dc.contains(egress.port());
         if to_dc {
             if let Some(rx) = ReceiverFor::<P::Buf>::get(&mut self.receivers) {
+                let l3 = p.l3_off as usize;
                 if let Some(key) = Self::data_key(pkt.data(), l3, pkt.meta().bth_off as usize) {
                     let emitted = ctx.emit_room() != room;
                     return rx.on_data(ctx, key, pkt, emitted);
@@ -240,23 +297,6 @@ impl MlccDci {
             }
         }
         Action::Forward
-    }
-
-    /// The flow of RoCE RC data (UDP port 4791, BTH at `bth`), if it is that.
-    fn data_key(frame: &[u8], l3: usize, bth: usize) -> Option<FlowKey> {
-        if bth < 8 || frame.get(bth - 6..bth - 4) != Some(&ROCE_V2_PORT.to_be_bytes()[..]) {
-            return None;
-        }
-        let b = Bth::new_checked(frame.get(bth..)?).ok()?;
-        if !is_rc_data(b.opcode()) {
-            return None;
-        }
-        let (src, dst) = ip_pair_u128(frame, l3)?;
-        Some(FlowKey {
-            src,
-            dst,
-            qpn: b.dest_qp(),
-        })
     }
 }
 

@@ -22,7 +22,8 @@ use super::config::ReflexConfig;
 use super::ndt::{Ndt, NdtParams, NdtQueue};
 use super::nsf::{Nsf, NsfParams};
 use super::FlowKey;
-use crate::baseline::{BaselineCommand, Forwarding};
+use crate::baseline::ingress::{ingress, ingress_parsed, Ingress};
+use crate::baseline::{BaselineCommand, Egress, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Action, Ctx, Pipeline, TableCounters};
@@ -210,38 +211,7 @@ impl ReflexEsw {
     }
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let p = self.fwd.parse_meta(pkt);
-        self.ingress_parsed(ctx, pkt, &p)
-    }
-
-    /// Ingress after the parse.
-    #[inline(always)]
-    fn ingress_parsed<P: BufPool>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-        p: &Parsed,
-    ) -> Action {
-        let now = ctx.now;
-        let egress = match self.fwd.classify_and_look_up(ctx, pkt, p) {
-            Ok(e) => e,
-            Err(a) => return a,
-        };
-        let class = pkt.meta().class;
-        let in_port = pkt.meta().ingress_port;
-        let out_port = egress.port();
-        if self.ndt.is_some() {
-            if self.wan.contains(in_port) && self.dc.contains(out_port) {
-                let queued = class == self.data_class;
-                self.ndt_data(ctx, pkt, p, out_port, queued, now);
-            } else if self.dc.contains(in_port) && self.wan.contains(out_port) {
-                self.ndt_ack(ctx, pkt, p, now);
-            }
-        }
-        if let Err(r) = self.fwd.apply_stage(pkt, p, egress) {
-            return Action::Drop(r);
-        }
-        Action::Forward
+        ingress(self, ctx, pkt)
     }
 
     /// WAN -> DC data: its hop located once, here (the DC port's egress rewrites the timestamp
@@ -452,6 +422,45 @@ impl ReflexEsw {
     }
 }
 
+/// Reflex at the baseline's insertion points: NDT before the rewrite (WAN -> DC data, DC -> WAN
+/// ACKs).
+impl<P: BufPool> Ingress<P> for ReflexEsw {
+    type State = ();
+
+    #[inline(always)]
+    fn fwd(&mut self) -> &mut Forwarding {
+        &mut self.fwd
+    }
+
+    #[inline(always)]
+    fn before_parse(&mut self, _: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<(), Action> {
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn after_lookup(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        egress: Egress,
+        _: &mut (),
+    ) -> Result<Egress, Action> {
+        if self.ndt.is_some() {
+            let now = ctx.now;
+            let m = pkt.meta();
+            let (class, in_port, out_port) = (m.class, m.ingress_port, egress.port());
+            if self.wan.contains(in_port) && self.dc.contains(out_port) {
+                let queued = class == self.data_class;
+                self.ndt_data(ctx, pkt, p, out_port, queued, now);
+            } else if self.dc.contains(in_port) && self.wan.contains(out_port) {
+                self.ndt_ack(ctx, pkt, p, now);
+            }
+        }
+        Ok(egress)
+    }
+}
+
 impl<P: BufPool> Pipeline<P> for ReflexEsw {
     type Command = BaselineCommand;
 
@@ -479,7 +488,7 @@ impl<P: BufPool> Pipeline<P> for ReflexEsw {
             if i > 0 && self.reads_the_tm(pkt.meta().ingress_port, pkt.data(), &p) {
                 return i;
             }
-            actions[i] = self.ingress_parsed(ctx, pkt, &p);
+            actions[i] = ingress_parsed(self, ctx, pkt, &p, ());
         }
         n
     }

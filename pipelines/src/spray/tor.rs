@@ -30,6 +30,7 @@
 use super::config::{SprayConfig, SprayPaths, SprayQp};
 use super::dest::{DataOutcome, DestParams, NackClass, NackFields, ThemisD};
 use super::source::{p_base, Route, SourceParams, ThemisS};
+use crate::baseline::ingress::{ingress, Ingress};
 use crate::baseline::{BaselineCommand, Egress, Forwarding, Hop};
 use crate::ports::PortSet;
 use crate::themis::esw::ThemisEsw;
@@ -419,42 +420,7 @@ impl SprayTor {
     }
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let p = self.fwd.parse_meta(pkt);
-        let routable = match self.fwd.admit_stage(ctx, pkt, &p) {
-            Ok(r) => r,
-            Err(a) => return a,
-        };
-        pkt.meta_mut().class = self.fwd.classify(&p);
-        let in_port = pkt.meta().ingress_port;
-        let mut egress = match self.fwd.lookup_stage(ctx, pkt, &p, routable) {
-            Ok(e) => e,
-            Err(r) => return Action::Drop(r),
-        };
-        if p.is_roce() {
-            if let Some((op, byte4, qpn, psn)) = bth_fields(pkt.data(), p.bth_off as usize) {
-                let out_port = egress.port();
-                if self.host.contains(in_port) && self.fabric.contains(out_port) {
-                    if op == opcode::RC_ACKNOWLEDGE {
-                        if !self.dest_ack(pkt, &p, qpn, psn) {
-                            return Action::Consume;
-                        }
-                    } else if is_request(op) {
-                        if let Some(hop) = self.source_data(pkt, &p, op, qpn, psn) {
-                            egress = Egress::Route(hop);
-                        }
-                    }
-                } else if self.fabric.contains(in_port)
-                    && self.host.contains(out_port)
-                    && op == opcode::RC_ACKNOWLEDGE
-                {
-                    self.source_nack(pkt, &p, byte4, qpn, psn);
-                }
-            }
-        }
-        if let Err(r) = self.fwd.apply_stage(pkt, &p, egress) {
-            return Action::Drop(r);
-        }
-        Action::Forward
+        ingress(self, ctx, pkt)
     }
 
     fn egress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
@@ -614,6 +580,59 @@ impl SprayTor {
                 Ok(())
             }
         }
+    }
+}
+
+/// Spraying at the baseline's insertion points: before the rewrite, host -> fabric data takes
+/// the sprayed path and ACKs go through the destination's check; fabric -> host ACKs through the
+/// source's NACK handling.
+impl<P: BufPool> Ingress<P> for SprayTor {
+    type State = ();
+
+    #[inline(always)]
+    fn fwd(&mut self) -> &mut Forwarding {
+        &mut self.fwd
+    }
+
+    #[inline(always)]
+    fn before_parse(&mut self, _: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<(), Action> {
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn after_lookup(
+        &mut self,
+        _ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        mut egress: Egress,
+        _: &mut (),
+    ) -> Result<Egress, Action> {
+        if !p.is_roce() {
+            return Ok(egress);
+        }
+        let Some((op, byte4, qpn, psn)) = bth_fields(pkt.data(), p.bth_off as usize) else {
+            return Ok(egress);
+        };
+        let in_port = pkt.meta().ingress_port;
+        let out_port = egress.port();
+        if self.host.contains(in_port) && self.fabric.contains(out_port) {
+            if op == opcode::RC_ACKNOWLEDGE {
+                if !self.dest_ack(pkt, p, qpn, psn) {
+                    return Err(Action::Consume);
+                }
+            } else if is_request(op) {
+                if let Some(hop) = self.source_data(pkt, p, op, qpn, psn) {
+                    egress = Egress::Route(hop);
+                }
+            }
+        } else if self.fabric.contains(in_port)
+            && self.host.contains(out_port)
+            && op == opcode::RC_ACKNOWLEDGE
+        {
+            self.source_nack(pkt, p, byte4, qpn, psn);
+        }
+        Ok(egress)
     }
 }
 

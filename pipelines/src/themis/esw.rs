@@ -27,7 +27,8 @@ use super::daemon::{InterDcPairs, QpField, QpKey, DAEMON_PORT};
 use super::pnp::{Pnp, PnpParams, PnpVerdict};
 use super::syncookie::{AckVerdict, SynCookies};
 use super::trp::{DataVerdict, RecoveryMode, Trp, TrpCommand, TrpKey, TrpParams, NO_SLOT_HINT};
-use crate::baseline::{BaselineCommand, Forwarding};
+use crate::baseline::ingress::{ingress, Ingress};
+use crate::baseline::{BaselineCommand, Egress, Forwarding};
 use crate::ports::PortSet;
 use longhaul_control::config::Config;
 use longhaul_dataplane::control::Punt;
@@ -261,120 +262,7 @@ impl ThemisEsw {
     }
 
     fn ingress_impl<P: BufPool>(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
-        let now = ctx.now;
-        if pkt.meta().loop_count > 0 {
-            // Back from the recirculation port: forwarded and rewritten on the first pass.
-            return match self.trp_data(pkt, now) {
-                Some(DataVerdict::Recirculate) => {
-                    self.stats.recirculated += 1;
-                    Action::Recirculate
-                }
-                _ => Action::Forward,
-            };
-        }
-        let p = self.fwd.parse_meta(pkt);
-        let routable = match self.fwd.admit_stage(ctx, pkt, &p) {
-            Ok(r) => r,
-            Err(a) => return a,
-        };
-        let class = self.fwd.classify(&p);
-        pkt.meta_mut().class = class;
-        let in_port = pkt.meta().ingress_port;
-        let from_dc = self.dc.contains(in_port);
-
-        // THEMIS daemon messages from the DC side go to the control thread (the port first: it
-        // alone rules out RoCE and almost everything else).
-        if p.dst_port == DAEMON_PORT
-            && p.proto == PROTO_UDP
-            && p.l3 == L3Kind::V4
-            && from_dc
-            && self.pnp.is_some()
-        {
-            ctx.punt_packet(PUNT_DAEMON, pkt);
-            self.stats.daemon_punts += 1;
-            return Action::Consume;
-        }
-
-        let egress = match self.fwd.lookup_stage(ctx, pkt, &p, routable) {
-            Ok(e) => e,
-            Err(r) => return Action::Drop(r),
-        };
-        let out_port = egress.port();
-
-        if from_dc && self.wan.contains(out_port) {
-            // TCP handshake monitor with SYN cookies (Fig. 5).
-            if let (Some(cookies), true) = (self.cookies.as_mut(), p.proto == PROTO_TCP) {
-                if let Some((src, dst)) = Self::v4_pair(pkt.data(), &p) {
-                    if !self.inter_dc.contains(src, dst) {
-                        let f = p.tcp_flags;
-                        if f & (tcp::SYN | tcp::ACK) == tcp::SYN {
-                            if let Some(n) = cookies.on_syn(pkt.data(), &p, now, &mut self.scratch)
-                            {
-                                if self.emit(ctx, n, in_port, class) {
-                                    self.stats.synacks_sent += 1;
-                                }
-                                return Action::Consume;
-                            }
-                        } else if f & (tcp::SYN | tcp::ACK | tcp::RST) == tcp::ACK {
-                            if let AckVerdict::Valid {
-                                rst_len,
-                                client_ip: IpAddr::V4(c),
-                                server_ip: IpAddr::V4(s),
-                            } = cookies.on_ack(pkt.data(), &p, now, &mut self.scratch)
-                            {
-                                if rst_len > 0 && self.emit(ctx, rst_len, in_port, class) {
-                                    self.stats.rsts_sent += 1;
-                                }
-                                let arg = (u64::from(u32::from(c)) << 32) | u64::from(u32::from(s));
-                                ctx.punt(Punt::event(PUNT_HANDSHAKE, in_port, now, arg));
-                                self.stats.handshake_punts += 1;
-                                return Action::Consume;
-                            }
-                        }
-                    }
-                }
-            }
-            // The BTH is read once: for the CNP test, and its DestQP for PNP (a parsed BTH is
-            // in an IP datagram, which `Pnp::on_roce_data` needs; no stage above wrote the
-            // frame, so the parsed ECN is the frame's).
-            if let Some((op, dest_qp, _)) = p
-                .is_roce()
-                .then(|| Self::bth(pkt.data(), p.bth_off as usize))
-                .flatten()
-            {
-                if op == opcode::CNP {
-                    self.on_cnp(ctx, pkt, &p, dest_qp, now);
-                } else if let Some(pnp) = self.pnp.as_mut() {
-                    let v = pnp.on_roce_data(
-                        pkt.data_mut(),
-                        &p,
-                        dest_qp,
-                        p.ecn,
-                        now,
-                        &mut self.qp_field,
-                        &mut self.scratch,
-                    );
-                    if let PnpVerdict::Cnp { len } = v {
-                        let c = self.cnp_class;
-                        if self.emit(ctx, len, in_port, c) {
-                            self.stats.cnps_sent += 1;
-                        }
-                    }
-                }
-            }
-        }
-
-        if let Err(r) = self.fwd.apply_stage(pkt, &p, egress) {
-            return Action::Drop(r);
-        }
-
-        if p.is_roce() && self.wan.contains(in_port) && self.dc.contains(out_port) {
-            if let Some(DataVerdict::Recirculate) = self.trp_data(pkt, now) {
-                self.stats.recirculated += 1;
-                return Action::Recirculate;
-            }
-        }
-        Action::Forward
+        ingress(self, ctx, pkt)
     }
 
     /// A CNP from a local receiver toward the WAN (section V-A): TRP's key is (the receiver's IP,
@@ -438,6 +326,155 @@ impl ThemisEsw {
                 None => Err("TRP is disabled"),
             },
         }
+    }
+}
+
+/// THEMIS at the baseline's insertion points: recirculated packets before the parse, daemon
+/// messages after classify, the SYN cookies and PNP before the rewrite, TRP after it.
+impl<P: BufPool> Ingress<P> for ThemisEsw {
+    type State = ();
+
+    #[inline(always)]
+    fn fwd(&mut self) -> &mut Forwarding {
+        &mut self.fwd
+    }
+
+    /// Back from the recirculation port: forwarded and rewritten on the first pass.
+    #[inline(always)]
+    fn before_parse(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Result<(), Action> {
+        if pkt.meta().loop_count == 0 {
+            return Ok(());
+        }
+        Err(match self.trp_data(pkt, ctx.now) {
+            Some(DataVerdict::Recirculate) => {
+                self.stats.recirculated += 1;
+                Action::Recirculate
+            }
+            _ => Action::Forward,
+        })
+    }
+
+    /// THEMIS daemon messages from the DC side go to the control thread (the port first: it
+    /// alone rules out RoCE and almost everything else).
+    #[inline(always)]
+    fn after_classify(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        _: &mut (),
+    ) -> Option<Action> {
+        if p.dst_port == DAEMON_PORT
+            && p.proto == PROTO_UDP
+            && p.l3 == L3Kind::V4
+            && self.dc.contains(pkt.meta().ingress_port)
+            && self.pnp.is_some()
+        {
+            ctx.punt_packet(PUNT_DAEMON, pkt);
+            self.stats.daemon_punts += 1;
+            return Some(Action::Consume);
+        }
+        None
+    }
+
+    /// DC -> WAN: the TCP handshake monitor with SYN cookies (Fig. 5), then CNPs (TRP's
+    /// key) and PNP on RoCE data.
+    #[inline(always)]
+    fn after_lookup(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        egress: Egress,
+        _: &mut (),
+    ) -> Result<Egress, Action> {
+        let in_port = pkt.meta().ingress_port;
+        if !(self.dc.contains(in_port) && self.wan.contains(egress.port())) {
+            return Ok(egress);
+        }
+        let now = ctx.now;
+        let class = pkt.meta().class;
+        if let (Some(cookies), true) = (self.cookies.as_mut(), p.proto == PROTO_TCP) {
+            if let Some((src, dst)) = Self::v4_pair(pkt.data(), p) {
+                if !self.inter_dc.contains(src, dst) {
+                    let f = p.tcp_flags;
+                    if f & (tcp::SYN | tcp::ACK) == tcp::SYN {
+                        if let Some(n) = cookies.on_syn(pkt.data(), p, now, &mut self.scratch) {
+                            if self.emit(ctx, n, in_port, class) {
+                                self.stats.synacks_sent += 1;
+                            }
+                            return Err(Action::Consume);
+                        }
+                    } else if f & (tcp::SYN | tcp::ACK | tcp::RST) == tcp::ACK {
+                        if let AckVerdict::Valid {
+                            rst_len,
+                            client_ip: IpAddr::V4(c),
+                            server_ip: IpAddr::V4(s),
+                        } = cookies.on_ack(pkt.data(), p, now, &mut self.scratch)
+                        {
+                            if rst_len > 0 && self.emit(ctx, rst_len, in_port, class) {
+                                self.stats.rsts_sent += 1;
+                            }
+                            let arg = (u64::from(u32::from(c)) << 32) | u64::from(u32::from(s));
+                            ctx.punt(Punt::event(PUNT_HANDSHAKE, in_port, now, arg));
+                            self.stats.handshake_punts += 1;
+                            return Err(Action::Consume);
+                        }
+                    }
+                }
+            }
+        }
+        // The BTH is read once: for the CNP test, and its DestQP for PNP (a parsed BTH is in an
+        // IP datagram, which `Pnp::on_roce_data` needs; no stage above wrote the frame, so the
+        // parsed ECN is the frame's).
+        if let Some((op, dest_qp, _)) = p
+            .is_roce()
+            .then(|| Self::bth(pkt.data(), p.bth_off as usize))
+            .flatten()
+        {
+            if op == opcode::CNP {
+                self.on_cnp(ctx, pkt, p, dest_qp, now);
+            } else if let Some(pnp) = self.pnp.as_mut() {
+                let v = pnp.on_roce_data(
+                    pkt.data_mut(),
+                    p,
+                    dest_qp,
+                    p.ecn,
+                    now,
+                    &mut self.qp_field,
+                    &mut self.scratch,
+                );
+                if let PnpVerdict::Cnp { len } = v {
+                    let c = self.cnp_class;
+                    if self.emit(ctx, len, in_port, c) {
+                        self.stats.cnps_sent += 1;
+                    }
+                }
+            }
+        }
+        Ok(egress)
+    }
+
+    /// WAN -> DC RoCE data through TRP.
+    #[inline(always)]
+    fn after_rewrite(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        p: &Parsed,
+        egress: Egress,
+        _: (),
+    ) -> Action {
+        if p.is_roce()
+            && self.wan.contains(pkt.meta().ingress_port)
+            && self.dc.contains(egress.port())
+        {
+            if let Some(DataVerdict::Recirculate) = self.trp_data(pkt, ctx.now) {
+                self.stats.recirculated += 1;
+                return Action::Recirculate;
+            }
+        }
+        Action::Forward
     }
 }
 

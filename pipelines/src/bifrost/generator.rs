@@ -69,11 +69,11 @@
 //! - r (line 4) counts every byte that arrived on the port in the priority in the slot, admitted
 //!   or not (a byte dropped for lack of buffer was still sent by the upstream).
 
-use crate::asic::pfc::{ActionBuf, Admit, PfcAction};
-use crate::control::LatencyHist;
-use crate::counters::DropReason;
-use crate::packet::NUM_CLASSES;
-use crate::time::Nanos;
+use longhaul_dataplane::asic::pfc::{ActionBuf, Admit, PfcAction};
+use longhaul_dataplane::control::LatencyHist;
+use longhaul_dataplane::counters::DropReason;
+use longhaul_dataplane::packet::NUM_CLASSES;
+use longhaul_dataplane::time::Nanos;
 
 /// Bytes per pause quantum at line rate: 512 bit times (802.3 clause 31B / 802.1Qbb).
 pub const QUANTUM_BYTES: i64 = 64;

@@ -1,0 +1,521 @@
+//! Admission: the buffer accounting of a packet's (ingress port, class) before the traffic
+//! manager takes it, and the pause frames that accounting sends upstream.
+//!
+//! A switch runs one chain of [`Admission`] stages, a type ([`Chain`]) monomorphized into the
+//! engine: for each packet the first stage whose (ingress port, class) pairs include the
+//! packet's accounts it (and may refuse it), and the same stage gets its bytes back when it
+//! leaves. Classic PFC (802.1Qbb XOFF/XON with headroom, [`PfcGenerator`]) is the dataplane's
+//! own stage; a mechanism adds another (a pause-frame scheme of its own on the pairs it
+//! governs) as a type at the chain's head in the registry and its parameters in
+//! [`SwitchSpec::admission`] from its `extend_spec`.
+
+use super::{Pipeline, Switch, SwitchSnapshot, SwitchSpec};
+use crate::asic::pfc::{ActionBuf, Admit, PfcAction, PfcGenerator};
+use crate::counters::DropReason;
+use crate::packet::{BufPool, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED};
+use crate::time::Nanos;
+use crate::wire::pfc as wpfc;
+use core::any::Any;
+use core::fmt;
+
+/// The two kinds of timer an admission stage may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// Looked at once per loop iteration ([`crate::engine::Switch::poll`]): PFC's XOFF
+    /// refreshes.
+    Loop,
+    /// A slot timer: a period of a few microseconds that a live worker looks at between small
+    /// chunks of its bursts ([`crate::engine::Switch::poll_slot_timer`]).
+    Slot,
+}
+
+/// One admission stage, or a chain of them. Port arguments are port indices (the switch's
+/// order), classes are below [`crate::packet::NUM_CLASSES`]. Every method is called on the
+/// per-packet path or the loop's: no allocation, no panics.
+pub trait Admission: Send + 'static {
+    /// The stage of a switch built from `spec`; `None` when `spec` does not configure it.
+    fn build(spec: &SwitchSpec) -> Option<Self>
+    where
+        Self: Sized;
+
+    /// A packet of `len` bytes arrived on `port` in `class` at `now` and wants buffer space.
+    /// `None`: the pair is not this stage's (the next stage is asked). Pause frames to send go
+    /// to `actions`.
+    fn on_enqueue(
+        &mut self,
+        port: u16,
+        class: u8,
+        len: u64,
+        now: Nanos,
+        actions: &mut ActionBuf,
+    ) -> Option<Admit>;
+
+    /// `bytes` that this stage accounted to (`port`, `class`) left the buffer. `false`: the
+    /// pair is not this stage's.
+    fn on_dequeue(
+        &mut self,
+        port: u16,
+        class: u8,
+        bytes: u64,
+        now: Nanos,
+        actions: &mut ActionBuf,
+    ) -> bool;
+
+    /// When its `timer` is next due, if armed.
+    #[inline]
+    fn next_deadline(&self, _timer: Timer) -> Option<Nanos> {
+        None
+    }
+
+    /// Run its `timer` if due at `now`.
+    #[inline]
+    fn on_time(&mut self, _timer: Timer, _now: Nanos, _actions: &mut ActionBuf) {}
+
+    /// Whether it has a `timer` at all.
+    #[inline]
+    fn has_timer(&self, _timer: Timer) -> bool {
+        false
+    }
+
+    /// Copy its counters into `snap` (`this`: the stage, `None` when the switch has none, so
+    /// that a snapshot reused across switches forgets it).
+    fn snapshot_into(_this: Option<&Self>, _snap: &mut SwitchSnapshot)
+    where
+        Self: Sized,
+    {
+    }
+}
+
+/// Classic PFC: every lossless (ingress port, class) pair (`[pfc]`, `spec.pfc`).
+impl Admission for PfcGenerator {
+    fn build(spec: &SwitchSpec) -> Option<Self> {
+        spec.pfc.map(|p| PfcGenerator::new(spec.ports.len(), p))
+    }
+
+    #[inline(always)]
+    fn on_enqueue(
+        &mut self,
+        port: u16,
+        class: u8,
+        len: u64,
+        now: Nanos,
+        actions: &mut ActionBuf,
+    ) -> Option<Admit> {
+        Some(PfcGenerator::on_enqueue(
+            self, port, class, len, now, actions,
+        ))
+    }
+
+    #[inline(always)]
+    fn on_dequeue(
+        &mut self,
+        port: u16,
+        class: u8,
+        bytes: u64,
+        now: Nanos,
+        actions: &mut ActionBuf,
+    ) -> bool {
+        PfcGenerator::on_dequeue(self, port, class, bytes, now, actions);
+        true
+    }
+
+    #[inline]
+    fn next_deadline(&self, timer: Timer) -> Option<Nanos> {
+        match timer {
+            Timer::Loop => PfcGenerator::next_deadline(self),
+            Timer::Slot => None,
+        }
+    }
+
+    #[inline]
+    fn on_time(&mut self, timer: Timer, now: Nanos, actions: &mut ActionBuf) {
+        if timer == Timer::Loop && PfcGenerator::next_deadline(self).is_some_and(|t| t <= now) {
+            self.poll(now, actions);
+        }
+    }
+
+    fn has_timer(&self, timer: Timer) -> bool {
+        timer == Timer::Loop
+    }
+
+    fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {
+        snap.pfc = this.map(|p| *p.stats());
+    }
+}
+
+/// Stage `H` on the pairs it takes, then `T` (a stage or a chain) on the rest. Either may be
+/// absent from a switch whose spec does not configure it.
+pub struct Chain<H, T>(Option<H>, Option<T>);
+
+impl<H, T> Chain<H, T> {
+    /// The head stage, if the switch has it.
+    pub fn head(&self) -> Option<&H> {
+        self.0.as_ref()
+    }
+
+    /// The rest of the chain, if the switch has any of it.
+    pub fn tail(&self) -> Option<&T> {
+        self.1.as_ref()
+    }
+}
+
+impl<H: Admission, T: Admission> Admission for Chain<H, T> {
+    /// `None` when no stage of the chain is configured.
+    fn build(spec: &SwitchSpec) -> Option<Self> {
+        let (h, t) = (H::build(spec), T::build(spec));
+        (h.is_some() || t.is_some()).then_some(Chain(h, t))
+    }
+
+    #[inline(always)]
+    fn on_enqueue(
+        &mut self,
+        port: u16,
+        class: u8,
+        len: u64,
+        now: Nanos,
+        actions: &mut ActionBuf,
+    ) -> Option<Admit> {
+        if let Some(h) = self.0.as_mut() {
+            if let Some(a) = h.on_enqueue(port, class, len, now, actions) {
+                return Some(a);
+            }
+        }
+        self.1.as_mut()?.on_enqueue(port, class, len, now, actions)
+    }
+
+    #[inline(always)]
+    fn on_dequeue(
+        &mut self,
+        port: u16,
+        class: u8,
+        bytes: u64,
+        now: Nanos,
+        actions: &mut ActionBuf,
+    ) -> bool {
+        if let Some(h) = self.0.as_mut() {
+            if h.on_dequeue(port, class, bytes, now, actions) {
+                return true;
+            }
+        }
+        self.1
+            .as_mut()
+            .is_some_and(|t| t.on_dequeue(port, class, bytes, now, actions))
+    }
+
+    #[inline]
+    fn next_deadline(&self, timer: Timer) -> Option<Nanos> {
+        let h = self.0.as_ref().and_then(|h| h.next_deadline(timer));
+        let t = self.1.as_ref().and_then(|t| t.next_deadline(timer));
+        match (h, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    #[inline]
+    fn on_time(&mut self, timer: Timer, now: Nanos, actions: &mut ActionBuf) {
+        if let Some(h) = self.0.as_mut() {
+            h.on_time(timer, now, actions);
+        }
+        if let Some(t) = self.1.as_mut() {
+            t.on_time(timer, now, actions);
+        }
+    }
+
+    fn has_timer(&self, timer: Timer) -> bool {
+        self.0.as_ref().is_some_and(|h| h.has_timer(timer))
+            || self.1.as_ref().is_some_and(|t| t.has_timer(timer))
+    }
+
+    fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {
+        H::snapshot_into(this.and_then(|c| c.0.as_ref()), snap);
+        T::snapshot_into(this.and_then(|c| c.1.as_ref()), snap);
+    }
+}
+
+/// A value an [`Extensions`] holds: any `'static` type with `Clone`, `Debug` and `PartialEq`.
+pub trait Extension: Any + fmt::Debug + Send + Sync {
+    fn clone_box(&self) -> Box<dyn Extension>;
+    fn eq_dyn(&self, other: &dyn Extension) -> bool;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + fmt::Debug + PartialEq + Send + Sync> Extension for T {
+    fn clone_box(&self) -> Box<dyn Extension> {
+        Box::new(self.clone())
+    }
+    fn eq_dyn(&self, other: &dyn Extension) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Values of types the dataplane does not know, at most one per type: the parameters of the
+/// admission stages a mechanism adds ([`SwitchSpec::admission`]) and their counters
+/// ([`SwitchSnapshot::admission`]).
+#[derive(Default)]
+pub struct Extensions(Vec<Box<dyn Extension>>);
+
+impl Extensions {
+    /// The value of type `T`, if any.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.0.iter().find_map(|e| e.as_any().downcast_ref::<T>())
+    }
+
+    /// Set the value of type `T`.
+    pub fn insert<T: Extension>(&mut self, v: T) {
+        match self.get_mut::<T>() {
+            Some(x) => *x = v,
+            None => self.0.push(Box::new(v)),
+        }
+    }
+
+    /// Set the value of type `T` to a copy of `v`, reusing the memory of the one it replaces.
+    pub fn set_from<T: Extension + Clone>(&mut self, v: &T) {
+        match self.get_mut::<T>() {
+            Some(x) => x.clone_from(v),
+            None => self.0.push(Box::new(v.clone())),
+        }
+    }
+
+    /// Remove the value of type `T`, if any.
+    pub fn remove<T: 'static>(&mut self) {
+        self.0.retain(|e| !e.as_any().is::<T>());
+    }
+
+    fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
+        self.0
+            .iter_mut()
+            .find_map(|e| e.as_any_mut().downcast_mut::<T>())
+    }
+}
+
+impl Clone for Extensions {
+    fn clone(&self) -> Self {
+        Extensions(self.0.iter().map(|e| e.clone_box()).collect())
+    }
+}
+
+impl PartialEq for Extensions {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .all(|a| other.0.iter().any(|b| a.eq_dyn(b.as_ref())))
+    }
+}
+
+impl Eq for Extensions {}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+/// The engine's side of admission: the bytes given back, and the pause frames sent.
+impl<P: BufPool, L: Pipeline<P>, A: Admission> Switch<P, L, A> {
+    /// [`send_pfc_actions`](Self::send_pfc_actions) with bypass runs open: a PFC frame goes on
+    /// a port's control queue, which a run checked was empty, so the runs are closed first.
+    #[inline(always)]
+    pub(super) fn send_pfc_actions_in(&mut self, now: Nanos) {
+        if !self.pfc_actions.is_empty() {
+            self.close_runs();
+            self.send_pfc_actions_slow(now);
+        }
+    }
+
+    /// The packet leaves the buffer: give its bytes back to PFC accounting.
+    #[inline]
+    pub(super) fn release_pfc(&mut self, now: Nanos, pkt: &P::Buf) {
+        let m = pkt.meta();
+        if m.flags & FLAG_PFC_ACCOUNTED == 0 {
+            return;
+        }
+        self.release_pfc_bytes(now, m.ingress_port, m.class, pkt.len() as u64);
+    }
+
+    /// Give `bytes` of (ingress port id, class) back to the admission stage that accounted
+    /// them: what [`release_pfc`](Self::release_pfc) does for one packet, or for a run of
+    /// packets of the same pair leaving together ([`transmit_bypassed`](Self::transmit_bypassed)).
+    #[inline]
+    pub(super) fn release_pfc_bytes(
+        &mut self,
+        now: Nanos,
+        ingress_port: u16,
+        class: u8,
+        bytes: u64,
+    ) {
+        let ingress = self.port_idx(ingress_port);
+        if let (Some(a), Some(i)) = (self.admission.as_mut(), ingress) {
+            a.on_dequeue(i as u16, class, bytes, now, &mut self.pfc_actions);
+        }
+    }
+
+    /// Turn pending PFC actions into 802.1Qbb frames on the control queue of their port.
+    /// Called after every packet: the usual nothing-to-do test is inlined, the work is not.
+    #[inline(always)]
+    pub(super) fn send_pfc_actions(&mut self, now: Nanos) {
+        if !self.pfc_actions.is_empty() {
+            self.send_pfc_actions_slow(now);
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn send_pfc_actions_slow(&mut self, now: Nanos) {
+        // ActionBuf is Copy-sized and small; index instead of borrowing across the loop.
+        for k in 0..self.pfc_actions.len() {
+            let a: PfcAction = self.pfc_actions.as_slice()[k];
+            self.send_pfc(now, a);
+        }
+        self.pfc_actions.clear();
+    }
+
+    pub(super) fn send_pfc(&mut self, now: Nanos, a: PfcAction) {
+        let idx = a.port as usize;
+        let Some(port) = self.st.ports.get_mut(idx) else {
+            return;
+        };
+        self.st.stats.control_generated += 1;
+        let Some(mut pkt) = self.st.pool.alloc() else {
+            self.st.stats.drops.inc(DropReason::PoolEmpty);
+            return;
+        };
+        let Some(buf) = pkt.append(wpfc::PFC_FRAME_LEN) else {
+            self.st.stats.drops.inc(DropReason::PoolEmpty);
+            self.st.pool.free(pkt);
+            return;
+        };
+        if wpfc::build_pfc(buf, port.info.mac, a.class_enable, a.times).is_err() {
+            // Unreachable (the buffer was sized for the frame), but never lose one uncounted.
+            self.st.stats.drops.inc(DropReason::Pipeline);
+            self.st.pool.free(pkt);
+            return;
+        }
+        let m = pkt.meta_mut();
+        m.flags |= FLAG_CONTROL | FLAG_GENERATED;
+        m.egress_port = port.info.id;
+        m.class = 7;
+        match port.tm.enqueue_control(pkt, now) {
+            Ok(()) => port.stats.pfc_tx += 1,
+            Err((p, r)) => {
+                self.st.stats.drops.inc(r);
+                self.st.pool.free(p);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asic::pfc::PfcParams;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Params(u64);
+
+    /// A stage on class 3 only: accounts up to `limit` bytes, refuses above.
+    struct Cap {
+        limit: u64,
+        bytes: u64,
+    }
+
+    impl Admission for Cap {
+        fn build(spec: &SwitchSpec) -> Option<Self> {
+            spec.admission.get::<Params>().map(|p| Cap {
+                limit: p.0,
+                bytes: 0,
+            })
+        }
+        fn on_enqueue(
+            &mut self,
+            _: u16,
+            c: u8,
+            len: u64,
+            _: Nanos,
+            _: &mut ActionBuf,
+        ) -> Option<Admit> {
+            (c == 3).then(|| {
+                if self.bytes + len > self.limit {
+                    Admit::Drop(DropReason::HeadroomOverflow)
+                } else {
+                    self.bytes += len;
+                    Admit::Accept
+                }
+            })
+        }
+        fn on_dequeue(&mut self, _: u16, c: u8, b: u64, _: Nanos, _: &mut ActionBuf) -> bool {
+            if c == 3 {
+                self.bytes -= b;
+            }
+            c == 3
+        }
+    }
+
+    fn pfc() -> PfcParams {
+        PfcParams {
+            enabled_classes: 0b1000,
+            xoff_bytes: 1_000,
+            xon_bytes: 500,
+            headroom_bytes: 1_000,
+            pause_quanta: 0xffff,
+            refresh_ns: 0,
+            dynamic: None,
+        }
+    }
+
+    #[test]
+    fn the_first_stage_that_takes_a_pair_accounts_it() {
+        let mut spec = SwitchSpec {
+            pfc: Some(pfc()),
+            ..SwitchSpec::default()
+        };
+        spec.admission.insert(Params(100));
+        let mut a = <Chain<Cap, PfcGenerator>>::build(&spec).expect("configured");
+        let mut acts = ActionBuf::new();
+        // Class 3 is the head's: refused above its limit, PFC never sees it.
+        assert_eq!(a.on_enqueue(0, 3, 80, 0, &mut acts), Some(Admit::Accept));
+        assert_eq!(
+            a.on_enqueue(0, 3, 80, 0, &mut acts),
+            Some(Admit::Drop(DropReason::HeadroomOverflow))
+        );
+        assert!(a.on_dequeue(0, 3, 80, 0, &mut acts));
+        assert_eq!(a.head().map(|c| c.bytes), Some(0));
+        assert_eq!(a.tail().map(|p| p.counter(0, 3)), Some(0));
+        // Class 2 goes on to PFC (which takes every pair, accounting the lossless ones).
+        assert_eq!(a.on_enqueue(0, 2, 80, 0, &mut acts), Some(Admit::Accept));
+        assert!(a.on_dequeue(0, 2, 80, 0, &mut acts));
+        assert!(a.has_timer(Timer::Loop) && !a.has_timer(Timer::Slot));
+        // Without PFC, class 2 is nobody's.
+        spec.pfc = None;
+        let mut a = <Chain<Cap, PfcGenerator>>::build(&spec).expect("configured");
+        assert_eq!(a.on_enqueue(0, 2, 80, 0, &mut acts), None);
+        assert!(!a.on_dequeue(0, 2, 80, 0, &mut acts));
+        // Without either, no chain at all.
+        spec.admission.remove::<Params>();
+        assert!(<Chain<Cap, PfcGenerator>>::build(&spec).is_none());
+    }
+
+    #[test]
+    fn extensions_hold_one_value_per_type() {
+        let mut e = Extensions::default();
+        assert_eq!(e.get::<Params>(), None);
+        e.insert(Params(1));
+        e.set_from(&Params(2));
+        e.insert(7u32);
+        assert_eq!(e.get::<Params>(), Some(&Params(2)));
+        assert_eq!(e.get::<u32>(), Some(&7));
+        let c = e.clone();
+        assert_eq!(c, e);
+        e.remove::<u32>();
+        assert_ne!(c, e);
+        assert_eq!(format!("{e:?}"), "[Params(2)]");
+    }
+}
