@@ -107,10 +107,13 @@ pub struct Params {
     pub ack_interval: u32,
     /// The RNIC's TX window: packets a QP may have unacknowledged (0: no limit).
     pub window: u32,
-    /// Each QP's TX window is also its path's BDP (base RTT x line rate, in packets): the HPCC
-    /// simulator's `HAS_WIN 1` with `VAR_WIN 1` (third.cc's `pairBdp`), which the THEMIS
-    /// authors' runs use (`bdp_window = true`; default false).
-    pub bdp_window: bool,
+    /// Each QP's TX window is also a BDP, as the HPCC simulator's `HAS_WIN 1`: the network's
+    /// largest (`bdp_window = "max"`, its `GLOBAL_T 1`) or the QP's path's (`"pair"`); `None`
+    /// (the default): no such window.
+    pub bdp_window: Option<BdpWindow>,
+    /// That window scaled by the QP's rate over the line rate, at least one packet (the HPCC
+    /// simulator's `VAR_WIN 1`, `RdmaQueuePair::GetWin`); `var_window = true`.
+    pub var_window: bool,
     /// The responder keeps out-of-order packets (`responder = "selective"`, RNIC-SR) instead
     /// of discarding them (`"go-back-n"`, the default).
     pub keep_ooo: bool,
@@ -243,6 +246,15 @@ struct RawTraffic {
     stop_us: Option<S<f64>>,
 }
 
+/// Which BDP a QP's window is (`[emulation] bdp_window`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BdpWindow {
+    /// The network's largest BDP, for every QP.
+    Max,
+    /// The QP's own path's BDP.
+    Pair,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawEmulation {
@@ -251,7 +263,8 @@ struct RawEmulation {
     mtu: Option<S<i64>>,
     ack_interval: Option<S<i64>>,
     window: Option<S<i64>>,
-    bdp_window: Option<S<bool>>,
+    bdp_window: Option<S<String>>,
+    var_window: Option<S<bool>>,
     responder: Option<S<String>>,
     requester: Option<S<String>>,
     pfc_pause: Option<S<String>>,
@@ -1031,7 +1044,16 @@ fn params(v: &mut Validator, e: RawEmulation) -> Params {
         mtu: v.int_or(&k("mtu"), &e.mtu, 1024, 64, 8192) as u32,
         ack_interval: v.int_or(&k("ack_interval"), &e.ack_interval, 1, 1, 1024) as u32,
         window: v.int_or(&k("window"), &e.window, 0, 0, 1 << 22) as u32,
-        bdp_window: e.bdp_window.as_ref().is_some_and(|b| *b.get_ref()),
+        bdp_window: v.choice(
+            &k("bdp_window"),
+            &e.bdp_window,
+            &[
+                ("max", Some(BdpWindow::Max)),
+                ("pair", Some(BdpWindow::Pair)),
+            ],
+            None,
+        ),
+        var_window: e.var_window.as_ref().is_some_and(|b| *b.get_ref()),
         keep_ooo: v.choice(&k("responder"), &e.responder, &RECOVERY, false),
         selective_repeat: v.choice(&k("requester"), &e.requester, &RECOVERY, false),
         pause_until_resume: v.choice(

@@ -768,36 +768,51 @@ fn the_emulation_seed_reseeds_the_switches() {
     assert_ne!(switch_seed(7, 2), switch_seed(8, 2));
 }
 
-/// `bdp_window = true` (the HPCC simulator's VAR_WIN): a QP's window is its path's BDP, so a
-/// flow alone still fills the link (its FCT within 2% of the standalone one), while a window
-/// of a quarter of that (`window`) holds it to about a quarter of the rate; and it is a bool.
+/// `bdp_window` (the HPCC simulator's HAS_WIN): a QP's window is a BDP, so a flow alone still
+/// fills the link (its FCT within 2% of the standalone one), while a window of a quarter of that
+/// (`window`) holds it to about a quarter of the rate; `var_window` (VAR_WIN) scales it with the
+/// rate, which at line rate changes nothing. The values are checked.
 #[test]
 fn a_bdp_window_fills_the_path_and_no_more() {
+    use longhaul_emulator::scenario::BdpWindow;
     let size = 4_000_000u64;
     // 100 us each way on h0's link: a BDP of about 2.5 MB, 2,450 packets of 1024 bytes.
-    let long = "delay_ns = 100000";
     let reg = longhaul_pipelines::registry();
     let run = |emulation: &str| {
         let text = scenario(emulation, &flow(0, 1, size, 0.0), "").replacen(
             "delay_ns = 1000\n",
-            &format!("{long}\n"),
+            "delay_ns = 100000\n",
             1,
         );
         let mut s = load(&text);
-        assert_eq!(s.params.bdp_window, emulation.contains("bdp_window"));
         let r = emulate(&mut s, &reg, Overrides::default()).unwrap();
-        (
-            r.outcome.flows[0].fct_ns().expect("done"),
-            r.standalone_fct_ns[0].unwrap(),
-        )
+        let fct = r.outcome.flows[0].fct_ns().expect("done");
+        (s.params.bdp_window, fct, r.standalone_fct_ns[0].unwrap())
     };
-    let (fct, ideal) = run("bdp_window = true\n[emulation.dcqcn]\nenabled = false\n");
-    assert!(
-        fct as f64 <= ideal as f64 * 1.02,
-        "FCT {fct} ns, standalone {ideal} ns"
-    );
-    let (quarter, _) = run("window = 612\n[emulation.dcqcn]\nenabled = false\n");
+    let off = "[emulation.dcqcn]\nenabled = false\n";
+    for (keys, which) in [
+        ("bdp_window = \"pair\"\n", BdpWindow::Pair),
+        ("bdp_window = \"max\"\nvar_window = true\n", BdpWindow::Max),
+    ] {
+        let (w, fct, ideal) = run(&format!("{keys}{off}"));
+        assert_eq!(w, Some(which));
+        assert!(
+            fct as f64 <= ideal as f64 * 1.02,
+            "{keys}: FCT {fct} ns, standalone {ideal} ns"
+        );
+    }
+    let (_, fct, _) = run(&format!("bdp_window = \"pair\"\n{off}"));
+    let (w, quarter, _) = run(&format!("window = 612\n{off}"));
+    assert_eq!(w, None);
     assert!(quarter as f64 > fct as f64 * 2.5, "{quarter} vs {fct}");
-    let e = errors(&scenario("bdp_window = 1\n", "", ""));
-    assert!(e.iter().any(|e| e.contains("bdp_window")), "{e:?}");
+    let e = errors(&scenario("bdp_window = \"all\"\n", "", ""));
+    assert!(
+        e.iter().any(|e| e.contains("emulation.bdp_window")),
+        "{e:?}"
+    );
+    let e = errors(&scenario("var_window = 1\n", "", ""));
+    assert!(
+        e.iter().any(|e| e.contains("emulation.var_window")),
+        "{e:?}"
+    );
 }

@@ -16,7 +16,8 @@ emulate` scenarios, for `longhaul reproduce themis` (reproduce/themis.toml):
   30%), for 30 ms (the authors' `mix_*_0.03s` runs);
 - DCQCN "with the parameters from HPCC": the values of the authors' config.txt (RP_TIMER 900,
   RATE_AI 50 Mb/s, RATE_HAI 100 Mb/s, MIN_RATE 100 Mb/s, EWMA_GAIN 1/256, one fast-recovery
-  stage, a window of the path's BDP per QP: HAS_WIN 1, VAR_WIN 1), their ECN maps (KMIN/KMAX 400/1600 KB at 100 Gb/s, 800/6400 KB at 400 Gb/s, Pmax 0.2),
+  stage, a window of the largest BDP scaled by rate: HAS_WIN 1, GLOBAL_T 1, VAR_WIN 1; at most a
+  CNP per QP per 5 us from receivers, as their ReceiveUdp), their ECN maps (KMIN/KMAX 400/1600 KB at 100 Gb/s, 800/6400 KB at 400 Gb/s, Pmax 0.2),
   marked at dequeue as in their switch model, ACKs and CNPs in the data queue at switches.
 
 Two variants per load: `dcqcn-LOAD.toml` (commodity ESWs) and `themis-LOAD.toml` (THEMIS at both
@@ -31,8 +32,8 @@ The network is twodc.py's (shared with Reflex's evaluation). Where the paper is 
   section VII, Figure 13: up to 70 MB used by TRP), 16 MB shared plus the long link's headroom, so
   that the WAN is lossless as the paper's results imply;
 - TRP's recirculation port: the authors' topology gives each ESW a 1.6 Tb/s, 100 ns link to
-  itself (the loop their switch model recirculates into); PNP's cnp_interval and TRP's
-  alpha/beta are those of scenarios/switches/esw-a-themis.toml.
+  itself (the loop their switch model recirculates into); PNP's CNP interval is their 7 us;
+  TRP's alpha/beta are those of scenarios/switches/esw-a-themis.toml.
 
     python3 scenarios/papers/gen_themis.py
 """
@@ -73,7 +74,7 @@ dc_ports = [%s]
 wan_ports = ["wan"]
 
 [themis.pnp]
-cnp_interval_ns = 50000
+cnp_interval_ns = 7000          # the authors' PNP: a CNP per flow per 7 us at most
 cnp_dscp = 48
 host_prefixes = ["10.%d.0.0/16"]
 inter_dc_prefixes = ["10.%d.0.0/16"]
@@ -105,7 +106,9 @@ def variants():
                         load, arrivals_us // 1000,
                         "THEMIS at both ESWs" if esw else "commodity ESWs (DCQCN alone)")]
         emulation = ["mtu = %d" % PAYLOAD,
-                     "bdp_window = true             # HAS_WIN 1, VAR_WIN 1 in the authors' config.txt",
+                     'bdp_window = "max"            # HAS_WIN 1, GLOBAL_T 1 in the authors\' config.txt',
+                     "var_window = true             # VAR_WIN 1",
+                     "cnp_interval_us = 5           # the authors' receivers: a CNP per QP per 5 us at most",
                      "data_dscp = 26",
                      "control_dscp = 26             # ACKs and CNPs in the data queue, as the authors' switches"]
         if esw:

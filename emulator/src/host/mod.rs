@@ -28,7 +28,7 @@ pub mod rnic;
 pub mod swift;
 pub mod timely;
 
-use crate::scenario::{Connect, HostSpec, Params};
+use crate::scenario::{BdpWindow, Connect, HostSpec, Params};
 use cc::{AgentRate, Cc};
 use dcqcn::Dcqcn;
 pub use longhaul_dataplane::replay::FramePool;
@@ -373,7 +373,7 @@ impl Host {
 
     /// Sender `i`'s path on the idle network: `hops` switches forward, `base_rtt_ns` (its
     /// propagation both ways, `prop_rtt_ns`, and a frame's store and forward), and the
-    /// network's largest BDP in bytes. With `bdp_window` the QP's window becomes its path's BDP.
+    /// network's largest BDP in bytes. With `bdp_window` the QP's window becomes a BDP.
     /// The QP's retransmission timeout becomes at least twice the base RTT (an application picks its QP's local ACK timeout; one below the round trip
     /// fires on every packet of a long-haul flow); Swift scales its target and window with it.
     pub fn set_path(
@@ -389,11 +389,16 @@ impl Host {
             return;
         };
         q.rto_ns = q.rto_ns.max(2 * base_rtt_ns);
-        if self.p.bdp_window {
-            // third.cc: pairBdp = pairRtt x bandwidth / 8, the window in bytes; here in packets
-            // of the path MTU, at least one.
-            let bdp = base_rtt_ns as f64 * self.spec.rate_bps as f64 / 8e9;
+        if let Some(which) = self.p.bdp_window {
+            // third.cc: pairBdp = pairRtt x bandwidth / 8 (maxBdp the largest), the window in
+            // bytes; here in packets of the path MTU, at least one.
+            let bdp = match which {
+                BdpWindow::Pair => base_rtt_ns as f64 * self.spec.rate_bps as f64 / 8e9,
+                BdpWindow::Max => max_bdp_bytes as f64,
+            };
             q.path_window = (bdp / self.p.mtu.max(1) as f64).ceil().max(1.0) as u32;
+            q.var_window = self.p.var_window;
+            q.line_bps = self.spec.rate_bps as f64;
         }
         if let Some(Cc::Swift(w)) = q.cc.as_mut() {
             w.set_path(hops, prop_rtt_ns, max_bdp_bytes as f64 / frame);

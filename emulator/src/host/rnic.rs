@@ -65,8 +65,11 @@ pub struct SendQp {
     pub rtt_samples: u64,
     /// Its retransmission timeout (the host's, raised for a long path: `Host::set_path`).
     pub rto_ns: Nanos,
-    /// This QP's own TX window in packets (its path's BDP with `bdp_window`; 0: none).
+    /// This QP's own TX window in packets (a BDP with `bdp_window`; 0: none), and whether it
+    /// scales with the rate over `line_bps` (`var_window`).
     pub path_window: u32,
+    pub var_window: bool,
+    pub line_bps: f64,
     /// RNIC-SR (paper 002, section 2.3): "when the sender receives the NACK, it retransmits two
     /// packets: the packet indicated by the ePSN carried in the NACK, and the previous packet
     /// it just sent", then goes on with new data; `false`: go-back-N.
@@ -99,6 +102,8 @@ impl SendQp {
             rtt_samples: 0,
             rto_ns: DEFAULT_RTO_NS,
             path_window: 0,
+            var_window: false,
+            line_bps: 0.0,
             selective: false,
             resend: Vec::new(),
         }
@@ -112,6 +117,18 @@ impl SendQp {
             && self.start != NOT_STARTED
     }
 
+    /// The BDP window now: `path_window`, with `var_window` scaled by the congestion control's
+    /// rate over the line rate, at least one packet (the HPCC simulator's `GetWin`).
+    fn bdp_window(&self) -> u32 {
+        match self.cc.as_ref() {
+            Some(c) if self.var_window && self.line_bps > 0.0 => {
+                let r = c.rate_bps(self.line_bps, 0.0) / self.line_bps;
+                ((self.path_window as f64 * r.min(1.0)) as u32).max(1)
+            }
+            _ => self.path_window,
+        }
+    }
+
     /// The PSN [`SendQp::take_next`] will send: one to send again, else the next new one.
     pub fn next_psn(&self) -> u32 {
         self.resend.first().copied().unwrap_or(self.snd_nxt)
@@ -122,7 +139,7 @@ impl SendQp {
     pub fn window_open(&self, window: u32) -> bool {
         let out = self.snd_nxt - self.snd_una;
         (window == 0 || out < window)
-            && (self.path_window == 0 || out < self.path_window)
+            && (self.path_window == 0 || out < self.bdp_window())
             && self
                 .cc
                 .as_ref()
