@@ -373,9 +373,10 @@ impl Host {
 
     /// Sender `i`'s path on the idle network: `hops` switches forward, `base_rtt_ns` (its
     /// propagation both ways, `prop_rtt_ns`, and a frame's store and forward), and the
-    /// network's largest BDP in bytes. With `bdp_window` the QP's window becomes a BDP.
-    /// The QP's retransmission timeout becomes at least twice the base RTT (an application picks its QP's local ACK timeout; one below the round trip
-    /// fires on every packet of a long-haul flow); Swift scales its target and window with it.
+    /// network's largest BDP in bytes. With `bdp_window` the QP's window becomes a BDP. The
+    /// QP's retransmission timeout becomes at least twice the base RTT (an application picks its
+    /// QP's local ACK timeout; one below the round trip fires on every packet of a long-haul
+    /// flow); Swift scales its target and window with it.
     pub fn set_path(
         &mut self,
         i: usize,
