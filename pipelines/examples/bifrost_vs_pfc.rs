@@ -15,10 +15,13 @@
 //! delay of the packets delivered in the last 10 ms of the 50 % phase and overall, drops, and the
 //! egress time lost while the egress was open and the upstream had data (throughput loss).
 
+#[path = "../tests/support/bifrost_link.rs"]
+mod link;
+
+use link::{LinkSpec, LongLink};
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::Switch;
 use longhaul_pipelines::baseline::Baseline;
-use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink};
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;
 use std::path::Path;

@@ -3,6 +3,10 @@
 //! link, the downstream switch): Theorem 1 over random drain patterns, the worst case of Fig. 5,
 //! pause-frame leak recovery.
 
+#[path = "support/bifrost_link.rs"]
+mod link;
+
+use link::{LinkSpec, LongLink, SlotSample};
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::Switch;
 use longhaul_dataplane::pcap::PcapRecord;
@@ -10,7 +14,6 @@ use longhaul_dataplane::wire::pfc as wpfc;
 use longhaul_pipelines::baseline::Baseline;
 use longhaul_pipelines::bifrost::admission::BifrostOf;
 use longhaul_pipelines::bifrost::config::BifrostConfig;
-use longhaul_pipelines::bifrost::link::{LinkSpec, LongLink, SlotSample};
 use longhaul_pipelines::replay;
 use longhaul_pipelines::switch_spec;
 use longhaul_runtime::platform::heap_pool;

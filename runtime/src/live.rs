@@ -162,8 +162,7 @@ pub struct Swap<P: BufPool, L: Pipeline<P>, A: Admission = PfcGenerator> {
 
 /// Where the control thread leaves a [`Swap`]; the worker `try_lock`s it once per iteration.
 /// Boxed: `take` moves the slot's content out on every iteration, and an unboxed `Swap` (a whole
-/// switch with its pipeline's state) was a memcpy per iteration even when the slot was empty
-/// (21 instructions per frame for the baseline, 265 for THEMIS, perf/README.md).
+/// switch with its pipeline's state) is a memcpy per iteration even when the slot is empty.
 pub type SwapSlot<P, L, A = PfcGenerator> = Arc<Mutex<Option<Box<Swap<P, L, A>>>>>;
 
 /// Run `sw` over `ports` (index i of `ports` is port index i of the switch) until stopped.

@@ -1,8 +1,9 @@
-//! A mechanism defined here, in a test crate that depends only on the generic layers (control,
-//! runtime, dataplane), registered through the public path (`Registry::pipeline`,
-//! `Registry::mechanism`): its config section is parsed and validated with the same errors as
-//! the generic tables, its pipeline runs in replay and live, its punt handler and commands work,
-//! and its counters reach replay's counters and `/stats`. Nothing in the generic layers knows it.
+//! A mechanism defined here, in a test crate, registered through the public path
+//! (`Registry::admitting`, `pipeline`, `mechanism`): its config section is parsed and validated
+//! with the same errors as the generic tables, its pipeline runs in replay and live on the
+//! baseline's ingress skeleton (its stages at two insertion points), its admission stage runs in
+//! the engine's chain ahead of classic PFC, its punt handler and commands work, and its counters
+//! reach replay's counters and `/stats`. Nothing in the generic layers knows it.
 //! docs/adding-a-mechanism.md walks through the same steps.
 
 use longhaul_control::api::ApiError;
@@ -10,10 +11,17 @@ use longhaul_control::config::{
     span, Config, ConfigError, PortRef, Schema, Section, SectionConfig, Validator, S,
 };
 use longhaul_control::plane::{needs_rebuild, PipelineControl, ReloadPlan};
+use longhaul_dataplane::asic::pfc::{ActionBuf, Admit, PfcGenerator};
 use longhaul_dataplane::control::{Command, Punt};
-use longhaul_dataplane::engine::{Action, Ctx, Pipeline, SwitchSnapshot, SwitchSpec};
+use longhaul_dataplane::engine::{
+    Action, Admission, Chain, Ctx, Pipeline, SwitchSnapshot, SwitchSpec,
+};
 use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::pcap::{read_pcap, write_pcap, PcapRecord};
+use longhaul_dataplane::time::Nanos;
+use longhaul_dataplane::wire::parse::Parsed;
+use longhaul_pipelines::baseline::ingress::{ingress, Ingress};
+use longhaul_pipelines::baseline::Forwarding;
 use longhaul_runtime::{replay, Mechanism, PipelineMechanism, Registry, ReplayInput, RunOptions};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -26,6 +34,9 @@ use std::sync::Arc;
 /// Frames of this EtherType (IEEE local experimental) are control frames: punted, not forwarded;
 /// their first payload byte is the new output port id.
 const ETHERTYPE_CONTROL: u16 = 0x88b5;
+/// The data frames' EtherType (IEEE local experimental 2: not IP, forwarded by the parser's
+/// default policy).
+const ETHERTYPE_DATA: u16 = 0x88b6;
 const PUNT_SET_OUT: u16 = 1;
 
 /// `[tiny]` as in the file.
@@ -81,27 +92,52 @@ enum TinyCommand {
 }
 
 struct TinyPipe {
+    fwd: Forwarding,
     out: u16,
     class: u8,
     forwarded: u64,
     punted: u64,
 }
 
-impl<P: BufPool> Pipeline<P> for TinyPipe {
-    type Command = TinyCommand;
+/// Tiny on the baseline's ingress skeleton: control frames punted before the parse; the rest
+/// parsed, checked and classified by the baseline, then sent out of one port after classify.
+impl<P: BufPool> Ingress<P> for TinyPipe {
+    type State = ();
 
-    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+    fn fwd(&mut self) -> &mut Forwarding {
+        &mut self.fwd
+    }
+
+    fn before_parse(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Result<(), Action> {
         let d = pkt.data();
         if d.len() >= 15 && u16::from_be_bytes([d[12], d[13]]) == ETHERTYPE_CONTROL {
             self.punted += 1;
             ctx.punt_packet(PUNT_SET_OUT, pkt);
-            return Action::Consume;
+            return Err(Action::Consume);
         }
+        Ok(())
+    }
+
+    fn after_classify(
+        &mut self,
+        _: &mut Ctx<'_, P>,
+        pkt: &mut P::Buf,
+        _: &Parsed,
+        _: &mut (),
+    ) -> Option<Action> {
         self.forwarded += 1;
         let m = pkt.meta_mut();
         m.egress_port = self.out;
         m.class = self.class;
-        Action::Forward
+        Some(Action::Forward)
+    }
+}
+
+impl<P: BufPool> Pipeline<P> for TinyPipe {
+    type Command = TinyCommand;
+
+    fn ingress(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Action {
+        ingress(self, ctx, pkt)
     }
 
     fn command(&mut self, ctx: &mut Ctx<'_, P>, cmd: TinyCommand) -> Result<(), &'static str> {
@@ -161,6 +197,64 @@ impl PipelineControl for TinyControl {
     }
 }
 
+/// Its admission stage: the bytes of its class in the buffer, counted (every frame of the class
+/// admitted and given back), ahead of classic PFC in the chain.
+#[derive(Clone, Debug, PartialEq)]
+struct CapParams {
+    class: u8,
+}
+
+/// The stage's counters, in the snapshot's `admission` extensions.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CapStats {
+    admitted: u64,
+    bytes: u64,
+}
+
+struct Cap {
+    class: u8,
+    stats: CapStats,
+}
+
+impl Admission for Cap {
+    fn build(spec: &SwitchSpec) -> Option<Self> {
+        let p = spec.admission.get::<CapParams>()?;
+        Some(Cap {
+            class: p.class,
+            stats: CapStats::default(),
+        })
+    }
+    fn on_enqueue(
+        &mut self,
+        _: u16,
+        c: u8,
+        len: u64,
+        _: Nanos,
+        _: &mut ActionBuf,
+    ) -> Option<Admit> {
+        (c == self.class).then(|| {
+            self.stats.admitted += 1;
+            self.stats.bytes += len;
+            Admit::Accept
+        })
+    }
+    fn on_dequeue(&mut self, _: u16, c: u8, bytes: u64, _: Nanos, _: &mut ActionBuf) -> bool {
+        if c == self.class {
+            self.stats.bytes -= bytes;
+        }
+        c == self.class
+    }
+    fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {
+        match this {
+            Some(c) => snap.admission.set_from(&c.stats),
+            None => snap.admission.remove::<CapStats>(),
+        }
+    }
+}
+
+/// The registry's admission chain: tiny's stage, then classic PFC.
+type TinyAdmission = Chain<Cap, PfcGenerator>;
+
 struct TinyMechanism;
 
 impl Mechanism for TinyMechanism {
@@ -173,6 +267,18 @@ impl Mechanism for TinyMechanism {
     fn section(&self) -> Option<&dyn Section> {
         Some(&TinySection)
     }
+    /// Its admission stage on its class, when `[tiny]` is configured.
+    fn extend_spec(&self, cfg: &Config, spec: &mut SwitchSpec) {
+        if let Some(t) = cfg.section::<TinyConfig>() {
+            spec.admission.insert(CapParams { class: t.class });
+        }
+    }
+    fn counters(&self, snap: &SwitchSnapshot, out: &mut Vec<(String, u64)>) {
+        if let Some(c) = snap.admission.get::<CapStats>() {
+            out.push(("tiny.cap_admitted".into(), c.admitted));
+            out.push(("tiny.cap_bytes".into(), c.bytes));
+        }
+    }
 }
 
 impl PipelineMechanism for TinyMechanism {
@@ -182,6 +288,7 @@ impl PipelineMechanism for TinyMechanism {
     fn pipeline(&self, cfg: &Config) -> TinyPipe {
         let t = cfg.section::<TinyConfig>().expect("[tiny]");
         TinyPipe {
+            fwd: Forwarding::new(cfg),
             out: t.out,
             class: t.class,
             forwarded: 0,
@@ -222,7 +329,10 @@ impl Mechanism for Tally {
 // ---- the tests ----------------------------------------------------------------------------------
 
 fn registry() -> Registry {
-    Registry::new().pipeline(TinyMechanism).mechanism(Tally)
+    Registry::admitting::<TinyAdmission>()
+        .pipeline(TinyMechanism)
+        .mechanism(Tally)
+        .into()
 }
 
 fn config(tiny: &str, io: [&str; 2]) -> String {
@@ -252,10 +362,10 @@ fn frame(ethertype: u16, first: u8) -> Vec<u8> {
 /// Data, data, a control frame "out = port 0", then data 10 us later: the last one leaves on a.
 fn trace() -> Vec<PcapRecord> {
     [
-        (0, 0x0800, 0),
-        (1_000, 0x0800, 1),
+        (0, ETHERTYPE_DATA, 0),
+        (1_000, ETHERTYPE_DATA, 1),
         (2_000, ETHERTYPE_CONTROL, 0),
-        (12_000, 0x0800, 2),
+        (12_000, ETHERTYPE_DATA, 2),
     ]
     .iter()
     .map(|&(ts, et, b)| PcapRecord {
@@ -336,6 +446,8 @@ fn it_runs_in_replay_with_its_punt_handler_commands_and_counters() {
     assert_eq!(c["tiny.punted"], 1);
     assert_eq!(c["control.commands_applied"], 1);
     assert_eq!(c["tally.rx_pkts"], 4);
+    // Its admission stage accounted every data frame and got their bytes back.
+    assert_eq!((c["tiny.cap_admitted"], c["tiny.cap_bytes"]), (3, 0));
     // Its counters come after the switch's own and before the control channel's.
     let pos = |n: &str| res.counters.iter().position(|(k, _)| k == n).unwrap();
     assert!(pos("tiny.punted") < pos("switch.generated"));
@@ -377,6 +489,7 @@ fn it_runs_live_with_the_control_thread() {
     assert_eq!(get("tiny.forwarded"), Some(3));
     assert_eq!(get("tiny.punted"), Some(1));
     assert_eq!(get("tally.rx_pkts"), Some(4));
+    assert_eq!(get("tiny.cap_admitted"), Some(3));
     // Every data frame left on a port (which one depends on how fast the control thread
     // answered the punt, on a real clock).
     let out =

@@ -21,7 +21,7 @@ pub enum Action {
     /// Enqueue it on `meta.egress_port` as a packet the pipeline released from its own queue
     /// ([`Ctx::inject`]) is, right after its ingress: [`Action::Forward`] without the PFC
     /// accounting to the ingress port. For a packet the pipeline would hold and release at once
-    /// (MLCC's PFQ cut-through), without the round trip through [`Pipeline::hold`] and the emit
+    /// (a per-flow queue's cut-through), without the round trip through [`Pipeline::hold`] and the emit
     /// list. Ingress only (egress treats it as a drop).
     Release,
 }
@@ -96,7 +96,7 @@ pub trait Pipeline<P: BufPool> {
 
     /// Whether [`Pipeline::egress`] may do anything with a frame leaving port `port` (its id):
     /// [`Pipeline::egress_active`] narrowed to one port. `false` lets the engine skip the call
-    /// for that port's frames, and send its bypassed frames as one burst (a spraying ToR's
+    /// for that port's frames, and send its bypassed frames as one burst (a ToR whose
     /// egress stage acts toward its hosts only, not on the fabric ports most of its frames
     /// leave by). The default is [`Pipeline::egress_active`].
     #[inline]
@@ -272,7 +272,7 @@ impl<'a, P: BufPool> Ctx<'a, P> {
     /// [`Ctx::queue_depth`], [`Ctx::port_tx_bytes`] and [`Ctx::port`] give them): the depth in
     /// bytes of its queue `queue`, the bytes it has sent so far and its rate in bit/s, each 0
     /// for no such port. One look-up of the port for the three (the INT source writes them into
-    /// every packet it sends toward its DC, MLCC's receiver-side DCI).
+    /// every packet it sends toward its DC).
     #[inline]
     pub fn int_port_state(&self, id: u16, queue: u8) -> (u64, u64, u64) {
         let Some(&idx) = self.st.port_index.get(id as usize) else {

@@ -86,7 +86,7 @@ impl<P: BufPool, L: Pipeline<P>, A: Admission> Switch<P, L, A> {
             };
             // Admission over the burst: the frames to one idle port share one bypass run (the
             // port's checks made once, its counters added once), one run open per port, so that
-            // frames spread over several ports (a spraying ToR's) keep theirs; anything else that
+            // frames spread over several ports (a ToR spraying packets) keep theirs; anything else that
             // could touch a traffic manager closes the runs first.
             for (i, (pkt, &action)) in burst.drain(..n).zip(actions.iter()).enumerate() {
                 if action == Action::Forward {

@@ -33,7 +33,7 @@ pub struct SwitchSnapshot {
     /// (occupancy, capacity) of the command ring and the punt ring.
     pub command_ring: (usize, usize),
     pub punt_ring: (usize, usize),
-    /// Bytes the pipeline holds in its own queues ([`Pipeline::held_bytes`]: MLCC's PFQs).
+    /// Bytes the pipeline holds in its own queues ([`Pipeline::held_bytes`]: per-flow queues).
     pub held_bytes: u64,
     /// Frames inside the switch ([`Switch::buffered_packets`]).
     pub queued_pkts: u64,

@@ -9,9 +9,9 @@
 //! generation is to the baseline), not a match-action stage; a section lets it run under the
 //! baseline, THEMIS or any later pipeline without a combined kind for each.
 //!
-//! [`link`] is the emulated long link (virtual time) used by the tests and the perf example.
+//! The emulated long link (virtual time) the tests and the perf example drive it over is test
+//! support: `pipelines/tests/support/bifrost_link.rs`.
 pub mod admission;
 pub mod config;
 pub mod generator;
-pub mod link;
 pub mod mechanism;

@@ -15,7 +15,6 @@
 //! what it sent (pause frames go back up the link, data toward the DC is the drain). This needs
 //! T <= D, which the `[bifrost]` validation already demands.
 
-use crate::Admission;
 use longhaul_control::config::Config;
 use longhaul_dataplane::asic::pfc::PauseState;
 use longhaul_dataplane::engine::{Pipeline, Switch};
@@ -25,6 +24,7 @@ use longhaul_dataplane::time::{ns_to_quanta, serialization_ns, Nanos};
 use longhaul_dataplane::wire::ethernet::MacAddr;
 use longhaul_dataplane::wire::pfc as wpfc;
 use longhaul_dataplane::wire::roce::{build_roce_v4, opcode, BthRepr, RoceAddrs};
+use longhaul_pipelines::Admission;
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
