@@ -5,7 +5,9 @@
 //! config and trace: THEMIS at the ESW, the spraying ToR, Reflex at the ESW, Bifrost on a
 //! long-haul port.
 //!
-//! This file is its own test binary, so the counting allocator sees only this test.
+//! This file is its own test binary, so the counting allocator sees only these tests; it counts
+//! only on the thread that switched counting on, so a test building its config on another test
+//! thread is not charged to the one measuring.
 
 use longhaul_control::config::Config;
 use longhaul_dataplane::engine::{Pipeline, Switch};
@@ -19,18 +21,36 @@ use longhaul_pipelines::switch_spec;
 use longhaul_pipelines::Admission;
 use longhaul_runtime::platform::heap_pool;
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 struct Counting;
 
-static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Counting is on for this thread (const-initialised, no destructor: reading it never
+    /// allocates, so the allocator may read it).
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+fn counting() -> bool {
+    COUNTING.with(Cell::get)
+}
+
+/// Count this thread's allocations while `f` runs.
+fn count_allocs(f: impl FnOnce()) -> u64 {
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.load(Ordering::SeqCst)
+}
 
 // SAFETY: forwards every call to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's.
@@ -41,7 +61,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's.
@@ -116,11 +136,9 @@ fn steady_state_forwarding_allocates_nothing() {
     assert!(warm.emitted > 0);
 
     src.end += 20_000;
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    advance(&mut d, &mut sw, &mut src, None, &mut sink);
-    COUNTING.store(false, Ordering::SeqCst);
-    let allocs = ALLOCS.load(Ordering::SeqCst);
+    let allocs = count_allocs(|| {
+        advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    });
 
     let s = d.summary;
     let marks: u64 = (0..4)
@@ -177,11 +195,9 @@ fn mlcc_receiver_allocates_nothing() {
     let mut sink = |_: usize, _: Nanos, _: &HeapBuf| {};
     advance(&mut d, &mut sw, &mut src, None, &mut sink);
     src.0.end += 20_000;
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    advance(&mut d, &mut sw, &mut src, None, &mut sink);
-    COUNTING.store(false, Ordering::SeqCst);
-    let allocs = ALLOCS.load(Ordering::SeqCst);
+    let allocs = count_allocs(|| {
+        advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    });
     let mut held = 0;
     longhaul_dataplane::engine::Pipeline::<longhaul_dataplane::packet::HeapPool>::counters(
         sw.pipeline(),
@@ -232,11 +248,9 @@ fn steady_allocs<L: Pipeline<HeapPool>>(
     let mut sink = |_: usize, _: Nanos, _: &HeapBuf| {};
     advance(&mut d, &mut sw, &mut src, None, &mut sink);
     src.0.end += 20_000;
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    advance(&mut d, &mut sw, &mut src, None, &mut sink);
-    COUNTING.store(false, Ordering::SeqCst);
-    let allocs = ALLOCS.load(Ordering::SeqCst);
+    let allocs = count_allocs(|| {
+        advance(&mut d, &mut sw, &mut src, None, &mut sink);
+    });
     assert_eq!(d.summary.offered, 24_000);
     let mut counters = Vec::new();
     sw.pipeline().counters(&mut |k, v| counters.push((k, v)));
