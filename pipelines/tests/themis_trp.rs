@@ -275,18 +275,24 @@ fn beta_expiry_starts_recovery_lazily() {
     assert_eq!(trp.stats().recovered_flows, 1);
 }
 
-/// A throttled flow (loop_num 1) whose packets 1..=3 were forwarded, now recovering.
+/// A throttled flow (loop_num 3: CNPs 1, 7 and 8 increment it) whose packets 1..=3 were
+/// forwarded, now recovering.
 fn recovering(mode: RecoveryMode, first_psn: u32) -> (Trp, TrpKey, Nanos) {
     let mut trp = Trp::new(TrpParams {
         recovery: mode,
         ..TrpParams::default()
     });
     let k = flow(3, 33);
-    trp.on_cnp(k, 0);
+    for i in 0..8 {
+        trp.on_cnp(k, i);
+    }
+    assert_eq!(trp.flow(&k).unwrap().loop_num, 3);
     let mut psn = first_psn;
     for _ in 0..3 {
-        assert_eq!(trp.on_data(k, psn, 0, US), DataVerdict::Recirculate);
-        assert_eq!(trp.on_data(k, psn, 1, 2 * US), DataVerdict::Forward);
+        for loops in 0..3 {
+            assert_eq!(trp.on_data(k, psn, loops, US), DataVerdict::Recirculate);
+        }
+        assert_eq!(trp.on_data(k, psn, 3, 2 * US), DataVerdict::Forward);
         psn = (psn + 1) % PSN_MOD;
     }
     let now = BETA + 10 * US;
@@ -309,7 +315,8 @@ fn recovery_loops_once_unless_next_psn() {
     for psn in 7..20 {
         assert_eq!(trp.on_data(k, psn, 0, now), DataVerdict::Forward);
     }
-    // A packet back from the loop whose predecessor has not been forwarded waits for it.
+    // A packet back from the loop whose predecessor has not been forwarded waits for it (up
+    // to loop_num loops in all).
     assert_eq!(trp.on_data(k, 21, 0, now), DataVerdict::Recirculate);
     assert_eq!(trp.on_data(k, 21, 1, now), DataVerdict::Recirculate);
     assert_eq!(trp.on_data(k, 20, 0, now), DataVerdict::Forward);
@@ -479,6 +486,8 @@ struct Sim {
     /// Control-plane latency between a punt and its install.
     install_latency: Nanos,
     mode: RecoveryMode,
+    /// Every this-many-th packet sent into the loop is dropped there (a full loop); 0: none.
+    loop_drop_every: u32,
 }
 
 struct SimOut {
@@ -498,6 +507,7 @@ fn run(sim: &Sim) -> SimOut {
     let mut busy: Nanos = 0;
     let mut installs: VecDeque<Nanos> = VecDeque::new();
     let mut forwarded = Vec::new();
+    let mut looped = 0u32;
     let (mut next_pkt, mut next_cnp) = (0u32, 0u32);
     let mut t_next_pkt: Nanos = 1;
     loop {
@@ -534,6 +544,10 @@ fn run(sim: &Sim) -> SimOut {
         match trp.on_data(k, psn, loops, now) {
             DataVerdict::Forward => forwarded.push((psn, loops)),
             DataVerdict::Recirculate => {
+                looped += 1;
+                if sim.loop_drop_every > 0 && looped % sim.loop_drop_every == 0 {
+                    continue;
+                }
                 let start = now.max(busy);
                 busy = start + sim.loop_ser;
                 lp.push_back((busy + sim.loop_delay, psn, loops));
@@ -565,6 +579,7 @@ fn base_sim(mode: RecoveryMode) -> Sim {
         loop_delay: 3 * US,
         install_latency: 20 * US,
         mode,
+        loop_drop_every: 0,
     }
 }
 
@@ -607,6 +622,28 @@ fn reorder_free_recovery_drains_once_the_sender_slows() {
 }
 
 #[test]
+fn recovery_never_holds_a_packet_longer_than_throttling_would() {
+    // The loop drops one packet in 50 (full): the packets behind each hole wait for it, but no
+    // packet loops more than loop_num times (the authors' bound, trp.rs point 7), so a lossy
+    // loop does not fill up with packets waiting for predecessors that will never come.
+    let sim = Sim {
+        loop_drop_every: 50,
+        ..base_sim(RecoveryMode::ReorderFree)
+    };
+    let out = run(&sim);
+    let st = out.trp.flow(&flow(9, 0x99)).unwrap();
+    assert_eq!(st.flow_status, FlowStatus::Recover);
+    let most = out.forwarded.iter().map(|&(_, l)| l as u32).max().unwrap();
+    assert!(
+        most <= st.loop_num,
+        "{most} loops > loop_num {}",
+        st.loop_num
+    );
+    assert!(out.trp.stats().recover_forced > 0, "holes were waited for");
+    assert!(out.forwarded.len() < sim.pkts as usize);
+}
+
+#[test]
 fn direct_recovery_reorders_where_reorder_free_does_not() {
     let sim = base_sim(RecoveryMode::Direct);
     let out = run(&sim);
@@ -644,6 +681,7 @@ proptest! {
             loop_delay,
             install_latency: install_latency_us * US,
             mode: RecoveryMode::ReorderFree,
+            loop_drop_every: 0,
         };
         let out = run(&sim);
         prop_assert!(in_order(&sim, &out));

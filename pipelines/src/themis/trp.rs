@@ -83,16 +83,21 @@
 //!    - otherwise a new packet (`loop_count == 0`) loops once;
 //!    - otherwise (back from the loop) a packet *ahead* of L + 1 (its predecessor has not been
 //!      forwarded yet, so it is still in the loop) loops again, to keep the order, until it has
-//!      looped `max(loop_num, 1) + recover_hold_loops` times, after which it is forwarded anyway
-//!      (the predecessor was lost upstream or dropped by a full loop; counted in
-//!      `recover_forced`). A packet behind L (a go-back-N retransmission, a duplicate) or with no
-//!      L yet is forwarded.
+//!      looped `max(loop_num, 1)` times, the most it would have looped throttled, after which it
+//!      is forwarded anyway (counted in `recover_forced`: its predecessor was lost, or entered
+//!      the loop under a larger `loop_num`). A packet behind L (a go-back-N retransmission, a
+//!      duplicate) or with no L yet is forwarded.
 //!
 //!    Without the "ahead" rule a packet still looping from the throttled phase can overtake an
 //!    earlier one (the loop returns packets in the order of their arrival time modulo the loop
 //!    time, not of their PSNs), so "loop only once" alone does not keep the order; the PSN
-//!    register is what does, as the paper's last sentence says. `recover_hold_loops` is ours (a
-//!    bound the paper does not need to state).
+//!    register is what does, as the paper's last sentence says. The bound is the one the
+//!    authors' NS-3 code keeps (compiled out there, `if(0&&...)` in switch-node.cc's
+//!    `SendToDev`): a packet is stamped `recycle_times_left = loop_num` at its first pass and
+//!    never loops more, recovery only lets it out earlier. Holding a packet longer than that
+//!    cannot save the order once its predecessor is lost (the sender goes back N anyway) and
+//!    costs loop capacity: with 8 loops more, a 100 ns loop at 70% load (`longhaul reproduce
+//!    themis`) filled up, dropped 203 062 packets and left two inter-DC flows unfinished.
 //!
 //!    What the paper does not say: no reorder-free release can shrink a flow's delay while its
 //!    packets arrive closer together than one loop takes. A packet can only leave at its
@@ -168,10 +173,6 @@ pub struct TrpParams {
     /// Most loops a packet is given while throttled (ours: the loop counter is a `u8` that
     /// saturates at 255, so a larger `loop_num` could never be reached).
     pub max_loop_num: u8,
-    /// Reorder-free recovery: a packet back from the loop whose predecessor PSN has not been
-    /// forwarded is looped again, up to `max(loop_num, 1) + recover_hold_loops` loops in all
-    /// (ours; see the module documentation, point 7).
-    pub recover_hold_loops: u8,
     /// CNP_Store entries not hit (by a CNP or a data packet) for this long are removed by
     /// [`Trp::expire`] (ours: Algorithm 1 never ends a flow). `None`: never.
     pub store_idle_timeout: Option<Nanos>,
@@ -179,7 +180,7 @@ pub struct TrpParams {
 
 impl Default for TrpParams {
     /// The paper's values (section VI): α = 5, β = 500 µs, 1024 cache cells and store entries;
-    /// reorder-free recovery; loops capped at 255; 8 hold loops; idle entries removed after 1 s.
+    /// reorder-free recovery; loops capped at 255; idle entries removed after 1 s.
     fn default() -> Self {
         TrpParams {
             alpha_init: 5,
@@ -188,7 +189,6 @@ impl Default for TrpParams {
             cnp_cache_size: 1024,
             cnp_store_capacity: 1024,
             max_loop_num: u8::MAX,
-            recover_hold_loops: 8,
             store_idle_timeout: Some(NS_PER_SEC),
         }
     }
@@ -901,12 +901,7 @@ fn recover_reorder_free(
     if !ahead {
         return DataVerdict::Forward;
     }
-    let limit = st
-        .loop_num
-        .min(p.max_loop_num as u32)
-        .max(1)
-        .saturating_add(p.recover_hold_loops as u32)
-        .min(u8::MAX as u32);
+    let limit = st.loop_num.min(p.max_loop_num as u32).max(1);
     if (loop_count as u32) < limit {
         stats.recover_waits += 1;
         DataVerdict::Recirculate
@@ -1088,23 +1083,26 @@ mod tests {
     }
 
     #[test]
-    fn recover_hold_is_bounded() {
-        let mut t = Trp::new(TrpParams {
-            recover_hold_loops: 2,
-            ..TrpParams::default()
-        });
+    fn recover_hold_is_bounded_by_loop_num() {
+        let mut t = Trp::new(TrpParams::default());
         let k = key(1, 1);
-        t.on_cnp(k, 0);
-        assert_eq!(t.on_data(k, 10, 1, 1), DataVerdict::Forward);
-        // Enter recovery; PSN 11 is lost, 12 waits for it.
-        t.on_data(k, 30, 5, BETA + 1);
+        // CNPs 1, 7 and 8 increment loop_num (point 1): three loops.
+        for i in 0..8 {
+            t.on_cnp(k, i);
+        }
+        assert_eq!(t.flow(&k).unwrap().loop_num, 3);
+        assert_eq!(t.on_data(k, 10, 3, 10), DataVerdict::Forward);
+        // Enter recovery; PSN 11 is lost, 12 waits for it, at most as long as it would have
+        // looped throttled.
+        t.on_data(k, 30, 5, BETA + 10);
         assert_eq!(t.flow(&k).unwrap().flow_status, FlowStatus::Recover);
-        let now = BETA + 2;
+        let now = BETA + 11;
         t.on_data(k, 10, 5, now); // last forwarded = 10 again (behind)
         assert_eq!(t.on_data(k, 12, 0, now), DataVerdict::Recirculate);
         assert_eq!(t.on_data(k, 12, 1, now), DataVerdict::Recirculate);
         assert_eq!(t.on_data(k, 12, 2, now), DataVerdict::Recirculate);
-        assert_eq!(t.on_data(k, 12, 3, now), DataVerdict::Forward); // max(1,1) + 2
+        assert_eq!(t.stats().recover_forced, 0);
+        assert_eq!(t.on_data(k, 12, 3, now), DataVerdict::Forward);
         assert_eq!(t.stats().recover_forced, 1);
         assert_eq!(t.on_data(k, 13, 0, now), DataVerdict::Forward);
     }
