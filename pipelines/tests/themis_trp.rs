@@ -545,7 +545,7 @@ fn run(sim: &Sim) -> SimOut {
             DataVerdict::Forward => forwarded.push((psn, loops)),
             DataVerdict::Recirculate => {
                 looped += 1;
-                if sim.loop_drop_every > 0 && looped % sim.loop_drop_every == 0 {
+                if sim.loop_drop_every > 0 && looped.is_multiple_of(sim.loop_drop_every) {
                     continue;
                 }
                 let start = now.max(busy);
