@@ -63,6 +63,13 @@ impl Report {
     /// if a flow is unfinished) during which a PFC pause was in force somewhere (THEMIS's
     /// Figure 11 metric; [`pause`]).
     pub fn pause_fraction(&self) -> f64 {
+        let (from, to) = self.span();
+        self.outcome.pauses.fraction(from, to)
+    }
+
+    /// The flows' span: the first start to the last finish, or the run's end if a flow is
+    /// unfinished.
+    pub fn span(&self) -> (Nanos, Nanos) {
         let o = &self.outcome;
         let from = o.flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
         let to = o
@@ -71,7 +78,41 @@ impl Report {
             .map(|f| f.finish_ns.unwrap_or(o.end_ns))
             .max()
             .unwrap_or(0);
-        o.pauses.fraction(from, to)
+        (from, to)
+    }
+
+    /// The (switch, port) indices of `SWITCH:PORT`.
+    pub fn switch_port(&self, name: &str) -> Option<(usize, usize)> {
+        let (sw, port) = name.split_once(':')?;
+        let o = &self.outcome;
+        let i = o.switches.iter().position(|(n, _)| n == sw)?;
+        let p = o.port_names.get(i)?.iter().position(|n| n == port)?;
+        Some((i, p))
+    }
+
+    /// The average rate, in bits/s, at which the switch ports `ends` (SWITCH:PORT) sent over the
+    /// flows' span, each (a link's throughput per direction when they are its two ends), and
+    /// the fraction of the span during which any of them was paused; `None` when one is not
+    /// a switch port of the scenario.
+    pub fn port_load(&self, ends: &[String]) -> Option<(f64, f64)> {
+        let o = &self.outcome;
+        let idx: Vec<(usize, usize)> = ends
+            .iter()
+            .map(|e| self.switch_port(e))
+            .collect::<Option<_>>()?;
+        let (from, to) = self.span();
+        let secs = to.saturating_sub(from).max(1) as f64 / 1e9;
+        let bytes: u64 = idx
+            .iter()
+            .map(|&(i, p)| o.switches[i].1.ports.get(p).map_or(0, |x| x.stats.tx_bytes))
+            .sum();
+        let bps = bytes as f64 * 8.0 / secs / idx.len().max(1) as f64;
+        let paused = o.pauses.fraction_of(
+            from,
+            to,
+            |e| matches!(e, scenario::End::Switch(i, p) if idx.contains(&(*i, *p))),
+        );
+        Some((bps, paused))
     }
 
     /// Flow `i`'s FCT over its FCT alone through the same switches (`None`: either missing).

@@ -153,12 +153,18 @@ impl PauseLog {
     /// The fraction of `[from, to)` during which anything in the network was paused (the union
     /// of every interval); 0 for an empty span.
     pub fn fraction(&self, from: Nanos, to: Nanos) -> f64 {
+        self.fraction_of(from, to, |_| true)
+    }
+
+    /// [`PauseLog::fraction`] over the ends `keep` accepts only.
+    pub fn fraction_of(&self, from: Nanos, to: Nanos, keep: impl Fn(&End) -> bool) -> f64 {
         if to <= from {
             return 0.0;
         }
         let mut all: Vec<(Nanos, Nanos)> = self
             .ends
             .iter()
+            .filter(|(e, _)| keep(e))
             .flat_map(|(_, iv)| iv.iter().map(|&(a, b)| (a.max(from), b.min(to))))
             .filter(|&(a, b)| b > a)
             .collect();

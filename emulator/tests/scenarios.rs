@@ -61,6 +61,43 @@ fn bifrost_halves_the_buffer_of_classic_pfc_on_a_long_link() {
     assert!(bifrost::admission::stats(switch(&pfc, "dci-b")).is_none());
 }
 
+/// The long link's figures (`longhaul reproduce`'s `long_link_*`, Bifrost's Figure 15):
+/// per direction, what its ends sent over the flows' span, at least the flows' bytes and below
+/// the link's rate; and the share of the span its upstream end was paused (both flow controls
+/// pause it: classic PFC in long holds, Bifrost in short slots), as its pause log says.
+#[test]
+fn long_link_load_is_what_crossed_it() {
+    let ends = ["dci-a:wan".to_string(), "dci-b:wan".to_string()];
+    for name in ["bifrost-pfc.toml", "bifrost.toml"] {
+        let r = report(name);
+        assert!(r.switch_port("dci-a:nowhere").is_none());
+        assert!(r.port_load(&["dci-a:nowhere".to_string()]).is_none());
+        let (bps, p) = r.port_load(&ends).expect("both ends are switch ports");
+        let (from, to) = r.span();
+        let sent_bits = bps * (to - from) as f64 / 1e9 * ends.len() as f64;
+        let payload: u64 = r.outcome.flows.iter().map(|f| f.size_bytes).sum();
+        assert!(
+            sent_bits >= payload as f64 * 8.0,
+            "{name}: {sent_bits} bits sent, flows of {payload} bytes"
+        );
+        assert!(bps < 100e9, "{name}: {bps} b/s on a 100 Gb/s link");
+        // Only the upstream end (dci-a:wan) receives pauses; one priority, so no overlaps.
+        let (i, port) = r.switch_port("dci-a:wan").unwrap();
+        let held: u64 = r
+            .outcome
+            .pauses
+            .ends
+            .iter()
+            .filter(|(e, _)| *e == longhaul_emulator::scenario::End::Switch(i, port))
+            .flat_map(|(_, iv)| iv.iter())
+            .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
+            .sum();
+        assert!(held > 0, "{name}: the long link was never paused");
+        let share = held as f64 / (to - from) as f64;
+        assert!((p - share).abs() < 1e-9, "{name}: {p} vs {share}");
+    }
+}
+
 fn report(name: &str) -> longhaul_emulator::Report {
     let reg = longhaul_pipelines::registry();
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -65,16 +65,19 @@ class Params:
 
 
 def switch(p, name, ports, routes, pipeline="baseline", scheduler="drr", buffer=None,
-           headroom=None, extra=""):
+           headroom=None, extra="", xoff=None):
     """ports: (name, mac, Gb/s); routes: (prefix, port, next-hop MAC) or (prefix, [(port, MAC)])
     for an ECMP group. ECN at the thresholds of the switch's slowest port (where its queues
-    build); PFC on the dynamic threshold, with the headroom HPCC's third.cc gives a port (3 x its
-    rate x its link's delay) at the fastest port unless given."""
+    build); PFC on the dynamic threshold (`p.pfc_alpha`; None: static), with the headroom HPCC's
+    third.cc gives a port (3 x its rate x its link's delay) at the fastest port unless given,
+    XOFF at most `xoff` (default: all the shared buffer, so that the dynamic share alone
+    decides)."""
     buffer = buffer or p.buffer
     rates = [x[2] for x in ports]
     if headroom is None:
         headroom = 3 * max(rates) * 10**9 * LINK_NS // 8 // 10**9
-    xoff = buffer - len(ports) * headroom
+    if xoff is None:
+        xoff = buffer - len(ports) * headroom
     s = ['[switch]', 'name = "%s"' % name, 'pipeline = "%s"' % pipeline,
          'pool_buffers = %d' % min(max(65536, buffer // 1024), 262144), 'buffer_data_room = 2048',
          'buffer_bytes = %d' % buffer, 'seed = 1', 'ecmp_seed = %d' % (len(name) + sum(map(ord, name)))]
@@ -93,9 +96,10 @@ def switch(p, name, ports, routes, pipeline="baseline", scheduler="drr", buffer=
         s.append('ecn = { kmin_bytes = %d, kmax_bytes = %d, pmax = 0.2, at = "dequeue" }' % ecn)
     s += ['', '[[qos.classes]]', 'class = 6', 'limit_bytes = 262144',
           '', '[pfc]', 'enabled = true',
-          'xoff_bytes = %d' % xoff, 'xon_bytes = %d' % (xoff - RESUME_OFFSET),
-          'dynamic_alpha = %s' % p.pfc_alpha, 'headroom_bytes = %d' % headroom,
-          'pause_quanta = 65535',
+          'xoff_bytes = %d' % xoff, 'xon_bytes = %d' % (xoff - RESUME_OFFSET)]
+    if p.pfc_alpha is not None:
+        s.append('dynamic_alpha = %s' % p.pfc_alpha)
+    s += ['headroom_bytes = %d' % headroom, 'pause_quanta = 65535',
           # HPCC holds a pause until RESUME: refresh at 90% of the pause at the fastest port.
           'refresh_ns = %d' % (65535 * 512 * 9 // (10 * max(rates)))]
     for r in routes:
@@ -166,12 +170,15 @@ def dc_ports():
     return ", ".join('"l%d"' % l for l in range(LEAFS))
 
 
-def scenario(comment, emulation, switches, links, load, arrivals_us, up):
-    """A scenario's text: `comment` lines, `emulation` lines after `[emulation]`, every server
-    sending WebSearch flows to the 31 others at `load` for `arrivals_us`; `up` prefixes the
-    switch configs' paths."""
+def scenario(comment, emulation, switches, links, load, arrivals_us, up, hosts=None,
+             traffic=None):
+    """A scenario's text: `comment` lines, `emulation` lines after `[emulation]`, `hosts`
+    ((name, IP, MAC, DC); default twodc's 32) at HOST_GBPS, and `traffic` ((sources,
+    destinations, load, CDF); default every server sending WebSearch flows to all the others at
+    `load`) for `arrivals_us`; `up` prefixes the switch configs' paths."""
+    hosts = hosts or HOSTS
     s = ["# " + c for c in comment] + ["", "[emulation]"] + emulation
-    for hn, hip, hmac, dc in HOSTS:
+    for hn, hip, hmac, dc in hosts:
         s += ["[[hosts]]", 'name = "%s"' % hn, 'ip = "%s"' % hip, 'mac = "%s"' % hmac,
               "rate_gbps = %d" % HOST_GBPS, 'dc = "%s"' % dc, ""]
     for name, cfg in switches:
@@ -180,9 +187,11 @@ def scenario(comment, emulation, switches, links, load, arrivals_us, up):
     for a, b, ns, gbps in links:
         s += ["[[links]]", 'a = "%s"' % a, 'b = "%s"' % b, "rate_gbps = %d" % gbps,
               "delay_ns = %d" % ns, ""]
-    everyone = ", ".join('"%s"' % h[0] for h in HOSTS)
-    s += ["[[traffic]]", "sources = [%s]" % everyone, "destinations = [%s]" % everyone,
-          "load = %s" % load, 'cdf = "websearch"', "stop_us = %d" % arrivals_us, ""]
+    everyone = [h[0] for h in hosts]
+    for src, dst, ld, cdf in traffic or [(everyone, everyone, load, "websearch")]:
+        s += ["[[traffic]]", "sources = [%s]" % ", ".join('"%s"' % h for h in src),
+              "destinations = [%s]" % ", ".join('"%s"' % h for h in dst),
+              "load = %s" % ld, 'cdf = "%s"' % cdf, "stop_us = %d" % arrivals_us, ""]
     return "\n".join(s)
 
 

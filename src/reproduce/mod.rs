@@ -31,6 +31,16 @@ const MANIFESTS: &[(&str, &str, &str)] = &[
         "scenarios/papers/reflex.toml",
         include_str!("../../scenarios/papers/reflex.toml"),
     ),
+    (
+        "bifrost",
+        "scenarios/papers/bifrost.toml",
+        include_str!("../../scenarios/papers/bifrost.toml"),
+    ),
+    (
+        "bifrost-a2a",
+        "scenarios/papers/bifrost-a2a.toml",
+        include_str!("../../scenarios/papers/bifrost-a2a.toml"),
+    ),
 ];
 
 #[derive(Args)]
@@ -71,6 +81,9 @@ pub(crate) struct Manifest {
     pub scales: BTreeMap<String, Scale>,
     pub variants: Vec<Variant>,
     pub claims: Vec<Claim>,
+    /// The long link's two ends, `SWITCH:PORT` (the `long_link_*` metrics).
+    #[serde(default)]
+    pub long_link: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +94,16 @@ pub(crate) struct Scale {
     pub note: String,
     /// Every flow runs to completion (`--until-done`), up to this much virtual time.
     pub max_duration_us: u64,
+    /// The points run at this scale (default: all); every claim's points must be among them.
+    #[serde(default)]
+    pub points: Option<Vec<u32>>,
+}
+
+impl Scale {
+    /// Whether `point` runs at this scale.
+    fn runs(&self, point: u32) -> bool {
+        self.points.as_ref().is_none_or(|v| v.contains(&point))
+    }
 }
 
 #[derive(Deserialize)]
@@ -157,10 +180,19 @@ pub(crate) enum Metric {
     PausePct,
     /// PFC frames the switches sent.
     PfcFrames,
+    /// FCT in milliseconds (not normalized: Bifrost's and MLCC's figures), average and P99.
+    InterFctAvg,
+    InterFctP99,
+    AllFctAvg,
+    AllFctP99,
+    /// The long link's throughput per direction over the flows' span, Gb/s.
+    LongLinkGbps,
+    /// The share of the flows' span during which either end of the long link was paused.
+    LongLinkPausePct,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 15] = [
         Metric::IntraAvg,
         Metric::IntraP99,
         Metric::InterAvg,
@@ -170,6 +202,12 @@ impl Metric {
         Metric::InterLargeP99,
         Metric::PausePct,
         Metric::PfcFrames,
+        Metric::InterFctAvg,
+        Metric::InterFctP99,
+        Metric::AllFctAvg,
+        Metric::AllFctP99,
+        Metric::LongLinkGbps,
+        Metric::LongLinkPausePct,
     ];
 
     pub fn name(self) -> &'static str {
@@ -183,6 +221,12 @@ impl Metric {
             Metric::InterLargeP99 => "inter_10mb_p99",
             Metric::PausePct => "pause_pct",
             Metric::PfcFrames => "pfc_frames",
+            Metric::InterFctAvg => "inter_fct_avg",
+            Metric::InterFctP99 => "inter_fct_p99",
+            Metric::AllFctAvg => "all_fct_avg",
+            Metric::AllFctP99 => "all_fct_p99",
+            Metric::LongLinkGbps => "long_link_gbps",
+            Metric::LongLinkPausePct => "long_link_pause_pct",
         }
     }
 }
@@ -202,11 +246,31 @@ impl Manifest {
             bail!("{file}: points: at least one point is needed");
         }
         for scale in ["full", "quick"] {
-            if !m.scales.contains_key(scale) {
+            let Some(sc) = m.scales.get(scale) else {
                 bail!("{file}: scales.{scale}: missing");
+            };
+            if let Some(p) = sc.points.iter().flatten().find(|p| !m.points.contains(p)) {
+                bail!("{file}: scales.{scale}.points: {p} is not one of the points");
+            }
+            for (i, c) in m.claims.iter().enumerate() {
+                let at = c.points.as_ref().unwrap_or(&m.points);
+                if let Some(p) = at.iter().find(|&&p| !sc.runs(p)) {
+                    bail!("{file}: claims[{i}]: point {p} does not run at scale {scale} (scales.{scale}.points)");
+                }
             }
         }
+        if m.long_link.len() != 2 && !m.long_link.is_empty() {
+            bail!("{file}: long_link: the link's two ends (SWITCH:PORT), or none");
+        }
         for (i, c) in m.claims.iter().enumerate() {
+            if matches!(c.metric, Metric::LongLinkGbps | Metric::LongLinkPausePct)
+                && m.long_link.is_empty()
+            {
+                bail!(
+                    "{file}: claims[{i}].metric: {} needs long_link",
+                    c.metric.name()
+                );
+            }
             for (key, name) in [("baseline", &c.baseline), ("mechanism", &c.mechanism)] {
                 if !m.variants.iter().any(|v| &v.name == name) {
                     bail!("{file}: claims[{i}].{key}: no variant named {name:?}");
@@ -263,7 +327,7 @@ pub(crate) struct Run {
     pub metrics: BTreeMap<Metric, f64>,
 }
 
-fn measure(r: &longhaul_emulator::Report) -> (BTreeMap<Metric, f64>, usize) {
+fn measure(r: &longhaul_emulator::Report, long_link: &[String]) -> (BTreeMap<Metric, f64>, usize) {
     let o = &r.outcome;
     let pick = |scope: Option<bool>| -> Vec<f64> {
         (0..o.flows.len())
@@ -288,6 +352,27 @@ fn measure(r: &longhaul_emulator::Report) -> (BTreeMap<Metric, f64>, usize) {
         .collect();
     if let Some((_, p)) = longhaul_emulator::output::avg_p99(&mut large) {
         m.insert(Metric::InterLargeP99, p);
+    }
+    let fct_ms = |scope: Option<bool>| -> Vec<f64> {
+        o.flows
+            .iter()
+            .filter(|f| scope.is_none() || f.inter_dc == scope)
+            .filter_map(|f| f.fct_ns())
+            .map(|ns| ns as f64 / 1e6)
+            .collect()
+    };
+    for (scope, avg, p99) in [
+        (Some(true), Metric::InterFctAvg, Metric::InterFctP99),
+        (None, Metric::AllFctAvg, Metric::AllFctP99),
+    ] {
+        if let Some((a, p)) = longhaul_emulator::output::avg_p99(&mut fct_ms(scope)) {
+            m.insert(avg, a);
+            m.insert(p99, p);
+        }
+    }
+    if let Some((bps, paused)) = r.port_load(long_link).filter(|_| !long_link.is_empty()) {
+        m.insert(Metric::LongLinkGbps, bps / 1e9);
+        m.insert(Metric::LongLinkPausePct, 100.0 * paused);
     }
     m.insert(Metric::PausePct, 100.0 * r.pause_fraction());
     let pfc: u64 = o
@@ -369,7 +454,7 @@ pub fn cmd_reproduce(a: ReproduceArgs) -> Result<ExitCode> {
 /// order, whatever order they finished in.
 fn run_all(m: &Manifest, scale: &Scale, dir: &Path, seeds: u64, jobs: usize) -> Result<Vec<Run>> {
     let mut todo = Vec::new();
-    for point in 0..m.points.len() {
+    for point in (0..m.points.len()).filter(|&p| scale.runs(m.points[p])) {
         for variant in 0..m.variants.len() {
             for seed in 1..=seeds {
                 let rel = scale
@@ -406,7 +491,7 @@ fn run_all(m: &Manifest, scale: &Scale, dir: &Path, seeds: u64, jobs: usize) -> 
                 let Some((point, variant, seed, path)) = todo.get(i) else {
                     break;
                 };
-                let r = run_one(scale, path, *point, *variant, *seed);
+                let r = run_one(scale, path, &m.long_link, (*point, *variant, *seed));
                 bar.inc(1);
                 bar.set_message(format!(
                     "(last: {} at {} {}, seed {seed})",
@@ -428,7 +513,12 @@ fn run_all(m: &Manifest, scale: &Scale, dir: &Path, seeds: u64, jobs: usize) -> 
         .collect()
 }
 
-fn run_one(scale: &Scale, path: &Path, point: usize, variant: usize, seed: u64) -> Result<Run> {
+fn run_one(
+    scale: &Scale,
+    path: &Path,
+    long_link: &[String],
+    (point, variant, seed): (usize, usize, u64),
+) -> Result<Run> {
     let registry = longhaul_pipelines::registry();
     let mut s =
         longhaul_emulator::scenario::Scenario::load(path, registry.as_ref()).map_err(|errs| {
@@ -443,7 +533,13 @@ fn run_one(scale: &Scale, path: &Path, point: usize, variant: usize, seed: u64) 
     };
     let r = longhaul_emulator::emulate(&mut s, &registry, o)
         .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let (metrics, unfinished) = measure(&r);
+    if let Some(e) = long_link.iter().find(|e| r.switch_port(e).is_none()) {
+        bail!(
+            "{}: long_link: {e} is not a switch port (SWITCH:PORT) of this scenario",
+            path.display()
+        );
+    }
+    let (metrics, unfinished) = measure(&r, long_link);
     Ok(Run {
         point,
         variant,
