@@ -45,7 +45,7 @@ const MANIFESTS: &[(&str, &str, &str)] = &[
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// The paper (themis, reflex), or `all`.
+    /// The paper (themis, reflex, bifrost, bifrost-a2a), or `all`.
     paper: String,
     /// Where the reports go (one folder per paper).
     #[arg(long, value_name = "DIR", default_value = "reproduce-out")]
