@@ -61,20 +61,42 @@ pub trait Admission: Send + 'static {
         actions: &mut ActionBuf,
     ) -> bool;
 
+    /// The one timer a stage runs on (`None`: it has none). A stage with a timer gives its
+    /// [`Admission::deadline`] and [`Admission::poll`]; the three methods after them follow.
+    const TIMER: Option<Timer> = None;
+
+    /// When its timer is next due, if armed.
+    #[inline]
+    fn deadline(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Its timer is due at `now`: do what is due (pause frames to `actions`).
+    #[inline]
+    fn poll(&mut self, _now: Nanos, _actions: &mut ActionBuf) {}
+
     /// When its `timer` is next due, if armed.
     #[inline]
-    fn next_deadline(&self, _timer: Timer) -> Option<Nanos> {
-        None
+    fn next_deadline(&self, timer: Timer) -> Option<Nanos> {
+        if Self::TIMER == Some(timer) {
+            self.deadline()
+        } else {
+            None
+        }
     }
 
     /// Run its `timer` if due at `now`.
     #[inline]
-    fn on_time(&mut self, _timer: Timer, _now: Nanos, _actions: &mut ActionBuf) {}
+    fn on_time(&mut self, timer: Timer, now: Nanos, actions: &mut ActionBuf) {
+        if Self::TIMER == Some(timer) && self.deadline().is_some_and(|t| t <= now) {
+            self.poll(now, actions);
+        }
+    }
 
     /// Whether it has a `timer` at all.
     #[inline]
-    fn has_timer(&self, _timer: Timer) -> bool {
-        false
+    fn has_timer(&self, timer: Timer) -> bool {
+        Self::TIMER == Some(timer)
     }
 
     /// Copy its counters into `snap` (`this`: the stage, `None` when the switch has none, so
@@ -119,23 +141,17 @@ impl Admission for PfcGenerator {
         true
     }
 
+    /// XOFF refreshes, checked every pass of the loop.
+    const TIMER: Option<Timer> = Some(Timer::Loop);
+
     #[inline]
-    fn next_deadline(&self, timer: Timer) -> Option<Nanos> {
-        match timer {
-            Timer::Loop => PfcGenerator::next_deadline(self),
-            Timer::Slot => None,
-        }
+    fn deadline(&self) -> Option<Nanos> {
+        PfcGenerator::next_deadline(self)
     }
 
     #[inline]
-    fn on_time(&mut self, timer: Timer, now: Nanos, actions: &mut ActionBuf) {
-        if timer == Timer::Loop && PfcGenerator::next_deadline(self).is_some_and(|t| t <= now) {
-            self.poll(now, actions);
-        }
-    }
-
-    fn has_timer(&self, timer: Timer) -> bool {
-        timer == Timer::Loop
+    fn poll(&mut self, now: Nanos, actions: &mut ActionBuf) {
+        PfcGenerator::poll(self, now, actions);
     }
 
     fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {

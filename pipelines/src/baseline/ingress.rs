@@ -23,7 +23,7 @@ use longhaul_dataplane::wire::parse::Parsed;
 /// A pipeline's stages at the insertion points of the baseline's ingress ([`ingress`]).
 pub trait Ingress<P: BufPool> {
     /// What a packet's stages hand from `before_parse` to the later points (`()` for most).
-    type State;
+    type State: Default;
 
     /// [`Forwarding::lookup_stage_with`]'s `PORT_MAC_ENDS`: for a pipeline whose frames commonly
     /// come to another of its ports' MACs.
@@ -33,11 +33,14 @@ pub trait Ingress<P: BufPool> {
     fn fwd(&mut self) -> &mut Forwarding;
 
     /// Before the parse. `Err`: the packet's fate (the skeleton stops).
+    #[inline(always)]
     fn before_parse(
         &mut self,
-        ctx: &mut Ctx<'_, P>,
-        pkt: &mut P::Buf,
-    ) -> Result<Self::State, Action>;
+        _ctx: &mut Ctx<'_, P>,
+        _pkt: &mut P::Buf,
+    ) -> Result<Self::State, Action> {
+        Ok(Self::State::default())
+    }
 
     /// After classify (`meta.class` set), before the lookup. `Some`: the packet's fate.
     #[inline(always)]
@@ -143,10 +146,5 @@ impl<P: BufPool> Ingress<P> for Forwarding {
     #[inline(always)]
     fn fwd(&mut self) -> &mut Forwarding {
         self
-    }
-
-    #[inline(always)]
-    fn before_parse(&mut self, _: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<(), Action> {
-        Ok(())
     }
 }

@@ -49,23 +49,16 @@ impl Admission for BifrostGenerator {
     }
 
     /// The slot timer (every T while a governed pair is not at rest).
+    const TIMER: Option<Timer> = Some(Timer::Slot);
+
     #[inline]
-    fn next_deadline(&self, timer: Timer) -> Option<Nanos> {
-        match timer {
-            Timer::Slot => BifrostGenerator::next_deadline(self),
-            Timer::Loop => None,
-        }
+    fn deadline(&self) -> Option<Nanos> {
+        BifrostGenerator::next_deadline(self)
     }
 
     #[inline]
-    fn on_time(&mut self, timer: Timer, now: Nanos, actions: &mut ActionBuf) {
-        if timer == Timer::Slot && BifrostGenerator::next_deadline(self).is_some_and(|t| t <= now) {
-            self.poll(now, actions);
-        }
-    }
-
-    fn has_timer(&self, timer: Timer) -> bool {
-        timer == Timer::Slot
+    fn poll(&mut self, now: Nanos, actions: &mut ActionBuf) {
+        BifrostGenerator::poll(self, now, actions);
     }
 
     /// Its counters as a [`BifrostStats`] in `snap.admission`.

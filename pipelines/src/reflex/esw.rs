@@ -433,11 +433,6 @@ impl<P: BufPool> Ingress<P> for ReflexEsw {
     }
 
     #[inline(always)]
-    fn before_parse(&mut self, _: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<(), Action> {
-        Ok(())
-    }
-
-    #[inline(always)]
     fn after_lookup(
         &mut self,
         ctx: &mut Ctx<'_, P>,

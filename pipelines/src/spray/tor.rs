@@ -595,11 +595,6 @@ impl<P: BufPool> Ingress<P> for SprayTor {
     }
 
     #[inline(always)]
-    fn before_parse(&mut self, _: &mut Ctx<'_, P>, _: &mut P::Buf) -> Result<(), Action> {
-        Ok(())
-    }
-
-    #[inline(always)]
     fn after_lookup(
         &mut self,
         _ctx: &mut Ctx<'_, P>,
