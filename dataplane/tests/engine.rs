@@ -1287,3 +1287,19 @@ fn int_port_state_is_the_depth_tx_bytes_and_rate() {
     );
     assert_eq!(t.wrong, 0);
 }
+
+/// `Switch::new` runs classic PFC only: a spec carrying another admission stage's parameters
+/// (Bifrost's) is refused in debug builds, not built without that stage.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "classic PFC only")]
+fn switch_new_refuses_a_stage_it_would_drop() {
+    #[derive(Clone, Debug, PartialEq)]
+    struct OtherStage(u64);
+    let mut spec = SwitchSpec {
+        ports: vec![port(0, 100_000_000_000, 0)],
+        ..SwitchSpec::default()
+    };
+    spec.admission.insert(OtherStage(1));
+    let _ = Switch::new(spec, HeapPool::new(8, 2048), Test::default());
+}

@@ -253,7 +253,12 @@ pub const POOL_BUFFERS: usize = 2048;
 fn drive<M: PipelineMechanism>(m: &M, cfg: &Config, traces: &str, data: &[u8]) {
     let reg = longhaul_pipelines::registry();
     let pool = HeapPool::lazy(cfg.switch.pool_buffers, cfg.switch.buffer_data_room);
-    let mut sw = Switch::new(switch_spec(cfg, reg.as_ref()), pool, m.pipeline(cfg));
+    // The registry's admission chain: a fuzzed `[bifrost]` runs its slots as in `longhaul run`.
+    let mut sw = Switch::<_, _, longhaul_pipelines::Admission>::with_admission(
+        switch_spec(cfg, reg.as_ref()),
+        pool,
+        m.pipeline(cfg),
+    );
     sw.set_inline_control(
         Box::new(Inline(m.control(cfg))),
         cfg.control.control_latency_ns,

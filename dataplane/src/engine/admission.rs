@@ -279,6 +279,11 @@ impl<T: Any + Clone + fmt::Debug + PartialEq + Send + Sync> Extension for T {
 pub struct Extensions(Vec<Box<dyn Extension>>);
 
 impl Extensions {
+    /// Whether it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The value of type `T`, if any.
     pub fn get<T: 'static>(&self) -> Option<&T> {
         self.0.iter().find_map(|e| e.as_any().downcast_ref::<T>())

@@ -240,8 +240,16 @@ pub const COMMANDS_PER_POLL: usize = 64;
 const NO_INDEX: u16 = u16::MAX;
 
 impl<P: BufPool, L: Pipeline<P>> Switch<P, L> {
-    /// Build a switch with classic PFC as its admission ([`Switch::with_admission`]).
+    /// Build a switch with classic PFC as its only admission stage ([`Switch::with_admission`]).
+    /// A spec that configures a mechanism's stage (`spec.admission`: Bifrost's) needs the chain
+    /// that runs it (`Switch::with_admission` with the registry's chain, as `longhaul run`,
+    /// replay and the emulator build theirs); debug builds refuse it here rather than drop it.
     pub fn new(spec: SwitchSpec, pool: P, pipeline: L) -> Self {
+        debug_assert!(
+            spec.admission.is_empty(),
+            "Switch::new runs classic PFC only: build a spec with admission stages with \
+             Switch::with_admission and their chain"
+        );
         Self::with_admission(spec, pool, pipeline)
     }
 
