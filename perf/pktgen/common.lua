@@ -242,8 +242,8 @@ end
 -- burst at Pktgen's top speed. So a trial starts primed: one frame a burst at PRIME_PPS (the
 -- rebuild leaves a frame or two owed), and once a frame is back through the DUT (the rebuild is
 -- over) the rate and burst become the trial's; its paced part runs from the next tick (at most
--- 0.5 s later: PRIME_PPS is 2 frames a second in Pktgen's whole-frame arithmetic).
-M.PRIME_PPS = 2.5
+-- 0.2 s later: PRIME_PPS is 5 frames a second in Pktgen's whole-frame arithmetic).
+M.PRIME_PPS = 5.5
 M.PRIME_WAIT_MS = 5000
 
 -- One trial: `count` frames of `size` bytes (FCS included, as Pktgen counts) at `rate` percent
