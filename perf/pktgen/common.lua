@@ -250,8 +250,8 @@ M.PRIME_WAIT_MS = 5000
 -- of line rate on port 0. Returns sent (port 0 opackets), received (port 1 ipackets), the
 -- seconds the paced part took and the frames in it: from the first paced frame back on port 1
 -- until isSending() says port 0 stopped by itself after `count` frames, or until twice the
--- trial's time (the generator could not offer the rate: it sent fewer than `count`, which the
--- caller sees). The priming frames (before the rate was set) are in sent, not in the paced part.
+-- trial's time and a second (the generator could not offer the rate: it sent fewer than
+-- `count`, which the caller sees). The priming frames (before the rate was set) are in sent, not in the paced part.
 function M.trial(size, rate, count)
   pktgen.clr()
   pktgen.set(M.send, "size", size)
@@ -268,8 +268,15 @@ function M.trial(size, rate, count)
   pktgen.set(M.send, "rate", 100 * M.PRIME_PPS / M.line_pps(size))
   local base = M.received_live(M.recv)
   pktgen.start(M.send)
+  -- Polls every millisecond; the clock is read at the events and every 50 polls for the limit
+  -- (without root it is a fork of `date`).
+  local polls = 0
+  local function within(since, ms)
+    polls = polls + 1
+    return polls % 50 ~= 0 or M.now_ms() - since < ms
+  end
   local start = M.now_ms()
-  while M.received_live(M.recv) == base and M.sending(M.send) and M.now_ms() - start < M.PRIME_WAIT_MS do
+  while M.received_live(M.recv) == base and M.sending(M.send) and within(start, M.PRIME_WAIT_MS) do
     pktgen.delay(1)
   end
   -- Frames the rebuild left owed go out back to back right after the first: let them arrive.
@@ -282,11 +289,11 @@ function M.trial(size, rate, count)
   local limit = 2 * M.trial_ms + 1000
   local t0 = M.now_ms()
   -- The first paced frame back (if none comes back: the time from the rate change).
-  while M.received_live(M.recv) - base <= primed and M.sending(M.send) and M.now_ms() - t0 < limit do
+  while M.received_live(M.recv) - base <= primed and M.sending(M.send) and within(t0, limit) do
     pktgen.delay(1)
   end
   if M.received_live(M.recv) - base > primed then t0 = M.now_ms() end
-  while M.sending(M.send) and M.now_ms() - t0 < limit do
+  while M.sending(M.send) and within(t0, limit) do
     pktgen.delay(1)
   end
   local t1 = M.now_ms()
