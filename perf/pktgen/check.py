@@ -75,23 +75,31 @@ PROBE_BYTES = 72
 TOLERANCE = 0.01
 
 
-def delivered(timeline, last, paced, secs, probes, burst):
+def delivered(timeline, last, paced, probes, rate):
     """The rate longhaul received a trial's paced part at, by its own clock. The trial's frames
     end at longhaul's frame `last` (cumulative dc0 rx_pkts); its paced part is the last `paced`
-    of them plus the latency probes sent with it. Over longhaul's snapshots strictly inside the
-    paced part: (snapshots, seconds, rate), the rate a least-squares fit of frames received on
-    the worker's clock (longhaul takes frames from the memif ring in lumps on a shared CPU: the
-    two end snapshots alone are off by a lump), less the probes' rate; None with fewer than
-    three snapshots inside (the frames came in one lump)."""
-    start = last - paced - probes + 2 * burst + 4  # past the priming frames and the first bursts
-    inside = [(t / 1e9, n) for t, n in timeline if start < n < last]
-    if len(inside) < 3 or inside[-1][0] == inside[0][0]:
+    of them plus the latency probes sent with it (`probes`, their own rate added to `rate`).
+    Its time runs from the first frame to the last on longhaul's clock: from the first to the
+    last of longhaul's snapshots inside it, plus at each end the frames outside those two at
+    `rate` (at most the 10 ms to the snapshot beyond: an error of second order). Returns
+    (snapshots inside, seconds, rate received, probes taken out); None with fewer than two
+    snapshots inside (the frames came in one lump)."""
+    first = last - paced - probes
+    inside = [(t / 1e9, n) for t, n in timeline if first < n < last]
+    if len(inside) < 2 or inside[-1][0] == inside[0][0]:
         return None
-    mt = sum(t for t, _ in inside) / len(inside)
-    mn = sum(n for _, n in inside) / len(inside)
-    slope = sum((t - mt) * (n - mn) for t, n in inside) / sum((t - mt) ** 2 for t, _ in inside)
-    probe_rate = probes / secs if secs > 0 else 0.0
-    return len(inside), inside[-1][0] - inside[0][0], slope - probe_rate
+    before = [t / 1e9 for t, n in timeline if n <= first]
+    after = [t / 1e9 for t, n in timeline if n >= last]
+    (t0, n0), (t1, n1) = inside[0], inside[-1]
+    head = (n0 - first) / rate
+    tail = (last - n1) / rate
+    if before:
+        head = min(head, t0 - before[-1])
+    if after:
+        tail = min(tail, after[0] - t1)
+    secs = t1 - t0 + head + tail
+    probe_rate = probes / secs
+    return len(inside), secs, (paced + probes) / secs - probe_rate
 
 
 def run(label, log, csv, lh_out, timeline_path, sizes):
@@ -151,10 +159,10 @@ def run(label, log, csv, lh_out, timeline_path, sizes):
             skipped.append(f"{i}: {t['flag'] or 'short'}")
             continue
         probes = t["sent"] - t["count"]
-        d = delivered(timeline, before, t["paced"], t["secs"], probes, t["burst"])
+        d = delivered(timeline, before, t["paced"], probes, t["asked"] + probes / t["secs"])
         if d is None:
             problems.append(f"{name}: longhaul received its {t['paced']} paced frames in one lump "
-                            f"(fewer than three of its 10 ms snapshots inside), not over {t['secs']:.3f} s")
+                            f"(fewer than two of its 10 ms snapshots inside), not over {t['secs']:.3f} s")
             continue
         snaps, dt, rate = d
         checked += 1
@@ -162,9 +170,9 @@ def run(label, log, csv, lh_out, timeline_path, sizes):
         worst = max(worst, abs(dev))
         worst_offered = max(worst_offered, abs(rate - t["offered"]) / t["offered"])
         if abs(dev) > TOLERANCE:
-            problems.append(f"{name}: longhaul received {rate:.0f} pps (fit over {snaps} snapshots in {dt:.3f} s of "
-                            f"its clock), {100 * dev:+.2f}% off the rate Pktgen completed it at (the script measured "
-                            f"{t['offered']} pps offered)")
+            problems.append(f"{name}: longhaul received {rate:.0f} pps (its {t['paced']} paced frames in {dt:.4f} s "
+                            f"of its clock, {snaps} snapshots), {100 * dev:+.2f}% off the rate Pktgen completed it at "
+                            f"(the script measured {t['offered']} pps offered)")
     if trials and checked == 0:
         problems.append(f"no trial was checked for its rate: none ran at the rate asked ({', '.join(skipped)})")
     # Losses: every frame sent and not received is found in a counter.

@@ -249,7 +249,7 @@ M.PRIME_WAIT_MS = 5000
 -- One trial: `count` frames of `size` bytes (FCS included, as Pktgen counts) at `rate` percent
 -- of line rate on port 0. Returns sent (port 0 opackets), received (port 1 ipackets), the
 -- seconds the paced part took and the frames in it: from the first paced frame back on port 1
--- until isSending() says port 0 stopped by itself after `count` frames, or until twice the
+-- until isSending() says port 0 stopped by itself after `count` frames, or until 1.25 times the
 -- trial's time and a second (the generator could not offer the rate: it sent fewer than
 -- `count`, which the caller sees). The priming frames (before the rate was set) are in sent, not in the paced part.
 function M.trial(size, rate, count)
@@ -286,7 +286,7 @@ function M.trial(size, rate, count)
   -- fell between the two calls would hold the trial that long.
   pktgen.set(M.send, "rate", rate)
   pktgen.set(M.send, "burst", burst)
-  local limit = 2 * M.trial_ms + 1000
+  local limit = 1.25 * M.trial_ms + 1000
   local t0 = M.now_ms()
   -- The first paced frame back (if none comes back: the time from the rate change).
   while M.received_live(M.recv) - base <= primed and M.sending(M.send) and within(t0, limit) do
