@@ -73,6 +73,7 @@ TOTALS = re.compile(r"^totals: sent (\d+) \((\d+) bytes\), received (\d+); port 
 # Pktgen's latency probes (latency.lua): LATENCY_PKT_SIZE, 72 B without the FCS (app/pktgen-latency.h).
 PROBE_BYTES = 72
 TOLERANCE = 0.01
+PRIMING_PROBES = 16
 
 
 def delivered(timeline, last, paced, probes, rate):
@@ -81,11 +82,13 @@ def delivered(timeline, last, paced, probes, rate):
     of them plus the latency probes sent with it (`probes`, their own rate added to `rate`).
     Its time runs from the first frame to the last on longhaul's clock: from the first to the
     last of longhaul's snapshots inside it, plus at each end the frames outside those two at
-    `rate` (at most the 10 ms to the snapshot beyond: an error of second order). Returns
-    (snapshots inside, seconds, rate received, probes taken out); None with fewer than two
-    snapshots inside (the frames came in one lump)."""
+    `rate` (at most the 10 ms to the snapshot beyond: an error of second order). Snapshots
+    inside are those past the first PRIMING_PROBES frames too (probes Pktgen sent while the
+    trial was priming, a few a second, are counted in `probes`). Returns (snapshots inside,
+    seconds, rate received less the probes'); None with fewer than two snapshots inside (the
+    frames came in one lump)."""
     first = last - paced - probes
-    inside = [(t / 1e9, n) for t, n in timeline if first < n < last]
+    inside = [(t / 1e9, n) for t, n in timeline if first + PRIMING_PROBES < n < last]
     if len(inside) < 2 or inside[-1][0] == inside[0][0]:
         return None
     before = [t / 1e9 for t, n in timeline if n <= first]
