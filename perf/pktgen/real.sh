@@ -60,12 +60,10 @@ pktgen=$(bash perf/pktgen/build-pktgen.sh "$tarball" "$build" | tail -n 1)
 pktgen=$(cd "$(dirname "$pktgen")" && pwd)/pktgen
 pgsrc=$(cd "$build/src" && pwd)
 
-# Trials of 1 s; 2 s for rfc2544.lua (its search runs up to what the path holds, where longhaul
-# takes frames from the ring late and in lumps: up to 0.8% of a 1 s trial's rate at an end),
-# unless LH_TRIAL_MS says.
-trial_ms=${LH_TRIAL_MS:-}
-export LH_SIZES=${LH_SIZES:-64,1518} LH_SETTLE_MS=${LH_SETTLE_MS:-100}
-export LH_RESOLUTION=${LH_RESOLUTION:-0.1} LH_LINK_WAIT_MS=${LH_LINK_WAIT_MS:-20000}
+# Trials of 2 s: near what the path holds longhaul takes frames from the ring late and in lumps,
+# up to 0.8% of a 1 s trial's rate at an end, and the script's clock is off by a few ms.
+export LH_SIZES=${LH_SIZES:-64,1518} LH_TRIAL_MS=${LH_TRIAL_MS:-2000} LH_SETTLE_MS=${LH_SETTLE_MS:-100}
+export LH_RESOLUTION=${LH_RESOLUTION:-0.2} LH_LINK_WAIT_MS=${LH_LINK_WAIT_MS:-20000}
 # Rates (percent of memif's nominal 100 Gb/s) Pktgen offers on a shared 2-core machine.
 sweep_rate=${LH_SWEEP_RATE:-0.2}
 latency_rate=${LH_LATENCY_RATE:-0.1}
@@ -106,8 +104,6 @@ for cfg in "${configs[@]}"; do
     rate=
     [ "$script" = sweep ] && rate=$sweep_rate
     [ "$script" = latency ] && rate=$latency_rate
-    export LH_TRIAL_MS=${trial_ms:-1000}
-    [ "$script" = rfc2544 ] && LH_TRIAL_MS=${trial_ms:-2000}
     echo "== $name: $script.lua on Pktgen ($LH_SIZES B, ${LH_TRIAL_MS} ms trials${rate:+, $rate% of line rate})"
     # Pktgen wants a terminal on stdin (tcgetattr): `script` gives it one. 300 s at most.
     cmd="$pktgen --lcores=0@1,1@0 --no-huge -m 4096 --no-pci --no-telemetry --file-prefix=$id-gen"

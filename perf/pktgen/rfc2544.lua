@@ -27,7 +27,7 @@ local function search(size)
     local asked = line * rate / 100
     local count = lh.count(asked)
     local tx, rx, _, achieved = lh.trial(size, rate, count)
-    -- Pktgen did not offer the rate: it sent less, or slower or faster (by more than 1%).
+    -- Pktgen did not offer the rate: it sent less, or slower or faster (by more than 0.5%).
     local gen_short = lh.short(tx, count, achieved, asked) ~= nil
     short = short or gen_short
     -- Frames never sent are not frames forwarded: a trial passes on what was sent, and its
