@@ -25,9 +25,10 @@
 # excluded, as DPDK counts); every trial Pktgen completed (its whole count sent) at the rate
 # asked, by the script's measure, was received by longhaul at that rate within 1% by longhaul's
 # own clock (its dc0 rx_pkts and worker clock from GET /stats, published every 10 ms here,
-# polled by check.py poll; a least-squares fit over the trial's paced part), and at least one
-# trial per run was so checked; the frames lost (sent - received) equal the frames longhaul
-# dropped inside plus its egress tx_errors plus Pktgen port 1's imissed, ierrors and rx_nombuf.
+# polled by check.py poll: the paced part's frames over their time from first to last), and at
+# least one trial per run was so checked; the frames lost (sent - received) equal the frames
+# longhaul dropped inside plus its egress tx_errors plus Pktgen port 1's imissed, ierrors and
+# rx_nombuf.
 # Settings: LH_* as in common.lua (defaults here are short).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     -*) echo "real.sh: unknown option $1" >&2; exit 2 ;;
     *) configs+=("$1"); shift ;;
   esac
@@ -60,9 +61,10 @@ pktgen=$(bash perf/pktgen/build-pktgen.sh "$tarball" "$build" | tail -n 1)
 pktgen=$(cd "$(dirname "$pktgen")" && pwd)/pktgen
 pgsrc=$(cd "$build/src" && pwd)
 
-# Trials of 3 s: near what the path holds longhaul's worker on a shared CPU reads the ring late
-# or stalls (a snapshot 18 ms after the one before), which moved a 2 s trial's rate on its clock
-# 0.6% from the script's; few of them (a coarse search: the check needs trials, not resolution).
+# Trials of 3 s: near what the path holds, longhaul's worker on a shared CPU reads the ring late
+# or stalls (a snapshot 18 ms after the one before), which put 2 s trials' rates on its clock up
+# to 0.98% from the rate asked; few of them (a coarse search: the check needs trials, not
+# resolution).
 export LH_SIZES=${LH_SIZES:-64,1518} LH_TRIAL_MS=${LH_TRIAL_MS:-3000} LH_SETTLE_MS=${LH_SETTLE_MS:-100}
 export LH_RESOLUTION=${LH_RESOLUTION:-0.5} LH_LINK_WAIT_MS=${LH_LINK_WAIT_MS:-20000}
 # Rates (percent of memif's nominal 100 Gb/s) Pktgen offers on a shared 2-core machine.
