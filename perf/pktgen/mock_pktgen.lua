@@ -14,7 +14,7 @@
 --     sends what its pacer owes since the call at once and on at `rate` percent of line rate
 --     until `count` frames are out; set(rate) while sending goes on at the new rate from then;
 --     isSending() is live and turns "n" when the count is out;
---   - portSizes(p) is live (frames received by size); portStats(p, "port") is not (below);
+--   - portSizes(p) is live (frames received by size, never cleared);
 --   - portStats(p, "port") is a snapshot taken once a second (at whole virtual seconds);
 --     clr() zeroes it;
 --   - the links come up MOCK_LINK_UP_MS after the start ("never": they do not); until then
