@@ -34,14 +34,14 @@ for _, size in ipairs(lh.sizes()) do
   pktgen.latency(lh.recv, "enable")
   local asked = lh.line_pps(size) * rate / 100
   local count = lh.count(asked)
-  local tx, rx, secs = lh.trial(size, rate, count)
-  local short = lh.short(tx, count, tx / secs, asked)
+  local tx, rx, _, offered = lh.trial(size, rate, count)
+  local short = lh.short(tx, count, offered, asked) ~= nil
   local stats = pktgen.pktStats(lh.recv)[tonumber(lh.recv)] or {}
   local lat = fields(stats.latency)
   pktgen.latency(lh.send, "disable")
   pktgen.latency(lh.recv, "disable")
   lh.printf("[%5dB] rate %.3f%%: sent %d of %d, received %d%s; latency %s\n", size, rate, tx, count, rx,
-    short and " (generator short)" or "", lat)
+    short and " (generator off rate)" or "", lat)
   f:write(string.format("%d,%.3f,%d,%d,%d,%s,\"%s\"\n", size, rate, count, tx, rx, tostring(short), lat))
   f:flush()
 end

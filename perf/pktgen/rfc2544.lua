@@ -26,19 +26,21 @@ local function search(size)
     trials = trials + 1
     local asked = line * rate / 100
     local count = lh.count(asked)
-    local tx, rx, secs = lh.trial(size, rate, count)
-    local achieved = tx / secs
-    -- Pktgen could not offer the rate: it sent less, or slower (more than 1% below the rate).
-    local gen_short = lh.short(tx, count, achieved, asked)
+    local tx, rx, _, achieved = lh.trial(size, rate, count)
+    -- Pktgen did not offer the rate: it sent less, or slower or faster (by more than 0.5%).
+    local gen_short = lh.short(tx, count, achieved, asked) ~= nil
     short = short or gen_short
     -- Frames never sent are not frames forwarded: a trial passes on what was sent, and its
     -- figure is the rate offered, not the rate asked.
     local passed = tx > 0 and rx >= tx
     if first == nil then first = { tx = tx, rx = rx, pps = achieved } end
     if passed and (best == nil or achieved > best.pps) then best = { pps = achieved } end
-    if gen_short then
+    if gen_short and achieved < asked then
       -- Nothing above what the generator offered can be tried: search below it.
       hi = math.min(hi, 100 * achieved / line)
+    elseif gen_short then
+      -- Offered faster than asked (not paced): the trial says nothing about this rate; below it.
+      hi = rate
     elseif passed then
       lo = rate
       if rate >= 100 then break end

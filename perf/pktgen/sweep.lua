@@ -21,16 +21,15 @@ lh.printf("%8s %12s %12s %12s %10s %8s %11s %9s\n", "frame", "asked", "sent", "r
 for _, size in ipairs(lh.sizes()) do
   local asked = lh.line_pps(size) * rate / 100
   local count = lh.count(asked)
-  local tx, rx, secs = lh.trial(size, rate, count)
+  local tx, rx, _, offered = lh.trial(size, rate, count)
   local lost = tx - rx
-  local offered = tx / secs
-  local pps = rx / secs
+  local pps = tx > 0 and offered * rx / tx or 0
   -- A trial that did not send what the rate asks has no loss figure at that rate.
-  local short = lh.short(tx, count, offered, asked)
+  local short = lh.short(tx, count, offered, asked) ~= nil
   local loss = (not short) and string.format("%.4f", 100 * lost / tx) or ""
   lh.printf("%8d %12d %12d %12d %10d %8s %11.3f %9.3f%s\n", size, count, tx, rx, lost,
     short and "-" or loss, offered / 1e6, pps * size * 8 / 1e9,
-    short and string.format("  generator short: sent %d of %d at %.0f of %.0f pps", tx, count, offered, asked) or "")
+    short and string.format("  generator off rate: sent %d of %d at %.0f of %.0f pps", tx, count, offered, asked) or "")
   f:write(string.format("%d,%.3f,%d,%d,%d,%d,%s,%.0f,%.0f,%.4f,%s\n", size, rate, count, tx, rx, lost, loss,
     offered, pps, pps * size * 8 / 1e9, tostring(short)))
   f:flush()

@@ -62,6 +62,10 @@ for size in 64 1518; do
     "awk -v s=$size -v a='$asked' -v t='$sent' -v o='$offered' 'BEGIN { l = 1e10 / ((s + 20) * 8); exit !(a != \"\" && a == t && o >= 0.495 * l && o <= 0.505 * l) }'"
 done
 check "sweep.lua: frames on the wire are the rows' sizes ($(wire sweep))" "[ '$(wire sweep)' = 64,1518 ]"
+# Each trial is primed past the mock's 300 ms mempool rebuild: a frame or two before its rate.
+primed=$(sed -nE 's/.*sent [0-9]+ of ([0-9]+), ([0-9]+) paced.*/\1 \2/p' "$work/sweep.log" | awk '{ printf "%s%d", s, $1 - $2; s = "," }')
+check "sweep.lua: trials primed before the rate is set (priming frames ${primed:-none})" \
+  "[[ '$primed' =~ ^[12],[12]$ ]]"
 
 LH_RATE=5 LH_OUT=$work/latency.csv run latency.lua latency || { echo "FAIL: latency.lua exited non-zero:"; tail -n 3 "$work/latency.err"; fail=1; }
 check "latency.lua: a row per size with the latency fields" \
@@ -81,6 +85,27 @@ else
   check "rfc2544.lua stops when the link never comes up ($(grep -o 'link down[^;]*' "$work/down.err" | head -n 1))" \
     "grep -q 'link down after 2000 ms' '$work/down.err'"
 fi
+
+# real.sh's check (perf/pktgen/check.py run) on made-up runs: a trial at 100 kpps that longhaul's
+# clock saw at RX_PPS (its snapshots every 10 ms), or all at once (lump).
+fake() {
+  local d=$work/fake-$1 rx_pps=$2
+  mkdir -p "$d"
+  printf '%s\n' "[   64B] rate   0.6720%: sent 100000 of 100000, 99999 paced in 1.000 s (99999 pps offered, 100000 asked, burst 32), received 100000, lost 0" \
+    "totals: sent 100000 (6000000 bytes), received 100000; port 0 oerrors 0; port 1 imissed 0, ierrors 0, rx_nombuf 0" >"$d/script.log"
+  printf 'frame,x\n64,1\n' >"$d/sweep.csv"
+  printf 'port.dc0.rx_pkts 100000\nport.dc0.rx_bytes 6000000\nport.wan0.tx_pkts 100000\n' >"$d/longhaul.out"
+  awk -v r="$rx_pps" 'BEGIN { print 5000000, 0; n = 1; for (t = 0.01; n < 100000; t += 0.01) {
+    n = r == "lump" ? 100000 : int(1 + r * t); if (n > 100000) n = 100000; printf "%d %d\n", 5e6 + t * 1e9, n } }' >"$d/rx.txt"
+  python3 perf/pktgen/check.py run "made-up $1" "$d/script.log" "$d/sweep.csv" "$d/longhaul.out" "$d/rx.txt" 64 >"$d/out" || true
+}
+fake right 100000; fake slow 98800; fake fast 101200; fake lump lump
+check "check.py passes a trial longhaul received at its rate ($(cut -c1-60 "$work/fake-right/out"))" \
+  "grep -q '^PASS' '$work/fake-right/out'"
+check "check.py fails a trial longhaul received 1.2% slower ($(grep -o 'received [0-9]* pps[^,]*' "$work/fake-slow/out" | head -n 1))" \
+  "grep -q '^FAIL.* -1\.[0-9]*% off the rate Pktgen completed it at' '$work/fake-slow/out'"
+check "check.py fails a trial longhaul received 1.2% faster" "grep -q '^FAIL.* +1\.[0-9]*% off the rate' '$work/fake-fast/out'"
+check "check.py fails a trial longhaul received in one lump" "grep -q '^FAIL.*in one lump' '$work/fake-lump/out'"
 
 # Bad settings are refused with the name of the variable.
 if LH_SIZES=63 run rfc2544.lua bad; then
