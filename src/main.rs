@@ -389,6 +389,12 @@ fn cmd_check_config(file: &Path) -> Result<ExitCode> {
                 cfg.l2.len(),
                 cfg.switch.pipeline
             );
+            // The same line `run` logs at start (one function computes both).
+            println!(
+                "{}: memory: {}",
+                file.display(),
+                longhaul_runtime::platform::pool_note(&cfg)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(errs) => {

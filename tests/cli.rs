@@ -169,6 +169,28 @@ fn run_until_idle_forwards_the_trace_and_prints_counters() {
     assert!(stdout.contains("port.wan0.tx_pkts 1024"), "{stdout}");
     let recs = longhaul_pcap_count(&d.join("wan0-out.pcap"));
     assert_eq!(recs, 1024);
+
+    // Issue 42: the pool's memory was `+128 B` a buffer in run's report and `+192` in
+    // check-config's limit. One function computes it now: the two print the same line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let pool_line = |text: &str| -> String {
+        let l = text
+            .lines()
+            .find(|l| l.contains("memory: packet pool"))
+            .unwrap_or_else(|| panic!("no pool line in {text}"));
+        l[l.find("packet pool").unwrap()..].to_string()
+    };
+    let check = bin().arg("check-config").arg(&cfg).output().unwrap();
+    assert!(check.status.success());
+    let check_out = String::from_utf8_lossy(&check.stdout);
+    // (run adds how many workers, hence pools, it started.)
+    let (ran, checked) = (pool_line(&stderr), pool_line(&check_out));
+    assert!(ran.starts_with(&checked), "run: {ran}\ncheck-config: {checked}");
+    let per = longhaul_dataplane::packet::heap_buffer_bytes(4480);
+    assert!(
+        pool_line(&check_out).contains(&format!("65536 buffers of {per} B")),
+        "{check_out}"
+    );
 }
 
 /// Records in a pcap (24-byte header, 16-byte record headers), counted without our reader.

@@ -313,6 +313,20 @@ pub struct SwitchConfig {
     pub memory_limit_bytes: u64,
 }
 
+impl SwitchConfig {
+    /// The memory one heap packet buffer takes (data room, headroom, descriptor, allocator):
+    /// [`longhaul_dataplane::packet::heap_buffer_bytes`].
+    pub fn pool_buffer_bytes(&self) -> u64 {
+        longhaul_dataplane::packet::heap_buffer_bytes(self.buffer_data_room) as u64
+    }
+
+    /// The heap packet pool at its largest: `pool_buffers` x [`SwitchConfig::pool_buffer_bytes`].
+    /// `check-config` checks it against `memory_limit_bytes`; `run` reports it at start.
+    pub fn pool_bytes(&self) -> u64 {
+        (self.pool_buffers as u64).saturating_mul(self.pool_buffer_bytes())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortConfig {
     pub id: u16,

@@ -102,14 +102,7 @@ impl Platform for DpdkPlatform {
     }
 
     fn pool_note(&self, cfg: &Config) -> String {
-        match &cfg.dpdk {
-            Some(d) => format!(
-                "mbuf pool (DPDK): {} mbufs of {} B data room, cache {} per lcore, reserved up \
-                 front in the EAL's memory ([dpdk] mbufs, mbuf_data_room, mbuf_cache)",
-                d.mbufs, d.mbuf_data_room, d.mbuf_cache
-            ),
-            None => "mbuf pool (DPDK): the [dpdk] defaults".into(),
-        }
+        crate::platform::pool_note(cfg)
     }
 
     /// Every port opened once; each worker gets its view ([`WorkerPort`]): its own rx queue
