@@ -64,7 +64,8 @@ enum Cmd {
         /// Switch configuration (TOML).
         #[arg(long)]
         config: PathBuf,
-        /// Stop by itself once every pcap input is used up and the switch is empty.
+        /// Stop by itself once every pcap input is used up and the switch is empty (refused
+        /// when an input never ends: a pcap rx with rx_loop = true, a DPDK port).
         #[arg(long)]
         until_idle: bool,
         /// Print only non-zero counters at the end.

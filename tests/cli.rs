@@ -193,6 +193,48 @@ fn run_until_idle_forwards_the_trace_and_prints_counters() {
     );
 }
 
+/// Issue 42: `--until-idle` with a looped pcap input never stopped and said nothing. It is
+/// refused at start, naming the file, the key and its line.
+#[test]
+fn until_idle_refuses_a_looped_input() {
+    let d = tmpdir("until-idle-loop");
+    let cfg = live_config(&d, ", rx_loop = true");
+    let mut child = bin()
+        .args(["run", "--until-idle", "--config"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("run --until-idle with rx_loop = true still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let line = live_config::baseline_with_pcap_io(&root(), ", rx_loop = true")
+        .lines()
+        .position(|l| l.contains("rx_loop = true"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!(
+            "{}: ports[0].io.rx_loop (line {line}, column",
+            cfg.display()
+        )) && err.contains("--until-idle"),
+        "{err}"
+    );
+}
+
 /// Records in a pcap (24-byte header, 16-byte record headers), counted without our reader.
 fn longhaul_pcap_count(p: &Path) -> usize {
     let b = std::fs::read(p).unwrap();

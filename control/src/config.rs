@@ -15,12 +15,14 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod locate;
 mod raw;
 mod section;
 mod sections;
 mod unknown;
 mod validate;
 
+pub use locate::{at_key, key_location};
 pub use raw::{PortRef, GENERIC_TABLES, S};
 pub use section::{GenericSchema, Schema, Section, TypedSection, ValidateFn};
 pub use sections::{SectionConfig, Sections};

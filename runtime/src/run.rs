@@ -20,7 +20,7 @@ use longhaul_dataplane::engine::{Admission, Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::BufPool;
 use longhaul_dataplane::port::PortIoStats;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -197,6 +197,30 @@ pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
         _ => {}
     }
     (errors, warnings)
+}
+
+/// Why `run --until-idle` cannot stop by itself with `cfg` (read from `path`), naming the file,
+/// the key and its line: a port whose input never ends, a pcap `rx` looped (`rx_loop = true`) or
+/// a DPDK port (a NIC or vdev never says its input is over). Such a run used to go on forever
+/// without a word (issue 42).
+pub fn until_idle_refusal(cfg: &Config, path: &Path) -> Option<String> {
+    use longhaul_control::config::{at_key, PortIo};
+    cfg.ports.iter().enumerate().find_map(|(i, p)| match &p.io {
+        PortIo::Pcap { rx_loop: true, .. } => Some(format!(
+            "{}: rx_loop = true replays the input of port '{}' forever, and --until-idle stops only \
+             when every input has ended: set rx_loop = false, or run without --until-idle \
+             (SIGINT or SIGTERM stops it)",
+            at_key(path, &format!("ports[{i}].io.rx_loop")),
+            p.name
+        )),
+        PortIo::Dpdk { .. } => Some(format!(
+            "{}: a DPDK port's input (port '{}') never ends, so --until-idle would never stop: \
+             run without --until-idle (SIGINT or SIGTERM stops it)",
+            at_key(path, &format!("ports[{i}].io.kind")),
+            p.name
+        )),
+        _ => None,
+    })
 }
 
 /// How long a stopping run waits for the control thread.
