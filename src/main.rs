@@ -372,7 +372,7 @@ fn cmd_emulate(
 fn cmd_check_config(file: &Path) -> Result<ExitCode> {
     match load_config_all(file) {
         Ok(cfg) => {
-            let (errors, warnings) = longhaul_runtime::run::run_refusals(&cfg);
+            let (errors, warnings) = longhaul_runtime::run::run_refusals(&cfg, file);
             for w in &warnings {
                 eprintln!("{}: warning: {w}", file.display());
             }

@@ -235,6 +235,61 @@ fn until_idle_refuses_a_looped_input() {
     );
 }
 
+/// Issue 42: a missing pcap `rx` was reported by `run` with the path alone (no config file, key
+/// or line) after check-config had said ok. run refuses it naming all three; check-config warns
+/// (status 0: the file may be made before the run).
+#[test]
+fn a_missing_pcap_input_is_named_with_file_key_and_line() {
+    let d = tmpdir("missing-rx");
+    let text = std::fs::read_to_string(live_config(&d, ""))
+        .unwrap()
+        .replace(
+            &root().join("examples/roce-64flows.pcap").display().to_string(),
+            "nope/missing.pcap",
+        );
+    let cfg = d.join("missing.toml");
+    std::fs::write(&cfg, &text).unwrap();
+    let line = text.lines().position(|l| l.contains("missing.pcap")).unwrap() + 1;
+    let want = format!("ports[0].io.rx (line {line}, column");
+    let out = bin().args(["run", "--config"]).arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}: {want}", cfg.display()))
+            && err.contains(&d.join("nope/missing.pcap").display().to_string()),
+        "{err}"
+    );
+    let out = bin().arg("check-config").arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}: warning: {want}", cfg.display())),
+        "{err}"
+    );
+}
+
+/// Issue 42: the `ctl table insert --help` example failed on the shipped live config. Its entry
+/// is taken from the help text and inserted as the API would, into configs/baseline-live.toml's
+/// tables.
+#[test]
+fn ctl_insert_help_example_fits_the_shipped_live_config() {
+    use longhaul_control::plane::PipelineControl;
+    let out = bin()
+        .args(["ctl", "table", "insert", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let example = help.split_once("e.g. ").expect("an example").1;
+    let (table, rest) = example.split_once(" '").unwrap();
+    let entry: serde_json::Value = serde_json::from_str(rest.split_once('\'').unwrap().0)
+        .unwrap_or_else(|e| panic!("the example is not JSON ({e}): {help}"));
+    let cfg = longhaul_pipelines::load_config(&root().join("configs/baseline-live.toml")).unwrap();
+    let mut control = longhaul_pipelines::baseline::control::BaselineControl::new(&cfg);
+    if let Err(e) = control.insert(table, &entry) {
+        panic!("`{table} {entry}` refused on configs/baseline-live.toml: {e}");
+    }
+}
+
 /// Records in a pcap (24-byte header, 16-byte record headers), counted without our reader.
 fn longhaul_pcap_count(p: &Path) -> usize {
     let b = std::fs::read(p).unwrap();

@@ -331,6 +331,29 @@ fn attacks_on_a_live_run_are_refused_and_the_control_plane_stays_truthful() {
     };
     promtool_check_metrics(&scrape);
 
+    // The live capture is on disk while the run goes on (flushed every stats interval, issue
+    // 42: a reader saw a truncated record for minutes): whole records, the trace's frames.
+    let until = Instant::now() + Duration::from_secs(5);
+    let records = loop {
+        let b = std::fs::read(d.join("wan0-out.pcap")).unwrap();
+        let (mut off, mut n) = (24, 0);
+        while off + 16 <= b.len() {
+            let incl = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+            let orig = u32::from_le_bytes(b[off + 12..off + 16].try_into().unwrap()) as usize;
+            assert!(incl == orig && incl <= 9216, "record {n} at {off}: {incl}/{orig}");
+            if off + 16 + incl > b.len() {
+                break; // the record being written between two flushes
+            }
+            off += 16 + incl;
+            n += 1;
+        }
+        if n > 0 || Instant::now() > until {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(records > 0, "nothing in wan0-out.pcap while running");
+
     // SIGTERM: gone within a second.
     let pid = live.child.id().to_string();
     let t = Instant::now();

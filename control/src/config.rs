@@ -22,7 +22,7 @@ mod sections;
 mod unknown;
 mod validate;
 
-pub use locate::{at_key, key_location};
+pub use locate::{at_key, key_at, key_location};
 pub use raw::{PortRef, GENERIC_TABLES, S};
 pub use section::{GenericSchema, Schema, Section, TypedSection, ValidateFn};
 pub use sections::{SectionConfig, Sections};

@@ -192,7 +192,7 @@ pub fn expand_run(path: &std::path::Path) -> std::path::PathBuf {
 pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
     let start = mono_ns();
     let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
-    for p in &cfg.ports {
+    for (i, p) in cfg.ports.iter().enumerate() {
         let port: Box<dyn Port<HeapPool> + Send> = match &p.io {
             PortIo::None => Box::new(NullPort::default()),
             PortIo::Pcap {
@@ -204,7 +204,7 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
             } => {
                 let tx = tx.as_deref().map(expand_run);
                 let port = PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
-                    .map_err(|e| format!("port '{}': {e}", p.name))?;
+                    .map_err(|e| format!("ports[{i}].io ('{}'): {e}", p.name))?;
                 if let Some(t) = &tx {
                     let cap = tx_max_bytes.map_or_else(
                         || "no size cap: set io.tx_max_bytes".to_owned(),

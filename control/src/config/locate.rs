@@ -65,14 +65,19 @@ pub fn key_location(text: &str, key: &str) -> Option<String> {
     Some(location(text, node.span()?.start))
 }
 
-/// `FILE: KEY (line L, column C)` for a message about `key` of the config file `file` (the
-/// place left out when the key is not in the file, or the file cannot be read again).
-pub fn at_key(file: &Path, key: &str) -> String {
+/// `KEY (line L, column C)` for a message about `key` of the config file `file` (the place
+/// left out when the key is not in the file, or the file cannot be read again).
+pub fn key_at(file: &Path, key: &str) -> String {
     let loc = super::read_config_file(file, super::DEFAULT_RELOAD_MAX_BYTES)
         .ok()
         .and_then(|t| key_location(&t, key))
         .unwrap_or_default();
-    format!("{}: {key}{loc}", file.display())
+    format!("{key}{loc}")
+}
+
+/// `FILE: KEY (line L, column C)`: [`key_at`] with the file.
+pub fn at_key(file: &Path, key: &str) -> String {
+    format!("{}: {}", file.display(), key_at(file, key))
 }
 
 #[cfg(test)]
