@@ -179,7 +179,10 @@ fn init_logs() {
     let (filter, bad) = match std::env::var("LONGHAUL_LOG") {
         Ok(v) => match v.parse::<Targets>() {
             Ok(t) => (t, None),
-            Err(e) => (Targets::new().with_default(tracing::Level::INFO), Some((v, e))),
+            Err(e) => (
+                Targets::new().with_default(tracing::Level::INFO),
+                Some((v, e)),
+            ),
         },
         Err(_) => (Targets::new().with_default(tracing::Level::INFO), None),
     };
@@ -188,9 +191,13 @@ fn init_logs() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let r = if longhaul_control::logs::json() {
-        tracing_subscriber::registry().with(fmt.json().with_filter(filter)).try_init()
+        tracing_subscriber::registry()
+            .with(fmt.json().with_filter(filter))
+            .try_init()
     } else {
-        tracing_subscriber::registry().with(fmt.with_filter(filter)).try_init()
+        tracing_subscriber::registry()
+            .with(fmt.with_filter(filter))
+            .try_init()
     };
     // Already set (a test harness): keep that one.
     let _ = r;

@@ -185,7 +185,10 @@ fn run_until_idle_forwards_the_trace_and_prints_counters() {
     let check_out = String::from_utf8_lossy(&check.stdout);
     // (run adds how many workers, hence pools, it started.)
     let (ran, checked) = (pool_line(&stderr), pool_line(&check_out));
-    assert!(ran.starts_with(&checked), "run: {ran}\ncheck-config: {checked}");
+    assert!(
+        ran.starts_with(&checked),
+        "run: {ran}\ncheck-config: {checked}"
+    );
     let per = longhaul_dataplane::packet::heap_buffer_bytes(4480);
     assert!(
         pool_line(&check_out).contains(&format!("65536 buffers of {per} B")),
@@ -244,12 +247,19 @@ fn a_missing_pcap_input_is_named_with_file_key_and_line() {
     let text = std::fs::read_to_string(live_config(&d, ""))
         .unwrap()
         .replace(
-            &root().join("examples/roce-64flows.pcap").display().to_string(),
+            &root()
+                .join("examples/roce-64flows.pcap")
+                .display()
+                .to_string(),
             "nope/missing.pcap",
         );
     let cfg = d.join("missing.toml");
     std::fs::write(&cfg, &text).unwrap();
-    let line = text.lines().position(|l| l.contains("missing.pcap")).unwrap() + 1;
+    let line = text
+        .lines()
+        .position(|l| l.contains("missing.pcap"))
+        .unwrap()
+        + 1;
     let want = format!("ports[0].io.rx (line {line}, column");
     let out = bin().args(["run", "--config"]).arg(&cfg).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

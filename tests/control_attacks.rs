@@ -261,7 +261,11 @@ fn attacks_on_a_live_run_are_refused_and_the_control_plane_stays_truthful() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let read = |body: &str| -> PathBuf {
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         PathBuf::from(v["reloaded"].as_str().unwrap())
@@ -270,7 +274,11 @@ fn attacks_on_a_live_run_are_refused_and_the_control_plane_stays_truthful() {
     assert_eq!(read(&stdout), sub_real.join("other.toml"), "{stdout}");
     let (st, body, _) = json(&api, "POST", "/reload", r#"{"path": "other.toml"}"#);
     assert_eq!(st, 200, "{body}");
-    assert_eq!(read(&body), d.canonicalize().unwrap().join("other.toml"), "{body}");
+    assert_eq!(
+        read(&body),
+        d.canonicalize().unwrap().join("other.toml"),
+        "{body}"
+    );
 
     // A reload that would stop a port's traffic, or reopen the ports over this run's capture:
     // refused.
@@ -340,7 +348,10 @@ fn attacks_on_a_live_run_are_refused_and_the_control_plane_stays_truthful() {
         while off + 16 <= b.len() {
             let incl = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
             let orig = u32::from_le_bytes(b[off + 12..off + 16].try_into().unwrap()) as usize;
-            assert!(incl == orig && incl <= 9216, "record {n} at {off}: {incl}/{orig}");
+            assert!(
+                incl == orig && incl <= 9216,
+                "record {n} at {off}: {incl}/{orig}"
+            );
             if off + 16 + incl > b.len() {
                 break; // the record being written between two flushes
             }

@@ -258,7 +258,10 @@ fn child_eal_logs() {
     ]
     .iter()
     .map(|s| s.to_string())
-    .chain([format!("--file-prefix=longhaul-logs-{}", std::process::id())])
+    .chain([format!(
+        "--file-prefix=longhaul-logs-{}",
+        std::process::id()
+    )])
     .collect();
     Eal::init(&args).unwrap();
     // A second routing keeps the first sink.

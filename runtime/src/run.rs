@@ -173,7 +173,9 @@ pub fn run_refusals(cfg: &Config, path: &Path) -> (Vec<String>, Vec<String>) {
     use longhaul_control::api::{PLACEHOLDER_TOKEN, TOKEN_ENV};
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     for m in missing_inputs(cfg, path) {
-        warnings.push(format!("{m}: run refuses this config unless the file exists by then"));
+        warnings.push(format!(
+            "{m}: run refuses this config unless the file exists by then"
+        ));
     }
     if !cfg!(feature = "dpdk") {
         for (i, p) in cfg.ports.iter().enumerate() {
