@@ -64,7 +64,8 @@ enum Cmd {
         /// Switch configuration (TOML).
         #[arg(long)]
         config: PathBuf,
-        /// Stop by itself once every pcap input is used up and the switch is empty.
+        /// Stop by itself once every pcap input is used up and the switch is empty (refused
+        /// when an input never ends: a pcap rx with rx_loop = true, a DPDK port).
         #[arg(long)]
         until_idle: bool,
         /// Print only non-zero counters at the end.
@@ -166,23 +167,43 @@ fn main() -> ExitCode {
 }
 
 /// Structured logs on stderr for `run`: reloads, table changes, refused API requests and
-/// commands, link changes (`LONGHAUL_LOG` filters, e.g. `warn` or `longhaul_control=debug`;
-/// default `info`; `LONGHAUL_LOG_FORMAT=json` for one JSON object per line).
+/// commands, link changes (`LONGHAUL_LOG` filters: a level or a comma-separated list of
+/// `target=level`, e.g. `warn` or `info,longhaul_control=debug`; default `info`;
+/// `LONGHAUL_LOG_FORMAT=json` for one JSON object per line). The filter is tracing-subscriber's
+/// `Targets` rather than `EnvFilter`: span and field directives are not needed, and EnvFilter's
+/// regex engine was a sixth of the release build's time from nothing (perf/README.md).
 fn init_logs() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("LONGHAUL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    use tracing_subscriber::util::SubscriberInitExt;
+    let (filter, bad) = match std::env::var("LONGHAUL_LOG") {
+        Ok(v) => match v.parse::<Targets>() {
+            Ok(t) => (t, None),
+            Err(e) => (
+                Targets::new().with_default(tracing::Level::INFO),
+                Some((v, e)),
+            ),
+        },
+        Err(_) => (Targets::new().with_default(tracing::Level::INFO), None),
+    };
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let r = if longhaul_control::logs::json() {
-        b.json().try_init()
+        tracing_subscriber::registry()
+            .with(fmt.json().with_filter(filter))
+            .try_init()
     } else {
-        b.try_init()
+        tracing_subscriber::registry()
+            .with(fmt.with_filter(filter))
+            .try_init()
     };
     // Already set (a test harness): keep that one.
     let _ = r;
+    if let Some((v, e)) = bad {
+        tracing::warn!("LONGHAUL_LOG={v:?} is not a filter ({e}): logging at info");
+    }
 }
 
 fn cmd_run(config: &Path, until_idle: bool, nonzero: bool) -> Result<ExitCode> {
@@ -358,7 +379,7 @@ fn cmd_emulate(
 fn cmd_check_config(file: &Path) -> Result<ExitCode> {
     match load_config_all(file) {
         Ok(cfg) => {
-            let (errors, warnings) = longhaul_runtime::run::run_refusals(&cfg);
+            let (errors, warnings) = longhaul_runtime::run::run_refusals(&cfg, file);
             for w in &warnings {
                 eprintln!("{}: warning: {w}", file.display());
             }
@@ -375,6 +396,12 @@ fn cmd_check_config(file: &Path) -> Result<ExitCode> {
                 cfg.routes.len(),
                 cfg.l2.len(),
                 cfg.switch.pipeline
+            );
+            // The same line `run` logs at start (one function computes both).
+            println!(
+                "{}: memory: {}",
+                file.display(),
+                longhaul_runtime::platform::pool_note(&cfg)
             );
             Ok(ExitCode::SUCCESS)
         }

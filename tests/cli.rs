@@ -169,6 +169,135 @@ fn run_until_idle_forwards_the_trace_and_prints_counters() {
     assert!(stdout.contains("port.wan0.tx_pkts 1024"), "{stdout}");
     let recs = longhaul_pcap_count(&d.join("wan0-out.pcap"));
     assert_eq!(recs, 1024);
+
+    // Issue 42: the pool's memory was `+128 B` a buffer in run's report and `+192` in
+    // check-config's limit. One function computes it now: the two print the same line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let pool_line = |text: &str| -> String {
+        let l = text
+            .lines()
+            .find(|l| l.contains("memory: packet pool"))
+            .unwrap_or_else(|| panic!("no pool line in {text}"));
+        l[l.find("packet pool").unwrap()..].to_string()
+    };
+    let check = bin().arg("check-config").arg(&cfg).output().unwrap();
+    assert!(check.status.success());
+    let check_out = String::from_utf8_lossy(&check.stdout);
+    // (run adds how many workers, hence pools, it started.)
+    let (ran, checked) = (pool_line(&stderr), pool_line(&check_out));
+    assert!(
+        ran.starts_with(&checked),
+        "run: {ran}\ncheck-config: {checked}"
+    );
+    let per = longhaul_dataplane::packet::heap_buffer_bytes(4480);
+    assert!(
+        pool_line(&check_out).contains(&format!("65536 buffers of {per} B")),
+        "{check_out}"
+    );
+}
+
+/// Issue 42: `--until-idle` with a looped pcap input never stopped and said nothing. It is
+/// refused at start, naming the file, the key and its line.
+#[test]
+fn until_idle_refuses_a_looped_input() {
+    let d = tmpdir("until-idle-loop");
+    let cfg = live_config(&d, ", rx_loop = true");
+    let mut child = bin()
+        .args(["run", "--until-idle", "--config"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("run --until-idle with rx_loop = true still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let line = live_config::baseline_with_pcap_io(&root(), ", rx_loop = true")
+        .lines()
+        .position(|l| l.contains("rx_loop = true"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!(
+            "{}: ports[0].io.rx_loop (line {line}, column",
+            cfg.display()
+        )) && err.contains("--until-idle"),
+        "{err}"
+    );
+}
+
+/// Issue 42: a missing pcap `rx` was reported by `run` with the path alone (no config file, key
+/// or line) after check-config had said ok. run refuses it naming all three; check-config warns
+/// (status 0: the file may be made before the run).
+#[test]
+fn a_missing_pcap_input_is_named_with_file_key_and_line() {
+    let d = tmpdir("missing-rx");
+    let text = std::fs::read_to_string(live_config(&d, ""))
+        .unwrap()
+        .replace(
+            &root()
+                .join("examples/roce-64flows.pcap")
+                .display()
+                .to_string(),
+            "nope/missing.pcap",
+        );
+    let cfg = d.join("missing.toml");
+    std::fs::write(&cfg, &text).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("missing.pcap"))
+        .unwrap()
+        + 1;
+    let want = format!("ports[0].io.rx (line {line}, column");
+    let out = bin().args(["run", "--config"]).arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}: {want}", cfg.display()))
+            && err.contains(&d.join("nope/missing.pcap").display().to_string()),
+        "{err}"
+    );
+    let out = bin().arg("check-config").arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}: warning: {want}", cfg.display())),
+        "{err}"
+    );
+}
+
+/// Issue 42: the `ctl table insert --help` example failed on the shipped live config. Its entry
+/// is taken from the help text and inserted as the API would, into configs/baseline-live.toml's
+/// tables.
+#[test]
+fn ctl_insert_help_example_fits_the_shipped_live_config() {
+    use longhaul_control::plane::PipelineControl;
+    let out = bin()
+        .args(["ctl", "table", "insert", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let example = help.split_once("e.g. ").expect("an example").1;
+    let (table, rest) = example.split_once(" '").unwrap();
+    let entry: serde_json::Value = serde_json::from_str(rest.split_once('\'').unwrap().0)
+        .unwrap_or_else(|e| panic!("the example is not JSON ({e}): {help}"));
+    let cfg = longhaul_pipelines::load_config(&root().join("configs/baseline-live.toml")).unwrap();
+    let mut control = longhaul_pipelines::baseline::control::BaselineControl::new(&cfg);
+    if let Err(e) = control.insert(table, &entry) {
+        panic!("`{table} {entry}` refused on configs/baseline-live.toml: {e}");
+    }
 }
 
 /// Records in a pcap (24-byte header, 16-byte record headers), counted without our reader.

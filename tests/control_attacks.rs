@@ -244,6 +244,42 @@ fn attacks_on_a_live_run_are_refused_and_the_control_plane_stays_truthful() {
     );
     assert!(stdout.contains("live.toml"), "{stdout}");
 
+    // A relative path: `ctl reload` takes it from the shell's directory and sends it absolute;
+    // `POST /reload` takes a relative one from the first reload directory. The answer names
+    // the file read either way (docs/config.md, `reload_dirs`).
+    let sub = d.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let capture = d.join("wan0-out.pcap");
+    let same_io = std::fs::read_to_string(&cfg).unwrap().replace(
+        "tx = \"wan0-out.pcap\"",
+        &format!("tx = \"{}\"", capture.display()),
+    );
+    std::fs::write(sub.join("other.toml"), &same_io).unwrap();
+    let out = bin()
+        .args(["ctl", "--addr", &api, "reload", "other.toml"])
+        .current_dir(&sub)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |body: &str| -> PathBuf {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        PathBuf::from(v["reloaded"].as_str().unwrap())
+    };
+    let sub_real = sub.canonicalize().unwrap();
+    assert_eq!(read(&stdout), sub_real.join("other.toml"), "{stdout}");
+    let (st, body, _) = json(&api, "POST", "/reload", r#"{"path": "other.toml"}"#);
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        read(&body),
+        d.canonicalize().unwrap().join("other.toml"),
+        "{body}"
+    );
+
     // A reload that would stop a port's traffic, or reopen the ports over this run's capture:
     // refused.
     let text = std::fs::read_to_string(&cfg).unwrap();
@@ -302,6 +338,32 @@ fn attacks_on_a_live_run_are_refused_and_the_control_plane_stays_truthful() {
         std::thread::sleep(Duration::from_millis(200));
     };
     promtool_check_metrics(&scrape);
+
+    // The live capture is on disk while the run goes on (flushed every stats interval, issue
+    // 42: a reader saw a truncated record for minutes): whole records, the trace's frames.
+    let until = Instant::now() + Duration::from_secs(5);
+    let records = loop {
+        let b = std::fs::read(d.join("wan0-out.pcap")).unwrap();
+        let (mut off, mut n) = (24, 0);
+        while off + 16 <= b.len() {
+            let incl = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+            let orig = u32::from_le_bytes(b[off + 12..off + 16].try_into().unwrap()) as usize;
+            assert!(
+                incl == orig && incl <= 9216,
+                "record {n} at {off}: {incl}/{orig}"
+            );
+            if off + 16 + incl > b.len() {
+                break; // the record being written between two flushes
+            }
+            off += 16 + incl;
+            n += 1;
+        }
+        if n > 0 || Instant::now() > until {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(records > 0, "nothing in wan0-out.pcap while running");
 
     // SIGTERM: gone within a second.
     let pid = live.child.id().to_string();

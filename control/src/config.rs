@@ -15,12 +15,14 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod locate;
 mod raw;
 mod section;
 mod sections;
 mod unknown;
 mod validate;
 
+pub use locate::{at_key, key_at, key_location};
 pub use raw::{PortRef, GENERIC_TABLES, S};
 pub use section::{GenericSchema, Schema, Section, TypedSection, ValidateFn};
 pub use sections::{SectionConfig, Sections};
@@ -311,6 +313,20 @@ pub struct SwitchConfig {
     /// The most memory the config may ask for (packet pool, tables, per-flow queues): checked
     /// at validation so an oversized config is refused instead of aborting on allocation.
     pub memory_limit_bytes: u64,
+}
+
+impl SwitchConfig {
+    /// The memory one heap packet buffer takes (data room, headroom, descriptor, allocator):
+    /// [`longhaul_dataplane::packet::heap_buffer_bytes`].
+    pub fn pool_buffer_bytes(&self) -> u64 {
+        longhaul_dataplane::packet::heap_buffer_bytes(self.buffer_data_room) as u64
+    }
+
+    /// The heap packet pool at its largest: `pool_buffers` x [`SwitchConfig::pool_buffer_bytes`].
+    /// `check-config` checks it against `memory_limit_bytes`; `run` reports it at start.
+    pub fn pool_bytes(&self) -> u64 {
+        (self.pool_buffers as u64).saturating_mul(self.pool_buffer_bytes())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

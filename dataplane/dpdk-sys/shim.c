@@ -13,6 +13,9 @@
  * Layout of the lh_* structs is mirrored by #[repr(C)] structs in src/lib.rs; their sizes are
  * asserted here and exported in `lh_layout` too.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* fopencookie */
+#endif
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +29,7 @@
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
@@ -376,3 +380,34 @@ int lh_ring_pair(const char *a, const char *b, unsigned depth, int socket, uint1
 
 /* RTE_ETH_RSS_IP, checked against RSS_HF_IP in Rust. */
 const uint64_t lh_rss_hf_ip = RTE_ETH_RSS_IP;
+
+/* ---- EAL's log lines to a callback (longhaul's logger) ---- */
+
+/* DPDK writes each log message with vfprintf to its log stream and flushes it (rte_vlog); this
+ * stream hands what was written to `lh_log_cb` with the level of the message being logged
+ * (rte_log_cur_msg_loglevel: RTE_LOG_EMERG 1 .. RTE_LOG_DEBUG 8), on the logging thread. */
+static void (*lh_log_cb)(uint32_t level, const char *buf, size_t len);
+
+static ssize_t lh_log_write(void *cookie, const char *buf, size_t len)
+{
+	(void)cookie;
+	int level = rte_log_cur_msg_loglevel();
+	if (lh_log_cb != NULL)
+		lh_log_cb(level > 0 ? (uint32_t)level : RTE_LOG_INFO, buf, len);
+	return (ssize_t)len;
+}
+
+/* Route every DPDK log message to `cb` (before rte_eal_init, to have EAL's own lines too).
+ * Returns 0, or -errno when the stream cannot be made. Once per process: the stream is never
+ * closed (DPDK may log until exit). */
+int lh_log_to_callback(void (*cb)(uint32_t level, const char *buf, size_t len))
+{
+	static cookie_io_functions_t io = { .write = lh_log_write };
+	FILE *f;
+
+	lh_log_cb = cb;
+	f = fopencookie(NULL, "w", io);
+	if (f == NULL)
+		return -errno;
+	return rte_openlog_stream(f);
+}

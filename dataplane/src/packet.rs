@@ -254,6 +254,17 @@ pub const DEFAULT_HEADROOM: usize = 128;
 /// Default data room: a 4096-MTU RoCE frame with VLAN, IPv6 and extension headers fits.
 pub const DEFAULT_DATA_ROOM: usize = 4480;
 
+/// The memory one [`HeapPool`] buffer of `data_room` bytes takes: its storage (headroom and
+/// data room) and its descriptor (offsets, metadata), each with the allocator's 16-byte header
+/// and rounding, and its slot in the pool's free list. The one figure behind both
+/// `check-config`'s `switch.memory_limit_bytes` check and `run`'s start-up memory report.
+pub fn heap_buffer_bytes(data_room: usize) -> usize {
+    const MALLOC_HEADER: usize = 16;
+    let storage = (DEFAULT_HEADROOM + data_room).next_multiple_of(16) + MALLOC_HEADER;
+    let descriptor = core::mem::size_of::<HeapBufInner>().next_multiple_of(16) + MALLOC_HEADER;
+    storage + descriptor + core::mem::size_of::<HeapBuf>()
+}
+
 /// A heap packet buffer from a [`HeapPool`]: one pointer, as an `rte_mbuf *` is, so that rings,
 /// bursts and `Option`s move 8 bytes per packet, not the 80 of its offsets and metadata (moving
 /// those through the stack cost store-forwarding stalls on the replay's transmit path).

@@ -203,6 +203,71 @@ fn child_bad_eal_args() {
     assert!(Eal::get().is_none());
 }
 
+/// Issue 42: with `LONGHAUL_LOG_FORMAT=json`, EAL's own stderr lines were not JSON. DPDK's log
+/// stream now goes to a sink (`longhaul run` gives it its logger): in a child process (EAL starts
+/// once per process) with EAL at its default log level, every EAL line reaches the sink with its
+/// level, and none is written to stderr.
+#[test]
+fn eal_logs_go_to_the_sink_not_stderr() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_eal_logs",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LONGHAUL_DPDK_CHILD", "eal-logs")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
+    let sunk: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("SINK "))
+        .collect();
+    assert!(
+        sunk.iter().any(|l| l.starts_with("Info EAL: ")),
+        "no EAL info line reached the sink: {stdout}"
+    );
+    assert!(
+        !stderr.lines().any(|l| l.contains("EAL:")),
+        "EAL wrote to stderr: {stderr}"
+    );
+}
+
+#[test]
+fn child_eal_logs() {
+    if std::env::var("LONGHAUL_DPDK_CHILD").as_deref() != Ok("eal-logs") {
+        return;
+    }
+    fn sink(level: longhaul_dataplane::dpdk::LogLevel, line: &str) {
+        println!("SINK {level:?} {line}");
+    }
+    longhaul_dataplane::dpdk::route_logs(sink).unwrap();
+    let args: Vec<String> = [
+        "-l",
+        "0",
+        "--no-huge",
+        "-m",
+        "256",
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        "--vdev=net_null0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!(
+        "--file-prefix=longhaul-logs-{}",
+        std::process::id()
+    )])
+    .collect();
+    Eal::init(&args).unwrap();
+    // A second routing keeps the first sink.
+    longhaul_dataplane::dpdk::route_logs(|_, _| panic!("replaced")).unwrap();
+}
+
 #[test]
 fn mbuf_is_a_packet_buf() {
     let mut p = pool("t_mbuf", 63);

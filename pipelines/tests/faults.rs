@@ -83,7 +83,7 @@ fn run(cfg: FaultConfig, pool: usize, tx_ring: usize, drain_every: u64) -> Outco
     for iter in 0u64.. {
         assert!(iter < 2_000_000, "the run never went idle");
         now += 500;
-        sw.apply_commands(now, now);
+        sw.apply_commands(now, || now);
         for (idx, port) in ports.iter_mut().enumerate() {
             if port.rx_burst(now, sw.pool(), &mut burst, BURST) > 0 {
                 sw.receive_burst(idx, now, &mut burst);
@@ -339,7 +339,7 @@ fn a_full_command_ring_is_refused_and_counted_and_the_switch_goes_on() {
     let _ = plane.join();
     // The worker catches up: the two commands in its ring apply, the switch forwards.
     let now = 1_000_000;
-    assert_eq!(sw.apply_commands(now, now), 2);
+    assert_eq!(sw.apply_commands(now, || now), 2);
     let mut h = longhaul_dataplane::replay::Harness::new(sw);
     for f in trace().iter().take(8) {
         h.put(0, now, f);

@@ -7,10 +7,23 @@ use crate::platform::{Platform, Ports};
 use longhaul_control::config::{Config, DpdkConfig, PortIo};
 use longhaul_control::plane::PortStatus;
 use longhaul_dataplane::dispatch::WorkerPort;
-use longhaul_dataplane::dpdk::{DpdkPort, DpdkPortConfig, DpdkPortMonitor, Eal, MbufPool};
+use longhaul_dataplane::dpdk::{
+    route_logs, DpdkPort, DpdkPortConfig, DpdkPortMonitor, Eal, LogLevel, MbufPool,
+};
 use longhaul_dataplane::port::{NullPort, Port};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// A DPDK log line as a `tracing` event of target `dpdk` (the line keeps DPDK's own prefix,
+/// `EAL: ...`, `NULL: ...`).
+fn eal_log(level: LogLevel, line: &str) {
+    match level {
+        LogLevel::Error => tracing::error!(target: "dpdk", "{line}"),
+        LogLevel::Warn => tracing::warn!(target: "dpdk", "{line}"),
+        LogLevel::Info => tracing::info!(target: "dpdk", "{line}"),
+        LogLevel::Debug => tracing::debug!(target: "dpdk", "{line}"),
+    }
+}
 
 /// How long a port's link may take to come up at startup before the run is refused.
 pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,6 +73,9 @@ impl DpdkPlatform {
             .dpdk
             .as_ref()
             .ok_or("DPDK ports need a [dpdk] section with eal_args")?;
+        // DPDK's own log lines (EAL's at init, the PMDs' later) through longhaul's logger: the
+        // same format (JSON with LONGHAUL_LOG_FORMAT=json) and filter (LONGHAUL_LOG) as ours.
+        route_logs(eal_log).map_err(|e| e.to_string())?;
         let eal = Eal::init(&d.eal_args).map_err(|e| format!("[dpdk] eal_args: {e}"))?;
         Ok((eal, d))
     }
@@ -102,14 +118,7 @@ impl Platform for DpdkPlatform {
     }
 
     fn pool_note(&self, cfg: &Config) -> String {
-        match &cfg.dpdk {
-            Some(d) => format!(
-                "mbuf pool (DPDK): {} mbufs of {} B data room, cache {} per lcore, reserved up \
-                 front in the EAL's memory ([dpdk] mbufs, mbuf_data_room, mbuf_cache)",
-                d.mbufs, d.mbuf_data_room, d.mbuf_cache
-            ),
-            None => "mbuf pool (DPDK): the [dpdk] defaults".into(),
-        }
+        crate::platform::pool_note(cfg)
     }
 
     /// Every port opened once; each worker gets its view ([`WorkerPort`]): its own rx queue

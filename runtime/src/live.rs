@@ -205,7 +205,7 @@ where
         let mut now = mono_ns();
         w.pacer.read(now);
         w.sum.iterations += 1;
-        let mut work = sw.apply_commands(now, now) > 0;
+        let mut work = sw.apply_commands(now, mono_ns) > 0;
         // With a slot timer, bursts go through in chunks with the clock read and the timer
         // checked between them: its lateness is then a chunk's time, not a loop iteration's.
         let slotted = sw.has_slot_timer();

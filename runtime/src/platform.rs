@@ -131,18 +131,38 @@ impl Platform for HeapPlatform {
         Ok(vec![open_ports(cfg)?])
     }
     fn pool_note(&self, cfg: &Config) -> String {
-        let per = cfg.switch.buffer_data_room + longhaul_dataplane::packet::DEFAULT_HEADROOM;
-        let made = LIVE_POOL_PREFILL.min(cfg.switch.pool_buffers);
-        format!(
-            "packet pool (heap): up to {} buffers of {per} B = {} MiB (switch.pool_buffers x \
-             (buffer_data_room + {} B headroom)); {made} made at start ({} MiB), the rest as \
-             the traffic needs them",
-            cfg.switch.pool_buffers,
-            (cfg.switch.pool_buffers * per) >> 20,
-            longhaul_dataplane::packet::DEFAULT_HEADROOM,
-            (made * per) >> 20
-        )
+        pool_note(cfg)
     }
+}
+
+/// What the buffer pool of `cfg` takes, in words: `run`'s start-up memory report and
+/// `check-config`'s, from the same figures ([`SwitchConfig::pool_bytes`] for the heap, the
+/// `[dpdk]` mbuf pool for DPDK ports).
+///
+/// [`SwitchConfig::pool_bytes`]: longhaul_control::config::SwitchConfig::pool_bytes
+pub fn pool_note(cfg: &Config) -> String {
+    if uses_dpdk(cfg) {
+        return match &cfg.dpdk {
+            Some(d) => format!(
+                "mbuf pool (DPDK): {} mbufs of {} B data room, cache {} per lcore, reserved up \
+                 front in the EAL's memory ([dpdk] mbufs, mbuf_data_room, mbuf_cache)",
+                d.mbufs, d.mbuf_data_room, d.mbuf_cache
+            ),
+            None => "mbuf pool (DPDK): the [dpdk] defaults".into(),
+        };
+    }
+    let sw = &cfg.switch;
+    let per = sw.pool_buffer_bytes();
+    let made = LIVE_POOL_PREFILL.min(sw.pool_buffers) as u64;
+    format!(
+        "packet pool (heap): up to {} buffers of {per} B = {} MiB (switch.pool_buffers x \
+         (buffer_data_room + {} B of headroom, descriptor and allocator)); {made} made at \
+         start ({} MiB), the rest as the traffic needs them",
+        sw.pool_buffers,
+        sw.pool_bytes() >> 20,
+        per - sw.buffer_data_room as u64,
+        (made * per) >> 20
+    )
 }
 
 /// This process's run id (`<unix seconds>-<pid>`), what `{run}` in a pcap `tx` path becomes so
@@ -172,7 +192,7 @@ pub fn expand_run(path: &std::path::Path) -> std::path::PathBuf {
 pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
     let start = mono_ns();
     let mut ports: Vec<Box<dyn Port<HeapPool> + Send>> = Vec::new();
-    for p in &cfg.ports {
+    for (i, p) in cfg.ports.iter().enumerate() {
         let port: Box<dyn Port<HeapPool> + Send> = match &p.io {
             PortIo::None => Box::new(NullPort::default()),
             PortIo::Pcap {
@@ -184,7 +204,7 @@ pub fn open_ports(cfg: &Config) -> Result<Ports<HeapPool>, String> {
             } => {
                 let tx = tx.as_deref().map(expand_run);
                 let port = PcapPort::open(rx.as_deref(), tx.as_deref(), *rx_loop, *pace, start)
-                    .map_err(|e| format!("port '{}': {e}", p.name))?;
+                    .map_err(|e| format!("ports[{i}].io ('{}'): {e}", p.name))?;
                 if let Some(t) = &tx {
                     let cap = tx_max_bytes.map_or_else(
                         || "no size cap: set io.tx_max_bytes".to_owned(),

@@ -48,6 +48,14 @@ pub fn replay_stream(
 /// mechanism's additions.
 pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<RunReport, String> {
     let cfg = Config::load_with(path, registry.as_ref()).map_err(|e| e.to_string())?;
+    if let Some(m) = crate::run::missing_inputs(&cfg, path).into_iter().next() {
+        return Err(format!("{}: {m}", path.display()));
+    }
+    if opts.until_idle {
+        if let Some(e) = crate::run::until_idle_refusal(&cfg, path) {
+            return Err(e);
+        }
+    }
     for m in registry.mechanisms() {
         m.before_live_run(&cfg);
     }

@@ -20,7 +20,7 @@ use longhaul_dataplane::engine::{Admission, Pipeline, Switch, SwitchSnapshot};
 use longhaul_dataplane::packet::BufPool;
 use longhaul_dataplane::port::PortIoStats;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -169,9 +169,14 @@ fn same_port_io(a: &Config, b: &Config) -> bool {
 /// What `run` would refuse in this build and environment, beyond what the config's validation
 /// says (for `check-config`): errors (`run` refuses) and warnings (`run` may refuse, depending on
 /// its environment at start), each a line naming the key.
-pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
+pub fn run_refusals(cfg: &Config, path: &Path) -> (Vec<String>, Vec<String>) {
     use longhaul_control::api::{PLACEHOLDER_TOKEN, TOKEN_ENV};
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    for m in missing_inputs(cfg, path) {
+        warnings.push(format!(
+            "{m}: run refuses this config unless the file exists by then"
+        ));
+    }
     if !cfg!(feature = "dpdk") {
         for (i, p) in cfg.ports.iter().enumerate() {
             if matches!(p.io, longhaul_control::config::PortIo::Dpdk { .. }) {
@@ -197,6 +202,58 @@ pub fn run_refusals(cfg: &Config) -> (Vec<String>, Vec<String>) {
         _ => {}
     }
     (errors, warnings)
+}
+
+/// The pcap inputs (`rx`) of `cfg` (read from `path`) that are not there: each as `KEY (line L,
+/// column C): port 'NAME' reads FILE: ERROR`. `run` refuses to start with one (naming the config
+/// file too); `check-config` warns.
+pub fn missing_inputs(cfg: &Config, path: &Path) -> Vec<String> {
+    use longhaul_control::config::{key_at, PortIo};
+    let mut out = Vec::new();
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let PortIo::Pcap { rx: Some(rx), .. } = &p.io else {
+            continue;
+        };
+        // metadata, not open: opening a FIFO would wait for a writer.
+        let problem = match std::fs::metadata(rx) {
+            Ok(m) if m.is_dir() => Some("a directory, not a pcap file".to_owned()),
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(e) = problem {
+            out.push(format!(
+                "{}: port '{}' reads {}: {e}",
+                key_at(path, &format!("ports[{i}].io.rx")),
+                p.name,
+                rx.display()
+            ));
+        }
+    }
+    out
+}
+
+/// Why `run --until-idle` cannot stop by itself with `cfg` (read from `path`), naming the file,
+/// the key and its line: a port whose input never ends, a pcap `rx` looped (`rx_loop = true`) or
+/// a DPDK port (a NIC or vdev never says its input is over). Such a run used to go on forever
+/// without a word (issue 42).
+pub fn until_idle_refusal(cfg: &Config, path: &Path) -> Option<String> {
+    use longhaul_control::config::{at_key, PortIo};
+    cfg.ports.iter().enumerate().find_map(|(i, p)| match &p.io {
+        PortIo::Pcap { rx_loop: true, .. } => Some(format!(
+            "{}: rx_loop = true replays the input of port '{}' forever, and --until-idle stops only \
+             when every input has ended: set rx_loop = false, or run without --until-idle \
+             (SIGINT or SIGTERM stops it)",
+            at_key(path, &format!("ports[{i}].io.rx_loop")),
+            p.name
+        )),
+        PortIo::Dpdk { .. } => Some(format!(
+            "{}: a DPDK port's input (port '{}') never ends, so --until-idle would never stop: \
+             run without --until-idle (SIGINT or SIGTERM stops it)",
+            at_key(path, &format!("ports[{i}].io.kind")),
+            p.name
+        )),
+        _ => None,
+    })
 }
 
 /// How long a stopping run waits for the control thread.

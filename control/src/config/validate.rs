@@ -30,9 +30,6 @@ use std::path::{Path, PathBuf};
 /// The smallest pcap tx cap: the global header and one largest frame's record.
 const MIN_TX_MAX_BYTES: i64 = 24 + 16 + 9216;
 pub(super) const DEFAULT_POOL_BUFFERS: i64 = 65_536;
-/// Bytes a pool buffer takes beyond its data room: the headroom (128) and the metadata with
-/// the allocator's own (64).
-pub const BUFFER_OVERHEAD_BYTES: u64 = 192;
 
 /// `switch.memory_limit_bytes` by default: 3/4 of the machine's memory (`MemTotal` of
 /// /proc/meminfo), 16 GiB where that cannot be read.
@@ -818,12 +815,17 @@ impl<'a> Validator<'a> {
             ecmp_seed: ecmp_seed as u64,
             memory_limit_bytes,
         };
-        let pool = cfg.pool_buffers as u64 * (cfg.buffer_data_room as u64 + BUFFER_OVERHEAD_BYTES);
+        let what = format!(
+            "the packet pool (pool_buffers x {} B: buffer_data_room + {} B of headroom, \
+             descriptor and allocator)",
+            cfg.pool_buffer_bytes(),
+            cfg.pool_buffer_bytes() - cfg.buffer_data_room as u64
+        );
         self.memory(
             "switch.pool_buffers",
             span_of(&sw.pool_buffers),
-            "the packet pool (pool_buffers x (buffer_data_room + 192))",
-            pool,
+            &what,
+            cfg.pool_bytes(),
             &cfg,
         );
         cfg

@@ -181,6 +181,10 @@ mod ffi {
     /// `lcore_function_t`: what `rte_eal_remote_launch` runs on a worker lcore.
     pub type lcore_function_t = unsafe extern "C" fn(arg: *mut c_void) -> c_int;
 
+    /// What `lh_log_to_callback` calls: the message's level, the bytes written (not
+    /// NUL-terminated), their length.
+    pub type lh_log_cb_t = unsafe extern "C" fn(level: u32, buf: *const c_char, len: usize);
+
     /// Sizes and offsets as the C compiler laid them out (shim.c `struct lh_layout`).
     #[repr(C)]
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,6 +285,10 @@ mod ffi {
         ) -> c_int;
         pub fn lh_eth_stats(port: u16, stats: *mut lh_eth_stats) -> c_int;
         pub fn lh_link_get_nowait(port: u16, link: *mut lh_link) -> c_int;
+        /// Routes DPDK's log stream (rte_openlog_stream, a fopencookie stream) to `cb`: each
+        /// flushed write with the level of the message (`RTE_LOG_EMERG` 1 ..= `RTE_LOG_DEBUG`
+        /// 8). 0, or -errno.
+        pub fn lh_log_to_callback(cb: lh_log_cb_t) -> c_int;
         pub fn lh_ring_pair(
             a: *const c_char,
             b: *const c_char,

@@ -3,7 +3,7 @@
 use longhaul_dpdk_sys as sys;
 use std::ffi::{c_char, CStr, CString};
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// A DPDK failure: what was being done (`context`, naming the port or the call) and DPDK's error
 /// text for `errno` (`rte_strerror`).
@@ -87,6 +87,94 @@ fn strerror(errno: i32) -> String {
     }
     // SAFETY: `p` is non-null and NUL-terminated (above), and not freed while we copy it.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// The level of a DPDK log message, from DPDK's eight (`RTE_LOG_EMERG` ..= `RTE_LOG_DEBUG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// `EMERG`, `ALERT`, `CRIT`, `ERR`.
+    Error,
+    /// `WARNING`.
+    Warn,
+    /// `NOTICE`, `INFO`.
+    Info,
+    /// `DEBUG`.
+    Debug,
+}
+
+impl LogLevel {
+    fn from_rte(level: u32) -> LogLevel {
+        match level {
+            0..=4 => LogLevel::Error,
+            5 => LogLevel::Warn,
+            6 | 7 => LogLevel::Info,
+            _ => LogLevel::Debug,
+        }
+    }
+}
+
+/// Where DPDK's log lines go once [`route_logs`] is called: each line (without its newline),
+/// with its level, on the thread that logged it.
+pub type LogSink = fn(LogLevel, &str);
+
+static LOG_SINK: OnceLock<LogSink> = OnceLock::new();
+/// What DPDK wrote after its last newline (a message written in pieces).
+static LOG_PENDING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+/// Send every DPDK log message to `sink`, one call per line, instead of DPDK's stderr/syslog
+/// stream: call it before [`Eal::init`] and EAL's own lines go there too (`longhaul run` hands
+/// them to its logger, so with `LONGHAUL_LOG_FORMAT=json` they are JSON like every other line).
+/// Once per process: a later call keeps the first sink and returns `Ok`.
+pub fn route_logs(sink: LogSink) -> Result<(), DpdkError> {
+    if LOG_SINK.set(sink).is_err() {
+        return Ok(());
+    }
+    // SAFETY: `log_write` has the C signature `lh_log_to_callback` expects, never unwinds into C
+    // (it catches panics) and stays valid for the life of the process, as the stream does (DPDK
+    // may log until exit; the shim never closes it).
+    let ret = unsafe { sys::lh_log_to_callback(log_write) };
+    if ret != 0 {
+        return Err(DpdkError::from_errno(
+            "DPDK log stream: rte_openlog_stream(fopencookie)",
+            -ret,
+        ));
+    }
+    Ok(())
+}
+
+/// The stream's write callback: DPDK (rte_vlog) wrote `len` bytes of a message of `level`.
+unsafe extern "C" fn log_write(level: u32, buf: *const c_char, len: usize) {
+    if buf.is_null() || len == 0 {
+        return;
+    }
+    // SAFETY: the shim passes on what glibc hands a fopencookie write function: `len` readable
+    // bytes at `buf`, valid for the duration of this call (copied below before returning).
+    let bytes = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
+    let _ = std::panic::catch_unwind(|| log_lines(LogLevel::from_rte(level), bytes));
+}
+
+/// The complete lines of what has been written so far, to the sink (outside the lock).
+fn log_lines(level: LogLevel, bytes: &[u8]) {
+    let Some(sink) = LOG_SINK.get() else {
+        return;
+    };
+    let lines: Vec<String> = {
+        let mut pending = LOG_PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        pending.extend_from_slice(bytes);
+        let mut lines = Vec::new();
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            let text = String::from_utf8_lossy(&line[..i]);
+            let text = text.trim_end();
+            if !text.is_empty() {
+                lines.push(text.to_owned());
+            }
+        }
+        lines
+    };
+    for l in &lines {
+        sink(level, l);
+    }
 }
 
 /// The EAL of this process: the first `Eal::init`'s arguments and outcome.

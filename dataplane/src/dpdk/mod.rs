@@ -22,7 +22,7 @@ mod lcore;
 mod mbuf;
 mod port;
 
-pub use eal::{DpdkError, Eal};
+pub use eal::{route_logs, DpdkError, Eal, LogLevel, LogSink};
 pub use lcore::LcoreJoin;
 /// The raw FFI (`longhaul-dpdk-sys`), for what this module does not wrap.
 pub use longhaul_dpdk_sys as sys;

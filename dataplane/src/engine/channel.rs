@@ -86,10 +86,13 @@ impl<P: BufPool, L: Pipeline<P>, A: Admission> Switch<P, L, A> {
             || (self.inline_control.is_some() && !self.channel.punts.is_empty())
     }
 
-    /// Apply the commands that are due at `now` (at most [`COMMANDS_PER_POLL`]); `mono_now` is
-    /// the monotonic clock for the latency histogram (live: `control::mono_ns()`; replay: `now`).
+    /// Apply the commands that are due at `now` (at most [`COMMANDS_PER_POLL`]); `mono` reads
+    /// the clock commands are stamped with, for the latency histogram (live:
+    /// `control::mono_ns`; replay: `|| now`). It is read after each command is applied (or
+    /// refused), never before: a command the control thread enqueued after the worker read its
+    /// loop's `now` was recorded as 0 ns when the loop's time was used (issue 42: 22 of 203).
     /// Returns how many were applied or refused.
-    pub fn apply_commands(&mut self, now: Nanos, mono_now: u64) -> usize {
+    pub fn apply_commands(&mut self, now: Nanos, mut mono: impl FnMut() -> u64) -> usize {
         self.run_inline_control();
         if self.held.is_none() && self.channel.commands.is_empty() {
             return 0;
@@ -108,11 +111,12 @@ impl<P: BufPool, L: Pipeline<P>, A: Admission> Switch<P, L, A> {
                 break;
             }
             n += 1;
+            let issued = env.issued_ns;
+            let ok = self.apply_one(now, env.cmd);
             self.st
                 .ctl
                 .latency_hist
-                .record(mono_now.saturating_sub(env.issued_ns));
-            let ok = self.apply_one(now, env.cmd);
+                .record(mono().saturating_sub(issued));
             if ok {
                 self.st.ctl.applied += 1;
             } else {

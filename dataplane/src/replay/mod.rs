@@ -204,13 +204,13 @@ pub fn advance<P, L, A, I, S>(
         // 0. Control commands due by now (before the packets of this instant: a command takes
         // effect on the next packets and not before).
         if sw.commands_pending() {
-            sw.apply_commands(now, now);
+            sw.apply_commands(now, || now);
         } else {
             // Debug builds (every test that drives a switch) make the call skipped and check
             // that it did nothing.
             #[cfg(debug_assertions)]
             {
-                let n = sw.apply_commands(now, now);
+                let n = sw.apply_commands(now, || now);
                 assert!(
                     n == 0 && !sw.commands_pending(),
                     "skipped commands at {now}"
