@@ -171,7 +171,7 @@ fn main() -> ExitCode {
 /// `target=level`, e.g. `warn` or `info,longhaul_control=debug`; default `info`;
 /// `LONGHAUL_LOG_FORMAT=json` for one JSON object per line). The filter is tracing-subscriber's
 /// `Targets` rather than `EnvFilter`: span and field directives are not needed, and EnvFilter's
-/// regex engine was a sixth of the release build's time from nothing (perf/README.md).
+/// regex engine was about 5% of the release build's CPU from nothing (perf/README.md).
 fn init_logs() {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::{Layer, SubscriberExt};

@@ -13,8 +13,8 @@
 //! from zero, [`Metrics::publish`] notices the decrease and keeps the exported counter monotonic
 //! (it adds the value reached before the restart), as Prometheus expects of a counter.
 //!
-//! The command latency histogram is kept by the workers as a log2 histogram (bucket i holds
-//! latencies in [2^i, 2^(i+1)) ns), which cannot be replayed into a facade histogram; it is
+//! The command latency histogram is kept by the workers with four buckets per power of two
+//! (`LatencyHist`), which cannot be replayed into a facade histogram; it is
 //! rendered by hand as a standard Prometheus histogram in seconds,
 //! `longhaul_control_command_latency_seconds{_bucket{le},_sum,_count}`, appended to the
 //! exporter's output. A mechanism's own histograms ([`Series::Histogram`]) are rendered the same

@@ -240,9 +240,9 @@ pub fn until_idle_refusal(cfg: &Config, path: &Path) -> Option<String> {
     use longhaul_control::config::{at_key, PortIo};
     cfg.ports.iter().enumerate().find_map(|(i, p)| match &p.io {
         PortIo::Pcap { rx_loop: true, .. } => Some(format!(
-            "{}: rx_loop = true replays the input of port '{}' forever, and --until-idle stops only \
-             when every input has ended: set rx_loop = false, or run without --until-idle \
-             (SIGINT or SIGTERM stops it)",
+            "{}: rx_loop = true replays the input of port '{}' forever, and --until-idle \
+             stops only when every input has ended: set rx_loop = false, or run without \
+             --until-idle (SIGINT or SIGTERM stops it)",
             at_key(path, &format!("ports[{i}].io.rx_loop")),
             p.name
         )),
