@@ -8,6 +8,7 @@
 //! Like the runtime, the emulator knows mechanisms only through the registry: a switch's
 //! pipeline is whatever its config selects.
 
+pub mod collective;
 pub mod host;
 pub mod output;
 pub mod path;
@@ -79,6 +80,20 @@ impl Report {
             .max()
             .unwrap_or(0);
         (from, to)
+    }
+
+    /// The slowest collective's completion time (the Themis spraying paper's tail CCT);
+    /// `None`: no collective, or one not done.
+    pub fn tail_cct_ns(&self) -> Option<Nanos> {
+        let c = &self.outcome.collectives;
+        if c.is_empty() {
+            return None;
+        }
+        c.iter()
+            .map(|c| c.cct_ns())
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .max()
     }
 
     /// The (switch, port) indices of `SWITCH:PORT`.
@@ -226,6 +241,7 @@ pub fn alone_fcts_of(
                 dst,
                 size_bytes,
                 start_ns: 0,
+                after: Vec::new(),
             };
             (f, id)
         })

@@ -115,6 +115,30 @@ pub fn summary(r: &Report) -> String {
         "virtual time {} ns, {} events, {} frame hops, {} lost on links",
         o.end_ns, o.events, o.hops, o.link_drops
     );
+    if o.link_down_drops > 0 {
+        let _ = writeln!(s, "{} frames lost on failed links", o.link_down_drops);
+    }
+    for c in &o.collectives {
+        let cct = c.cct_ns().map_or("not done".to_string(), |ns| {
+            format!("CCT {:.1} us", ns as f64 / 1e3)
+        });
+        let _ = writeln!(
+            s,
+            "collective {} ({}, {} ranks, {} bytes, {} flows): {cct}",
+            c.name,
+            c.kind.name(),
+            c.ranks,
+            c.bytes,
+            c.flows.len()
+        );
+    }
+    if let Some(ns) = r.tail_cct_ns() {
+        let _ = writeln!(
+            s,
+            "tail CCT (the slowest collective): {:.1} us",
+            ns as f64 / 1e3
+        );
+    }
     let (hosts, switches) = o.pauses.per_node(o.hosts.len(), o.switches.len());
     let _ = writeln!(
         s,
@@ -240,6 +264,28 @@ pub fn timeseries_csv(r: &Report) -> Option<String> {
     Some(s)
 }
 
+/// One line per collective: its kind, ranks, bytes, flows, start, finish and completion time
+/// (empty when not done), in ns.
+pub fn collectives_csv(r: &Report) -> String {
+    let mut s = String::from("name,kind,ranks,bytes,flows,start_ns,finish_ns,cct_ns\n");
+    for c in &r.outcome.collectives {
+        let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{}",
+            c.name,
+            c.kind.name(),
+            c.ranks,
+            c.bytes,
+            c.flows.len(),
+            c.start_ns,
+            opt(c.finish_ns),
+            opt(c.cct_ns())
+        );
+    }
+    s
+}
+
 /// Writes `flows.csv`, `summary.txt`, (when sampled) `timeseries.csv`, and the plots
 /// ([`crate::plot`]) into `dir` (created); returns the names of the files written.
 pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<String>> {
@@ -252,6 +298,10 @@ pub fn write(dir: &Path, r: &Report) -> std::io::Result<Vec<String>> {
     }
     std::fs::write(dir.join("pauses.csv"), pauses_csv(r))?;
     names.push("pauses.csv".into());
+    if !r.outcome.collectives.is_empty() {
+        std::fs::write(dir.join("collectives.csv"), collectives_csv(r))?;
+        names.push("collectives.csv".into());
+    }
     std::fs::write(dir.join("summary.txt"), summary(r))?;
     names.push("summary.txt".into());
     for p in crate::plot::write(dir, r)? {

@@ -25,6 +25,7 @@
 //! size_bytes = 100000
 //! ```
 
+use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::host::dcqcn::DcqcnParams;
 use crate::host::swift::SwiftParams;
 use crate::host::timely::TimelyParams;
@@ -51,6 +52,23 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     /// Generated traffic (`[[traffic]]`), expanded with the seed by [`Scenario::all_flows`].
     pub traffic: Vec<TrafficSpec>,
+    /// Collective operations (`[[collectives]]`), expanded by [`Scenario::all_flows`] after
+    /// the rest ([`crate::collective`]).
+    pub collectives: Vec<CollectiveSpec>,
+    /// Links that fail for a while (`[[link_failures]]`).
+    pub link_failures: Vec<LinkFailure>,
+}
+
+/// `[[link_failures]]`: link `link` (an index into [`Scenario::links`]) loses every frame put
+/// on it, both ways, from `from_ns` until `until_ns` (`None`: to the end of the run). The
+/// switches are not told (no loss of signal, no route withdrawn): a silent black hole, what a
+/// mechanism's own failure detection has to find (Themis, paper 002 section 4.4). Frames
+/// already on the link when it fails arrive.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkFailure {
+    pub link: usize,
+    pub from_ns: Nanos,
+    pub until_ns: Option<Nanos>,
 }
 
 /// `[[traffic]]`: Poisson arrivals at a load, sizes from a CDF (see [`crate::traffic`]).
@@ -87,9 +105,31 @@ impl Scenario {
                     dst,
                     size_bytes: size,
                     start_ns: start,
+                    after: Vec::new(),
                 });
             }
         }
+        for c in &self.collectives {
+            let first = out.len();
+            out.extend(crate::collective::expand(c, first));
+        }
+        out
+    }
+
+    /// Each collective's flows: its range of indices in [`Scenario::all_flows`].
+    pub fn collective_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let mut end = self.all_flows().len();
+        let mut out: Vec<_> = self
+            .collectives
+            .iter()
+            .rev()
+            .map(|c| {
+                let r = end - c.flow_count()..end;
+                end = r.start;
+                r
+            })
+            .collect();
+        out.reverse();
         out
     }
 }
@@ -222,6 +262,9 @@ pub struct FlowSpec {
     pub dst: usize,
     pub size_bytes: u64,
     pub start_ns: Nanos,
+    /// Flows (indices in [`Scenario::all_flows`]) whose data must all have arrived before
+    /// this one starts (a collective's step; empty: it starts at `start_ns`).
+    pub after: Vec<usize>,
 }
 
 #[derive(Deserialize)]
@@ -233,6 +276,26 @@ struct RawScenario {
     links: Option<Vec<S<RawLink>>>,
     flows: Option<Vec<S<RawFlow>>>,
     traffic: Option<Vec<S<RawTraffic>>>,
+    collectives: Option<Vec<S<RawCollective>>>,
+    link_failures: Option<Vec<S<RawLinkFailure>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCollective {
+    name: Option<S<String>>,
+    kind: Option<S<String>>,
+    ranks: Option<S<Vec<S<String>>>>,
+    bytes: Option<S<i64>>,
+    start_us: Option<S<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinkFailure {
+    link: Option<S<String>>,
+    at_us: Option<S<f64>>,
+    until_us: Option<S<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -648,6 +711,7 @@ impl Scenario {
                     dst,
                     size_bytes: size as u64,
                     start_ns,
+                    after: Vec::new(),
                 });
             }
         }
@@ -738,6 +802,111 @@ impl Scenario {
                 });
             }
         }
+        let mut collectives: Vec<CollectiveSpec> = Vec::new();
+        for (i, c) in raw.collectives.iter().flatten().enumerate() {
+            let table = span(c);
+            let c = c.get_ref();
+            let k = |x: &str| format!("collectives[{i}].{x}");
+            let kind = v.required(&k("kind"), &c.kind, &table).and_then(|x| {
+                let kind = CollectiveKind::parse(x.get_ref());
+                if kind.is_none() {
+                    v.err(
+                        k("kind"),
+                        span(x),
+                        format!(
+                            "'{}': must be \"allreduce\" (ring) or \"alltoall\"",
+                            x.get_ref()
+                        ),
+                    );
+                }
+                kind
+            });
+            let mut ranks = Vec::new();
+            if let Some(l) = v.required(&k("ranks"), &c.ranks, &table) {
+                if l.get_ref().len() < 2 {
+                    v.err(k("ranks"), span(l), "a collective needs at least two ranks");
+                }
+                for (j, h) in l.get_ref().iter().enumerate() {
+                    match hosts.iter().position(|x| &x.name == h.get_ref()) {
+                        Some(x) if !ranks.contains(&x) => ranks.push(x),
+                        Some(_) => {
+                            v.err(format!("{}[{j}]", k("ranks")), span(h), "host listed twice")
+                        }
+                        None => v.err(
+                            format!("{}[{j}]", k("ranks")),
+                            span(h),
+                            format!("no host '{}'", h.get_ref()),
+                        ),
+                    }
+                }
+            }
+            let n = ranks.len().max(1) as i64;
+            let bytes = v
+                .required(&k("bytes"), &c.bytes, &table)
+                .and_then(|b| v.int(&k("bytes"), b, n, ((params.mtu as i64) << 22) * n));
+            let start_ns = us(&mut v, &k("start_us"), &c.start_us, 0.0);
+            let name = c
+                .name
+                .as_ref()
+                .map_or_else(|| format!("collective{i}"), |x| x.get_ref().clone());
+            if collectives.iter().any(|x| x.name == name) {
+                v.err(
+                    k("name"),
+                    c.name.as_ref().and_then(span),
+                    format!("'{name}' is already a collective's name"),
+                );
+            }
+            if let (Some(kind), Some(bytes)) = (kind, bytes) {
+                collectives.push(CollectiveSpec {
+                    name,
+                    kind,
+                    ranks,
+                    bytes: bytes as u64,
+                    start_ns,
+                });
+            }
+        }
+        if !collectives.is_empty() && params.connect != Connect::None {
+            v.err(
+                "emulation.connect",
+                None,
+                "collectives start their steps when data arrives: use connect = \"none\" with [[collectives]]",
+            );
+        }
+        let mut link_failures = Vec::new();
+        for (i, f) in raw.link_failures.iter().flatten().enumerate() {
+            let table = span(f);
+            let f = f.get_ref();
+            let k = |x: &str| format!("link_failures[{i}].{x}");
+            let link = v.required(&k("link"), &f.link, &table).and_then(|e| {
+                let found = resolve_end(e.get_ref(), &hosts, &switches).and_then(|end| {
+                    links
+                        .iter()
+                        .position(|l| l.a == end || l.b == end)
+                        .ok_or_else(|| format!("'{}' is not an end of any link", e.get_ref()))
+                });
+                found.map_err(|m| v.err(k("link"), span(e), m)).ok()
+            });
+            let from_ns = us(&mut v, &k("at_us"), &f.at_us, 0.0);
+            let until_ns = f
+                .until_us
+                .as_ref()
+                .map(|_| us(&mut v, &k("until_us"), &f.until_us, 0.0));
+            if until_ns.is_some_and(|u| u <= from_ns) {
+                v.err(
+                    k("until_us"),
+                    f.until_us.as_ref().and_then(span),
+                    "must be after at_us",
+                );
+            }
+            if let Some(link) = link {
+                link_failures.push(LinkFailure {
+                    link,
+                    from_ns,
+                    until_ns,
+                });
+            }
+        }
         let mut errors = v.into_errors();
         errors.extend(sub_errors);
         if !errors.is_empty() {
@@ -751,6 +920,8 @@ impl Scenario {
             links,
             flows,
             traffic,
+            collectives,
+            link_failures,
         })
     }
 }

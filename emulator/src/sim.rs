@@ -8,6 +8,7 @@
 //! after its transmission starts (last bit in), and may lose it (seeded). Nothing reads the wall
 //! clock, and ties are broken by insertion order, so a scenario and a seed give the same run.
 
+use crate::collective::CollectiveResult;
 use crate::host::rnic::NOT_STARTED;
 use crate::host::{wire_time, FlowState, FramePool, Host, HostStats};
 use crate::pause::{PauseLog, PauseMeter};
@@ -61,6 +62,10 @@ struct FlowRun {
     start: Nanos,
     id: usize,
     sender: usize,
+    /// When its data had all arrived at the receiver.
+    delivered: Option<Nanos>,
+    /// Flows (`after`) whose data has still to arrive before it starts.
+    waiting: usize,
 }
 
 /// A switch at one sampling instant.
@@ -85,6 +90,9 @@ pub struct FlowResult {
     pub start_ns: Nanos,
     /// When the ACK of its last packet reached the sender; `None`: not done by the end.
     pub finish_ns: Option<Nanos>,
+    /// When its last packet reached the receiver, every one before it there too (what a
+    /// collective's next step waits for); `None`: not by the end.
+    pub delivered_ns: Option<Nanos>,
     pub retransmitted: u64,
     pub naks: u64,
     pub timeouts: u64,
@@ -112,6 +120,8 @@ pub struct Outcome {
     pub hops: u64,
     /// Frames lost on lossy links.
     pub link_drops: u64,
+    /// Frames lost on failed links (`[[link_failures]]`).
+    pub link_down_drops: u64,
     pub hosts: Vec<(String, HostStats)>,
     /// Every `sample_ns` (when set): the time and each flow's acknowledged bytes.
     pub samples: Vec<(Nanos, Vec<u64>)>,
@@ -124,6 +134,8 @@ pub struct Outcome {
     pub switches: Vec<(String, SwitchSnapshot)>,
     /// The PFC pauses every end received ([`crate::pause`]).
     pub pauses: PauseLog,
+    /// The collectives' completion ([`crate::collective`]), in the scenario's order.
+    pub collectives: Vec<CollectiveResult>,
 }
 
 struct Link {
@@ -131,6 +143,8 @@ struct Link {
     rate_bps: u64,
     delay_ns: Nanos,
     loss: f64,
+    /// When it loses every frame (`[[link_failures]]`): [from, until) intervals.
+    down: Vec<(Nanos, Nanos)>,
 }
 
 pub struct Emulation {
@@ -163,7 +177,7 @@ pub struct Emulation {
     rng: Rng,
     duration_ns: Nanos,
     flows: Vec<FlowRun>,
-    stats: (u64, u64, u64),
+    stats: (u64, u64, u64, u64),
     sample_ns: Option<Nanos>,
     next_sample: Nanos,
     samples: Vec<(Nanos, Vec<u64>)>,
@@ -181,6 +195,13 @@ pub struct Emulation {
     all_done: bool,
     /// PFC pause time, read off the frames delivered.
     pauses: PauseMeter,
+    /// Per flow (by index in `flows`), the flows that wait for its data (`FlowSpec::after`);
+    /// empty one at a time (the runs alone ignore what a flow waits for).
+    dependents: Vec<Vec<usize>>,
+    /// Flows delivered at a host, as it reported them (reused).
+    delivered: Vec<(usize, Nanos)>,
+    /// The collectives: name, kind, ranks, bytes, start, their flows' indices.
+    collectives: Vec<(crate::collective::CollectiveSpec, std::ops::Range<usize>)>,
 }
 
 /// The seed a switch runs with (its ECN coin flips, its random choices): its config's `seed`
@@ -247,6 +268,12 @@ impl Emulation {
                 rate_bps: l.rate_bps,
                 delay_ns: l.delay_ns,
                 loss: l.loss,
+                down: s
+                    .link_failures
+                    .iter()
+                    .filter(|f| f.link == i)
+                    .map(|f| (f.from_ns, f.until_ns.unwrap_or(Nanos::MAX)))
+                    .collect(),
             });
         }
         let mac_of = |e: End| match e {
@@ -287,7 +314,9 @@ impl Emulation {
                 (Some(a), Some(b)) => a != b,
                 _ => false,
             };
+            let waits = !sequential && !f.after.is_empty();
             let start = match (sequential, k) {
+                (false, _) if waits => NOT_STARTED,
                 (false, _) => f.start_ns,
                 (true, 0) => 0,
                 (true, _) => NOT_STARTED,
@@ -297,7 +326,7 @@ impl Emulation {
                 let (hops, prop) = (p.links.saturating_sub(1), 2 * p.prop_ns);
                 hosts[f.src].set_path(sender, hops, prop, p.base_rtt_ns(), max_bdp);
             }
-            hosts[f.dst].add_receiver(id, src_ip, start, remote);
+            hosts[f.dst].add_receiver(id, src_ip, f.size_bytes, start, remote);
             flows.push(FlowRun {
                 src: f.src,
                 dst: f.dst,
@@ -305,8 +334,32 @@ impl Emulation {
                 start,
                 id,
                 sender,
+                delivered: None,
+                waiting: if waits { f.after.len() } else { 0 },
             });
         }
+        let mut dependents = vec![Vec::new(); if sequential { 0 } else { all.len() }];
+        for (k, (f, _)) in all.iter().enumerate().filter(|_| !sequential) {
+            for &d in &f.after {
+                match dependents.get_mut(d) {
+                    Some(v) if d != k => v.push(k),
+                    _ => {
+                        return Err(format!(
+                            "flow {k} waits for flow {d}, which is not an earlier flow of the run"
+                        ))
+                    }
+                }
+            }
+        }
+        let collectives = if sequential {
+            Vec::new()
+        } else {
+            s.collectives
+                .iter()
+                .cloned()
+                .zip(s.collective_ranges())
+                .collect()
+        };
         let n = hosts.len();
         let port_link = (0..switches.len())
             .map(|i| {
@@ -341,7 +394,7 @@ impl Emulation {
             rng: Rng::new(s.params.seed),
             duration_ns: s.params.duration_ns,
             flows,
-            stats: (0, 0, 0),
+            stats: (0, 0, 0, 0),
             sample_ns: None,
             next_sample: 0,
             samples: Vec::new(),
@@ -352,6 +405,9 @@ impl Emulation {
             until_done: None,
             all_done: false,
             pauses: PauseMeter::default(),
+            dependents,
+            delivered: Vec::new(),
+            collectives,
         };
         if let Some(ns) = s.params.sample_ns {
             e.sample_every(ns);
@@ -540,6 +596,11 @@ impl Emulation {
         let arrive = t + wire_time(frame.len(), l.rate_bps) + l.delay_ns;
         let loss = l.loss;
         self.stats.1 += 1;
+        if !l.down.is_empty() && l.down.iter().any(|&(a, b)| a <= t && t < b) {
+            self.stats.3 += 1;
+            self.frames.put(frame);
+            return;
+        }
         if loss > 0.0 && self.rng.uniform() < loss {
             self.stats.2 += 1;
             self.frames.put(frame);
@@ -658,6 +719,9 @@ impl Emulation {
                             self.pauses.on_frame(End::Host(h), &frame, t, rate, hold);
                         }
                         self.hosts[h].receive(t, frame, &mut self.frames);
+                        if self.hosts[h].has_delivered() {
+                            self.on_delivered(h, t);
+                        }
                         woken.push(h);
                     }
                     Ev::Wake(h) if self.host_wake[h] == Some(te) => {
@@ -745,6 +809,36 @@ impl Emulation {
         }
     }
 
+    /// Host `h` took a frame at `t`: the flows whose data has now all arrived there start those
+    /// waiting for them and nothing else.
+    fn on_delivered(&mut self, h: usize, t: Nanos) {
+        let mut done = std::mem::take(&mut self.delivered);
+        self.hosts[h].take_delivered(&mut done);
+        for &(id, at) in &done {
+            // One at a time, a flow's number is not its index, and nothing waits.
+            if self.sequential.is_some() {
+                break;
+            }
+            let Some(f) = self.flows.get_mut(id) else {
+                continue;
+            };
+            f.delivered = Some(at);
+            for k in 0..self.dependents.get(id).map_or(0, Vec::len) {
+                let d = self.dependents[id][k];
+                let g = &mut self.flows[d];
+                g.waiting -= 1;
+                if g.waiting == 0 {
+                    g.start = t;
+                    let (src, sender) = (g.src, g.sender);
+                    self.hosts[src].start_sender(sender, t);
+                    self.reschedule(src);
+                }
+            }
+        }
+        done.clear();
+        self.delivered = done;
+    }
+
     /// One at a time: when the running flow is done (or its time is up), start the next.
     fn next_in_sequence(&mut self, t: Nanos) {
         let Some((k, deadline)) = self.sequential else {
@@ -789,6 +883,7 @@ impl Emulation {
                     start
                 },
                 finish_ns: q.done,
+                delivered_ns: f.delivered,
                 retransmitted: q.retransmitted,
                 naks: q.naks,
                 timeouts: q.timeouts,
@@ -803,6 +898,7 @@ impl Emulation {
             events: self.stats.0,
             hops: self.stats.1,
             link_drops: self.stats.2,
+            link_down_drops: self.stats.3,
             samples: self.samples,
             switch_samples: self.switch_samples,
             port_names: self
@@ -822,6 +918,23 @@ impl Emulation {
                 .zip(self.switches.iter().map(|s| s.snapshot()))
                 .collect(),
             pauses: self.pauses.finish(end_ns),
+            collectives: self
+                .collectives
+                .iter()
+                .map(|(c, r)| CollectiveResult {
+                    name: c.name.clone(),
+                    kind: c.kind,
+                    ranks: c.ranks.len(),
+                    bytes: c.bytes,
+                    start_ns: c.start_ns,
+                    finish_ns: self.flows[r.clone()]
+                        .iter()
+                        .map(|f| f.delivered)
+                        .collect::<Option<Vec<_>>>()
+                        .and_then(|v| v.into_iter().max()),
+                    flows: r.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -138,6 +138,10 @@ struct Receiver {
     peer_ip: Ipv4Addr,
     peer_qpn: u32,
     sport: u16,
+    flow: usize,
+    /// The message's packets: once `qp.epsn` reaches it, the data has all arrived.
+    packets: u32,
+    delivered: bool,
 }
 
 /// TCP port the server end of a flow's connection listens on (perftest's default).
@@ -218,6 +222,9 @@ pub struct Host {
     /// Connections by the client's port (the flow's UDP source port).
     conns: HashMap<u16, Conn, Hasher>,
     pub stats: HostStats,
+    /// Flows whose data has all arrived here, and when, since the driver last took them
+    /// ([`Host::take_delivered`]).
+    delivered: Vec<(usize, Nanos)>,
 }
 
 /// QPNs: the requester of flow i is `REQ_QPN_BASE + i`, its responder `RESP_QPN_BASE + i`.
@@ -260,6 +267,7 @@ impl Host {
             scheduled: VecDeque::new(),
             conns: HashMap::with_hasher(hasher()),
             stats: HostStats::default(),
+            delivered: Vec::new(),
         }
     }
 
@@ -443,9 +451,16 @@ impl Host {
         }
     }
 
-    /// Flow `flow` from `peer` (in another DC: `remote`) to this host, whose QP is created at
-    /// `start`.
-    pub fn add_receiver(&mut self, flow: usize, peer: Ipv4Addr, start: Nanos, remote: bool) {
+    /// Flow `flow` of `size` bytes from `peer` (in another DC: `remote`) to this host, whose QP
+    /// is created at `start`.
+    pub fn add_receiver(
+        &mut self,
+        flow: usize,
+        peer: Ipv4Addr,
+        size: u64,
+        start: Nanos,
+        remote: bool,
+    ) {
         if !self.connect_by(flow, peer, false, start, remote) {
             self.announce(start, flow, peer, false, remote);
         }
@@ -456,8 +471,22 @@ impl Host {
                 peer_ip: peer,
                 peer_qpn: REQ_QPN_BASE + flow as u32,
                 sport: sport(flow),
+                flow,
+                packets: rnic::packets(size, self.p.mtu),
+                delivered: false,
             },
         );
+    }
+
+    /// Whether a flow's data has all arrived here since the last [`Host::take_delivered`].
+    #[inline]
+    pub fn has_delivered(&self) -> bool {
+        !self.delivered.is_empty()
+    }
+
+    /// The flows whose data has all arrived here since the last call, with when (cleared).
+    pub fn take_delivered(&mut self, out: &mut Vec<(usize, Nanos)>) {
+        out.append(&mut self.delivered);
     }
 
     fn addrs(&self, peer: Ipv4Addr, sport: u16, dscp: u8, ecn: u8) -> RoceAddrs<Ipv4Addr> {
@@ -611,6 +640,10 @@ impl Host {
             return;
         };
         let reply = r.qp.on_data(now, psn, ack_req, ack_interval, nak_interval);
+        if !r.delivered && r.qp.epsn >= r.packets {
+            r.delivered = true;
+            self.delivered.push((r.flow, now));
+        }
         let cnp = ce && r.qp.on_ce(now, cnp_interval);
         let (peer, peer_qpn, sport) = (r.peer_ip, r.peer_qpn, r.sport);
         let a = self.addrs(peer, sport, self.p.control_dscp, ecn::NOT_ECT);
@@ -1076,7 +1109,7 @@ mod tests {
         let mut a = host("a", [10, 0, 0, 1], 1);
         let mut b = host("b", [10, 0, 0, 2], 2);
         a.add_sender(0, b.spec.ip, 1500, 0, false);
-        b.add_receiver(0, a.spec.ip, 0, false);
+        b.add_receiver(0, a.spec.ip, 3000, 0, false);
         let pool = &mut FramePool::default();
         let f0 = a.transmit(0, pool).expect("first packet");
         assert_eq!(icrc::verify(&f0, 14), Ok(true));

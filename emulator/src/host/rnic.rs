@@ -32,6 +32,11 @@ pub enum Reply {
     Nak(u32),
 }
 
+/// Packets of a message of `size_bytes` at `mtu` payload bytes each (at least one).
+pub fn packets(size_bytes: u64, mtu: u32) -> u32 {
+    size_bytes.div_ceil(mtu.max(1) as u64).max(1) as u32
+}
+
 /// The requester side of one QP: one message (the flow).
 #[derive(Clone, Debug)]
 pub struct SendQp {
@@ -80,7 +85,7 @@ pub struct SendQp {
 
 impl SendQp {
     pub fn new(size_bytes: u64, mtu: u32, start: Nanos, cc: Option<Cc>) -> Self {
-        let total = size_bytes.div_ceil(mtu as u64).max(1) as u32;
+        let total = packets(size_bytes, mtu);
         let last_payload = (size_bytes - (total as u64 - 1) * mtu as u64) as u32;
         SendQp {
             total,
