@@ -41,11 +41,27 @@ const MANIFESTS: &[(&str, &str, &str)] = &[
         "scenarios/papers/bifrost-a2a.toml",
         include_str!("../../scenarios/papers/bifrost-a2a.toml"),
     ),
+    (
+        "spray",
+        "scenarios/papers/spray.toml",
+        include_str!("../../scenarios/papers/spray.toml"),
+    ),
+    (
+        "spray-a2a",
+        "scenarios/papers/spray-a2a.toml",
+        include_str!("../../scenarios/papers/spray-a2a.toml"),
+    ),
+    (
+        "spray-failure",
+        "scenarios/papers/spray-failure.toml",
+        include_str!("../../scenarios/papers/spray-failure.toml"),
+    ),
 ];
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// The paper (themis, reflex, bifrost, bifrost-a2a), or `all`.
+    /// The paper (themis, reflex, bifrost, bifrost-a2a, spray, spray-a2a, spray-failure), or
+    /// `all`.
     paper: String,
     /// Where the reports go (one folder per paper).
     #[arg(long, value_name = "DIR", default_value = "reproduce-out")]
@@ -189,10 +205,12 @@ pub(crate) enum Metric {
     LongLinkGbps,
     /// The share of the flows' span during which either end of the long link was paused.
     LongLinkPausePct,
+    /// The slowest collective's completion time, ms (Themis spraying's tail CCT).
+    TailCct,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 16] = [
         Metric::IntraAvg,
         Metric::IntraP99,
         Metric::InterAvg,
@@ -208,6 +226,7 @@ impl Metric {
         Metric::AllFctP99,
         Metric::LongLinkGbps,
         Metric::LongLinkPausePct,
+        Metric::TailCct,
     ];
 
     pub fn name(self) -> &'static str {
@@ -227,6 +246,7 @@ impl Metric {
             Metric::AllFctP99 => "all_fct_p99",
             Metric::LongLinkGbps => "long_link_gbps",
             Metric::LongLinkPausePct => "long_link_pause_pct",
+            Metric::TailCct => "tail_cct",
         }
     }
 }
@@ -373,6 +393,9 @@ fn measure(r: &longhaul_emulator::Report, long_link: &[String]) -> (BTreeMap<Met
     if let Some((bps, paused)) = r.port_load(long_link).filter(|_| !long_link.is_empty()) {
         m.insert(Metric::LongLinkGbps, bps / 1e9);
         m.insert(Metric::LongLinkPausePct, 100.0 * paused);
+    }
+    if let Some(ns) = r.tail_cct_ns() {
+        m.insert(Metric::TailCct, ns as f64 / 1e6);
     }
     m.insert(Metric::PausePct, 100.0 * r.pause_fraction());
     let pfc: u64 = o
