@@ -83,7 +83,7 @@ def switch(p, name, ports, routes, pipeline="baseline", scheduler="drr", buffer=
          'buffer_bytes = %d' % buffer, 'seed = 1', 'ecmp_seed = %d' % (len(name) + sum(map(ord, name)))]
     for i, (pn, pm, g) in enumerate(ports):
         s += ['', '[[ports]]', 'id = %d' % i, 'name = "%s"' % pn, 'mac = "%s"' % pm,
-              'rate_gbps = %d' % g, 'mtu = 1500']
+              'rate_gbps = %g' % g, 'mtu = 1500']
     s += ['', '[qos]', 'trust = "dscp"', 'default_class = 0', 'dscp_map = { "26" = 3, "48" = 6 }',
           'scheduler = "%s"' % scheduler, 'strict_classes = [6, 7]',
           'weights = [1, 1, 1, 4, 1, 1, 1, 1]']

@@ -42,6 +42,16 @@ const MANIFESTS: &[(&str, &str, &str)] = &[
         include_str!("../../scenarios/papers/bifrost-a2a.toml"),
     ),
     (
+        "mlcc",
+        "scenarios/papers/mlcc.toml",
+        include_str!("../../scenarios/papers/mlcc.toml"),
+    ),
+    (
+        "mlcc-hadoop",
+        "scenarios/papers/mlcc-hadoop.toml",
+        include_str!("../../scenarios/papers/mlcc-hadoop.toml"),
+    ),
+    (
         "spray",
         "scenarios/papers/spray.toml",
         include_str!("../../scenarios/papers/spray.toml"),
@@ -60,8 +70,8 @@ const MANIFESTS: &[(&str, &str, &str)] = &[
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// The paper (themis, reflex, bifrost, bifrost-a2a, spray, spray-a2a, spray-failure), or
-    /// `all`.
+    /// The paper (themis, reflex, bifrost, bifrost-a2a, mlcc, mlcc-hadoop, spray, spray-a2a,
+    /// spray-failure), or `all`.
     paper: String,
     /// Where the reports go (one folder per paper).
     #[arg(long, value_name = "DIR", default_value = "reproduce-out")]
@@ -197,6 +207,8 @@ pub(crate) enum Metric {
     /// PFC frames the switches sent.
     PfcFrames,
     /// FCT in milliseconds (not normalized: Bifrost's and MLCC's figures), average and P99.
+    IntraFctAvg,
+    IntraFctP99,
     InterFctAvg,
     InterFctP99,
     AllFctAvg,
@@ -210,7 +222,7 @@ pub(crate) enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 16] = [
+    pub const ALL: [Metric; 18] = [
         Metric::IntraAvg,
         Metric::IntraP99,
         Metric::InterAvg,
@@ -220,6 +232,8 @@ impl Metric {
         Metric::InterLargeP99,
         Metric::PausePct,
         Metric::PfcFrames,
+        Metric::IntraFctAvg,
+        Metric::IntraFctP99,
         Metric::InterFctAvg,
         Metric::InterFctP99,
         Metric::AllFctAvg,
@@ -240,6 +254,8 @@ impl Metric {
             Metric::InterLargeP99 => "inter_10mb_p99",
             Metric::PausePct => "pause_pct",
             Metric::PfcFrames => "pfc_frames",
+            Metric::IntraFctAvg => "intra_fct_avg",
+            Metric::IntraFctP99 => "intra_fct_p99",
             Metric::InterFctAvg => "inter_fct_avg",
             Metric::InterFctP99 => "inter_fct_p99",
             Metric::AllFctAvg => "all_fct_avg",
@@ -382,6 +398,7 @@ fn measure(r: &longhaul_emulator::Report, long_link: &[String]) -> (BTreeMap<Met
             .collect()
     };
     for (scope, avg, p99) in [
+        (Some(false), Metric::IntraFctAvg, Metric::IntraFctP99),
         (Some(true), Metric::InterFctAvg, Metric::InterFctP99),
         (None, Metric::AllFctAvg, Metric::AllFctP99),
     ] {
