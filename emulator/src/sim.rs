@@ -23,8 +23,17 @@ use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 enum Ev {
-    Deliver { to: End, frame: Vec<u8> },
+    Deliver {
+        to: End,
+        frame: Vec<u8>,
+    },
     Wake(usize),
+    /// Link `link` fails (`up` false) or comes back (`[[link_failures]]`): the switches at its
+    /// ends hear of it.
+    Link {
+        link: usize,
+        up: bool,
+    },
 }
 
 /// An event's place in the heap: (time, tie-break, sequence, where the event waits). The
@@ -268,10 +277,11 @@ impl Emulation {
                 rate_bps: l.rate_bps,
                 delay_ns: l.delay_ns,
                 loss: l.loss,
+                // The runs alone are on the idle network: no failures.
                 down: s
                     .link_failures
                     .iter()
-                    .filter(|f| f.link == i)
+                    .filter(|f| f.link == i && !sequential)
                     .map(|f| (f.from_ns, f.until_ns.unwrap_or(Nanos::MAX)))
                     .collect(),
             });
@@ -411,6 +421,24 @@ impl Emulation {
         };
         if let Some(ns) = s.params.sample_ns {
             e.sample_every(ns);
+        }
+        for f in s.link_failures.iter().filter(|_| !sequential) {
+            e.push(
+                f.from_ns,
+                Ev::Link {
+                    link: f.link,
+                    up: false,
+                },
+            );
+            if let Some(t) = f.until_ns {
+                e.push(
+                    t,
+                    Ev::Link {
+                        link: f.link,
+                        up: true,
+                    },
+                );
+            }
         }
         for h in 0..n {
             e.reschedule(h);
@@ -729,6 +757,13 @@ impl Emulation {
                         woken.push(h);
                     }
                     Ev::Wake(_) => {}
+                    Ev::Link { link, up } => {
+                        for end in self.links[link].ends {
+                            if let End::Switch(i, p) = end {
+                                self.switches[i].set_link(p, up);
+                            }
+                        }
+                    }
                 }
             }
             for i in 0..self.switches.len() {

@@ -538,6 +538,74 @@ fn ecmp_group_hashes_each_flow_to_one_member_and_spreads_flows() {
     assert!((800..=1200).contains(&moved), "{moved} flows moved");
 }
 
+/// A member whose link goes down (`Switch::set_link`) takes no more packets: its flows hash
+/// among the others, the rest keep their member; with no member up the route drops as
+/// `no_route`; back up, every flow is where it was.
+#[test]
+fn ecmp_group_fails_over_when_a_members_link_is_down() {
+    use longhaul_dataplane::counters::DropReason;
+    let cfg = ecmp_config(0);
+    let base = roce_frames().remove(0);
+    let flows = 400u16;
+    let run = |down: &[usize]| {
+        let mut h = harness(&cfg);
+        for &p in down {
+            h.sw.set_link(p, false);
+        }
+        for q in 0..flows {
+            h.put(
+                0,
+                1_000 + u64::from(q) * 200,
+                &with_sport(&base, 0xc000 + q),
+            );
+        }
+        h.run_to_idle();
+        let out: Vec<(u16, usize)> = h
+            .take()
+            .iter()
+            .map(|o| (u16::from_be_bytes([o.data[34], o.data[35]]), o.port_idx))
+            .collect();
+        (
+            out,
+            h.sw.pipeline().fwd.stats.clone(),
+            h.sw.stats().drops.get(DropReason::NoRoute),
+            h,
+        )
+    };
+    let (all_up, st, _, _) = run(&[]);
+    assert_eq!((all_up.len(), st.ecmp_failover), (flows as usize, 0));
+    let on_wan0 = all_up.iter().filter(|x| x.1 == 2).count();
+    assert!(on_wan0 > 100 && on_wan0 < 300, "{on_wan0}");
+    // wan0 (index 2) down: every flow on wan1, those of wan1 unmoved.
+    let (one_down, st, _, mut h) = run(&[2]);
+    assert_eq!(one_down.len(), flows as usize);
+    assert!(one_down.iter().all(|x| x.1 == 3));
+    assert_eq!(st.ecmp_failover, u64::from(flows));
+    let mut names = Vec::new();
+    h.sw.pipeline().fwd.counters(&mut |n, v| names.push((n, v)));
+    assert!(names.contains(&("baseline.ecmp_failover", u64::from(flows))));
+    // Back up: the flows go where they went with every member up.
+    h.sw.set_link(2, true);
+    for q in 0..flows {
+        h.put(
+            0,
+            200_000 + u64::from(q) * 200,
+            &with_sport(&base, 0xc000 + q),
+        );
+    }
+    h.run_to_idle();
+    let again: Vec<(u16, usize)> = h
+        .take()
+        .iter()
+        .map(|o| (u16::from_be_bytes([o.data[34], o.data[35]]), o.port_idx))
+        .collect();
+    assert_eq!(again, all_up);
+    // Both down: no route.
+    let (none, _, no_route, _) = run(&[2, 3]);
+    assert!(none.is_empty());
+    assert_eq!(no_route, u64::from(flows));
+}
+
 /// A route with one next hop has no ECMP counters and takes no hash.
 #[test]
 fn single_next_hop_routes_do_not_count_as_ecmp() {

@@ -41,6 +41,10 @@ pub trait EmulatedSwitch {
     /// The switch's counters now; panics when its packet conservation ledger does not
     /// balance (checked here, at every sample and at the end, not at every step).
     fn snapshot(&self) -> SwitchSnapshot;
+    /// The link of port index `port_idx` went down or came back up ([`Switch::set_link`]).
+    ///
+    /// [`Switch::set_link`]: longhaul_dataplane::engine::Switch::set_link
+    fn set_link(&mut self, port_idx: usize, up: bool);
 }
 
 impl<L: Pipeline<HeapPool>, A: Admission> EmulatedSwitch for Harness<HeapPool, L, A> {
@@ -75,5 +79,8 @@ impl<L: Pipeline<HeapPool>, A: Admission> EmulatedSwitch for Harness<HeapPool, L
         let mut s = SwitchSnapshot::default();
         self.sw.snapshot_into(self.now(), &mut s);
         s
+    }
+    fn set_link(&mut self, port_idx: usize, up: bool) {
+        self.sw.set_link(port_idx, up)
     }
 }

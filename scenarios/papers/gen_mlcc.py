@@ -17,20 +17,22 @@ emulate` scenarios, for `longhaul reproduce mlcc`:
   side on every server).
 
 Where the paper is silent (docs/reproduce.md, "MLCC"):
-- the load: 50% of a server's 25 Gb/s toward the other 127 servers of its DC would ask 1.5x
-  of the leaves' uplinks, and 20% of 128 servers' 25 Gb/s across the DCI link 6.4x of its
-  100 Gb/s. Read instead as the load of the tier the traffic crosses: intra-DC at `load` of the
-  leaves' uplinks (each server sends at load x 25 Gb/s / 4), cross-DC at `load` of the long
-  link (each server sends load x 100 Gb/s / 128);
+- the load: read as the HPCC simulator's traffic generator reads it (and gen_bifrost.py here),
+  a share of each server's NIC: every server sends Poisson flows at 50% (heavy) or 30% (light)
+  of 25 Gb/s to the other servers of its DC, and at 20% or 10% to the servers of the other DC.
+  The network cannot carry that for long: the intra-DC flows ask about 1.5x of the leaves'
+  uplinks (4:1 oversubscription, three quarters of them leave their leaf) and the cross-DC ones
+  6.4x of the 100 Gb/s DCI link, so the runs are bursts of overload the flows drain after;
+  `TIER=1` writes the other reading (each load a share of the tier it crosses: the leaves'
+  uplinks, the DCI link) into `tier/`, for the comparison in docs/reproduce.md;
 - DCQCN's parameters and the ECN thresholds: the HPCC simulator's (KMIN 4 KB and KMAX 16 KB
   per Gb/s of the port, Pmax 0.2, marked at dequeue);
 - PFC on the dynamic threshold (alpha 1, HPCC's default); the DCIs' long port gets the
   headroom a pause of the 3 ms link needs (2 x delay x rate), on top of the 128 MB shared.
 
-Scales: the paper's (4 x 32 servers per DC, 10 ms of arrivals), and `quick/`, a 1/8 slice: 4
-servers per leaf, every switch-to-switch link at 12.5 Gb/s (the same 4:1 oversubscription), the
-buffers / 8 (the same buffer-to-BDP ratios), the same per-server loads, 10 ms of arrivals.
-Files: `VARIANT-CDF-INTRA.toml` (INTRA: the intra-DC load, 50 heavy, 30
+Scales: the paper's network with 10 ms of arrivals, and `quick/`: the same network with 1 ms
+of arrivals, heavy load only (a slice with fewer servers would need switch links slower than a
+server's, which changes what one flow can do to a link). Files: `VARIANT-CDF-INTRA.toml` (INTRA: the intra-DC load, 50 heavy, 30
 light).
 
     python3 scenarios/papers/gen_mlcc.py
@@ -53,7 +55,9 @@ PAYLOAD = 1000
 LOADS = (("heavy", 50, 20), ("light", 30, 10))
 # (dir, servers per leaf, switch-link Gb/s, buffer scale, arrivals us, loads, CDFs).
 SCALES = (("", 32, 100, 1, 10_000, ("heavy", "light"), ("websearch", "hadoop")),
-          ("quick/", 4, 12.5, 8, 10_000, ("heavy", "light"), ("websearch", "hadoop")))
+          ("quick/", 32, 100, 1, 1_000, ("heavy",), ("websearch", "hadoop")))
+# TIER=1: each load a share of the tier it crosses (see the docstring), into tier/.
+TIER = os.environ.get("TIER") == "1"
 DC_BUFFER = 22 * 2**20
 DCI_BUFFER = 128 * 2**20
 
@@ -106,7 +110,9 @@ def int_section(switch_id, ports=None):
 
 
 def mlcc_section(dc, servers, fabric_gbps):
-    """MLCC at a DCI (section 4.1's values: theta 18 ms, D_t 1 ms, m 5, alpha 0.5)."""
+    """MLCC at a DCI (section 4.1's values: theta 18 ms, D_t 1 ms, m 5, alpha 0.5). The paper
+    does not size the per-flow queues: 8 per server of the DC, each up to an eighth of the
+    DCI's 128 MB (16 MB, 16384 packets)."""
     dc_ports = ", ".join('"s%d"' % s for s in range(SPINES))
     return """
 [mlcc]
@@ -129,7 +135,7 @@ alpha = 0.5
 rtt_c_ns = %d
 rtt_d_ns = %d
 mtu_bytes = %d
-""" % (dc_ports, 32 * servers, 4096, 4096 * PAYLOAD * 2, HOST_GBPS, 2 * WAN_NS,
+""" % (dc_ports, 8 * servers, 16384, DCI_BUFFER // 8, HOST_GBPS, 2 * WAN_NS,
        2 * (SERVER_NS + 2 * DC_NS) + 4000, PAYLOAD)
 
 
@@ -197,7 +203,7 @@ def write_switches(d, servers, fabric, buffer_div):
 
 def main():
     for sub, servers, fabric, div, arrivals_us, loads, cdfs in SCALES:
-        d = os.path.join(OUT, sub)
+        d = os.path.join(OUT, "tier/" + sub if TIER else sub)
         per, links = write_switches(d, servers, fabric, div)
         hosts = [(host(dc, l, h), ip(dc, l, h), host_mac(dc, l, h), "DC%d" % dc)
                  for dc in range(2) for l in range(LEAFS) for h in range(servers)]
@@ -207,10 +213,10 @@ def main():
             if lname not in loads:
                 continue
             for cdf in cdfs:
-                # Each server's share: intra of the leaf's uplinks (25 / 4 Gb/s per server),
-                # cross of the long link (its rate / the DC's servers).
-                intra_load = intra / 100 / 4
-                cross_load = cross / 100 * fabric / (n * HOST_GBPS)
+                # A share of each server's NIC; TIER: of the leaf's uplinks (25 / 4 Gb/s per
+                # server) and of the long link (its rate / the DC's servers).
+                intra_load = intra / 100 / (4 if TIER else 1)
+                cross_load = cross / 100 * (fabric / (n * HOST_GBPS) if TIER else 1)
                 traffic = []
                 for dc in range(2):
                     traffic.append((dcs[dc], dcs[dc], "%.6f" % intra_load, cdf))

@@ -26,10 +26,15 @@ pub(crate) struct Verdict {
     /// Flows not done within the scale's bound in the runs compared (their slowdowns are not
     /// in the figures): the baseline's and the mechanism's.
     pub unfinished: (usize, usize),
+    /// None of the claim's points runs at this scale (`scales.NAME.points`): not judged.
+    pub not_run: bool,
 }
 
 impl Verdict {
     fn word(&self) -> String {
+        if self.not_run {
+            return "not run at this scale".into();
+        }
         let w = match (self.direction_failed, self.magnitude_ok, &self.known_miss) {
             (false, true, _) => "reproduced".into(),
             (false, false, _) => "direction reproduced, magnitude off".into(),
@@ -114,8 +119,15 @@ fn judge(m: &Manifest, scale: &str, c: &Claim, runs: &[Run]) -> Verdict {
     let mut direction_failed = false;
     let mut magnitude_ok = true;
     let mut changes = Vec::new();
+    let mut ran = false;
     for (k, &p) in at.iter().enumerate() {
         let paper = c.paper_change_at(k);
+        if !runs.iter().any(|r| r.point == p) {
+            // Not run at this scale (`scales.NAME.points`).
+            changes.push((paper, None));
+            continue;
+        }
+        ran = true;
         // Per seed: the same seed's baseline and mechanism runs.
         let pairs: Vec<(f64, f64)> = runs
             .iter()
@@ -148,6 +160,7 @@ fn judge(m: &Manifest, scale: &str, c: &Claim, runs: &[Run]) -> Verdict {
         changes,
         known_miss: c.known_miss.get(scale).cloned(),
         unfinished: (unfinished(bv), unfinished(mv)),
+        not_run: !ran,
     }
 }
 
@@ -417,6 +430,21 @@ source = "s"
         // A missing run fails the direction too.
         let v = judge(&m, "full", c, &runs[..3]);
         assert!(v.direction_failed);
+    }
+
+    /// A scale that runs only some points judges a claim at those; a claim with none of its
+    /// points run is reported as such and fails nothing.
+    #[test]
+    fn a_claim_is_judged_at_the_points_its_scale_runs() {
+        let m = manifest("");
+        let c = &m.claims[0];
+        let only_30 = [run(0, 0, 1, 10.0), run(0, 1, 1, 6.0)];
+        let v = judge(&m, "quick", c, &only_30);
+        assert!(!v.direction_failed && !v.not_run, "{v}");
+        assert_eq!(v.changes[1].1, None);
+        let v = judge(&m, "quick", c, &[]);
+        assert!(v.not_run && !v.direction_failed);
+        assert_eq!(v.word(), "not run at this scale");
     }
 
     #[test]

@@ -325,6 +325,14 @@ impl<P: BufPool, L: Pipeline<P>, A: Admission> Switch<P, L, A> {
         &self.st.infos
     }
 
+    /// The link of the port at index `port_idx` went down (`up` false) or came back up: the
+    /// pipeline hears of it ([`Pipeline::on_link`]). Frames still queued for the port stay.
+    pub fn set_link(&mut self, port_idx: usize, up: bool) {
+        if let Some(id) = self.st.infos.get(port_idx).map(|p| p.id) {
+            self.pipeline.on_link(id, up);
+        }
+    }
+
     pub fn pool(&mut self) -> &mut P {
         &mut self.st.pool
     }

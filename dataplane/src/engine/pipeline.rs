@@ -130,6 +130,11 @@ pub trait Pipeline<P: BufPool> {
         0
     }
 
+    /// The link of port `port` (its id) went down (`up` false) or came back up
+    /// ([`Switch::set_link`]): a forwarding stage stops choosing the port where it has a choice
+    /// (an ECMP group's members). Not per packet.
+    fn on_link(&mut self, _port: u16, _up: bool) {}
+
     /// The pipeline's own counters, by stable name (`baseline.routed`, ...), for metrics.
     fn counters(&self, _out: &mut dyn FnMut(&'static str, u64)) {}
 

@@ -117,6 +117,8 @@ pub struct EcmpGroup {
     len: u8,
     members: [NextHop; MAX_ECMP_MEMBERS],
     packets: [u64; MAX_ECMP_MEMBERS],
+    /// Bit i: member i's port is up ([`Forwarding::set_link`]); the hash picks among these.
+    live: u16,
     /// Replaced or deleted by a control command: no route points here any more.
     pub retired: bool,
 }
@@ -129,6 +131,11 @@ impl EcmpGroup {
     /// Packets the hash sent to each member.
     pub fn packets(&self) -> &[u64] {
         &self.packets[..self.len as usize]
+    }
+
+    /// Every member's bit.
+    fn all(&self) -> u16 {
+        (((1u32 << self.len) - 1) & 0xffff) as u16
     }
 }
 
@@ -221,6 +228,18 @@ pub struct BaselineStats {
     pub to_local: u64,
     /// Lookups that hit an ECMP group (the member chosen by the hash).
     pub ecmp_routed: u64,
+    /// Of those, the ones hashed among the members still up because a member's link is down
+    /// ([`Forwarding::set_link`]).
+    pub ecmp_failover: u64,
+}
+
+/// The index of the `k`-th set bit of `mask` (from bit 0), `None` when it has fewer.
+fn nth_set_bit(mask: u16, k: u32) -> Option<usize> {
+    let mut m = mask;
+    for _ in 0..k {
+        m &= m.checked_sub(1)?;
+    }
+    (m != 0).then(|| m.trailing_zeros() as usize)
 }
 
 /// The forwarding state and stages of the baseline switch.
@@ -251,6 +270,8 @@ pub struct Forwarding {
     ecmp_groups: Vec<EcmpGroup>,
     /// `switch.ecmp_seed`.
     ecmp_seed: u64,
+    /// Ports whose link is down ([`Forwarding::set_link`]).
+    down: Vec<u16>,
     /// Port id -> its `[[wire]]` peer ([`NO_PEER`]: routed).
     wire_peer: Vec<u16>,
     pub neigh: Neighbors,
@@ -319,12 +340,14 @@ impl Forwarding {
                     len: 0,
                     members: [NextHop::from_config(&r.hops[0]); MAX_ECMP_MEMBERS],
                     packets: [0; MAX_ECMP_MEMBERS],
+                    live: 0,
                     retired: false,
                 };
                 for (slot, h) in g.members.iter_mut().zip(&r.hops) {
                     *slot = NextHop::from_config(h);
                     g.len += 1;
                 }
+                g.live = g.all();
                 ecmp_groups.push(g);
                 RouteEntry::Group(ecmp_groups.len() as u32 - 1)
             } else if let Some(h) = r.hops.first() {
@@ -380,6 +403,7 @@ impl Forwarding {
             v6,
             ecmp_groups,
             ecmp_seed: cfg.switch.ecmp_seed,
+            down: Vec::new(),
             wire_peer,
             neigh: Neighbors::new(cfg, control_class),
             stats: BaselineStats::default(),
@@ -628,13 +652,41 @@ impl Forwarding {
             (0, 0)
         };
         let h = ecmp::hash5(src, dst, p.proto, sport, dport, self.ecmp_seed);
-        let i = ecmp::pick(h, u32::from(grp.len)) as usize;
+        let i = if grp.live == grp.all() {
+            ecmp::pick(h, u32::from(grp.len)) as usize
+        } else {
+            // A member's link is down: the hash picks among the others (no member up: no
+            // route).
+            let k = ecmp::pick(h, grp.live.count_ones().max(1));
+            self.stats.ecmp_failover += 1;
+            nth_set_bit(grp.live, k)?
+        };
         let nh = *grp.members.get(i)?;
         if let Some(c) = grp.packets.get_mut(i) {
             *c += 1;
         }
         self.stats.ecmp_routed += 1;
         Some(nh)
+    }
+
+    /// The link of port `port` (its id) went down (`up` false) or came back: ECMP groups hash
+    /// among their members whose port is up, as the HPCC simulator's `TakeDownLink` recomputes
+    /// every route (`scratch/third.cc`) and a switch's fast failover takes a dead member out
+    /// of its groups. A route of one next hop is left as it is.
+    pub fn set_link(&mut self, port: u16, up: bool) {
+        self.down.retain(|&p| p != port);
+        if !up {
+            self.down.push(port);
+        }
+        for g in &mut self.ecmp_groups {
+            let dead = g
+                .members()
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| self.down.contains(&m.port))
+                .fold(0u16, |d, (i, _)| d | 1 << i);
+            g.live = g.all() & !dead;
+        }
     }
 
     /// The ECMP groups the config built (a retired one was replaced or deleted since).
@@ -757,6 +809,7 @@ impl Forwarding {
         out("baseline.to_local", s.to_local);
         if !self.ecmp_groups.is_empty() {
             out("baseline.ecmp_routed", s.ecmp_routed);
+            out("baseline.ecmp_failover", s.ecmp_failover);
             let widest = self.ecmp_groups.iter().map(|g| g.len).max().unwrap_or(0);
             for (i, name) in ECMP_MEMBER_NAMES.iter().enumerate().take(widest as usize) {
                 let n = self.ecmp_groups.iter().filter_map(|g| g.packets().get(i));
@@ -952,6 +1005,10 @@ impl Baseline {
 }
 
 impl<P: BufPool> Pipeline<P> for Baseline {
+    fn on_link(&mut self, port: u16, up: bool) {
+        self.fwd.set_link(port, up);
+    }
+
     type Command = BaselineCommand;
     // No ingress decision reads the traffic manager or holds packets: the engine may run the
     // whole burst through ingress before enqueueing it.

@@ -304,6 +304,10 @@ impl<P: BufPool> Pipeline<P> for MlccDci
 where
     Receivers: ReceiverFor<P::Buf>,
 {
+    fn on_link(&mut self, port: u16, up: bool) {
+        self.fwd.set_link(port, up);
+    }
+
     type Command = BaselineCommand;
 
     #[inline(always)]

@@ -457,6 +457,10 @@ impl<P: BufPool> Ingress<P> for ReflexEsw {
 }
 
 impl<P: BufPool> Pipeline<P> for ReflexEsw {
+    fn on_link(&mut self, port: u16, up: bool) {
+        self.fwd.set_link(port, up);
+    }
+
     type Command = BaselineCommand;
 
     // NDT's packets wait for the admission of those before them (`reads_the_tm`); the rest

@@ -632,6 +632,10 @@ impl<P: BufPool> Ingress<P> for SprayTor {
 }
 
 impl<P: BufPool> Pipeline<P> for SprayTor {
+    fn on_link(&mut self, port: u16, up: bool) {
+        self.fwd.set_link(port, up);
+    }
+
     type Command = SprayCommand;
     // No ingress decision reads the traffic manager or holds packets: the engine may run the
     // whole burst through ingress before enqueueing it.

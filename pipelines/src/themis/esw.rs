@@ -479,6 +479,10 @@ impl<P: BufPool> Ingress<P> for ThemisEsw {
 }
 
 impl<P: BufPool> Pipeline<P> for ThemisEsw {
+    fn on_link(&mut self, port: u16, up: bool) {
+        self.fwd.set_link(port, up);
+    }
+
     type Command = ThemisCommand;
     // No ingress decision reads the traffic manager or holds packets: the engine may run the
     // whole burst through ingress before enqueueing it.
