@@ -61,9 +61,10 @@ pub struct Scenario {
 
 /// `[[link_failures]]`: link `link` (an index into [`Scenario::links`]) loses every frame put
 /// on it, both ways, from `from_ns` until `until_ns` (`None`: to the end of the run). The
-/// switches are not told (no loss of signal, no route withdrawn): a silent black hole, what a
-/// mechanism's own failure detection has to find (Themis, paper 002 section 4.4). Frames
-/// already on the link when it fails arrive.
+/// switches at its two ends see their port go down and come back (`Switch::set_link`: their
+/// ECMP groups stop choosing it); no other switch is told (no routing protocol), and a
+/// mechanism's own paths (Themis's spraying) must find out for themselves (paper 002 section
+/// 4.4). Frames already on the link when it fails arrive.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkFailure {
     pub link: usize,

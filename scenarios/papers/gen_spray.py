@@ -27,8 +27,9 @@ placement, selective retransmission) in all three. TO-AR and ConWeave are not bu
 
 Where the paper is silent (docs/reproduce.md, "Themis spraying"): the RNICs' DCQCN is the
 HPCC simulator's (the paper's [45] is not given); the payload is 1000 bytes (HPCC's); PFC on,
-on the switches' dynamic threshold (HPCC's default); the failure is silent (frames lost, the
-switches not told) at a quarter of the ideal CCT, for good.
+on the switches' dynamic threshold (HPCC's default); the failure, at a quarter of the ideal
+CCT and for good, takes the link's port out of the ECMP groups of the two switches at its ends
+(no other switch's routes change).
 
 Scale (the paper's 256 NICs and 1 GB per rank do not run here): a k x k leaf-spine with k NICs
 per ToR, k groups of k, and each rank's buffer cut in the same proportion as the ranks; rates,
