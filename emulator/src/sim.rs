@@ -355,7 +355,7 @@ impl Emulation {
                     Some(v) if d != k => v.push(k),
                     _ => {
                         return Err(format!(
-                            "flow {k} waits for flow {d}, which is not an earlier flow of the run"
+                            "flow {k} waits for flow {d}, which is not another flow of the run"
                         ))
                     }
                 }
