@@ -515,7 +515,7 @@ fn sum_summaries(all: &[WorkerSummary]) -> WorkerSummary {
             if t.ports.len() <= i {
                 t.ports.push(PortIoStats::default());
             }
-            t.ports[i].add(p);
+            t.ports[i].merge(p);
         }
     }
     t
