@@ -474,7 +474,10 @@ fn it_runs_in_replay_with_its_punt_handler_commands_and_counters() {
     let mut other = cfg.clone();
     other.switch.pipeline = "nope".into();
     let e = replay(&reg, &other, Vec::new()).err().unwrap();
-    assert_eq!(e, "no pipeline 'nope' in this build (pipelines: tiny)");
+    assert_eq!(
+        e.to_string(),
+        "no pipeline 'nope' in this build (pipelines: tiny)"
+    );
 }
 
 #[test]
