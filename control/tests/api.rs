@@ -486,7 +486,7 @@ fn non_loopback_needs_a_token() {
     for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:9410"] {
         let e = match ApiServer::start(addr.parse().unwrap(), None, mock.clone()) {
             Ok(_) => panic!("{addr} without a token was accepted"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         assert!(e.contains("not a loopback address"), "{e}");
         assert!(e.contains("LONGHAUL_API_TOKEN"), "{e}");
@@ -497,7 +497,8 @@ fn non_loopback_needs_a_token() {
         mock.clone(),
     )
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(e.contains("empty"), "{e}");
     // With a token, any address.
     let mut s =

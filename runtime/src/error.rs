@@ -3,6 +3,7 @@
 //! variant has a `source` (a chain printed with `{:#}` would repeat it).
 
 use longhaul_control::config::ConfigError;
+use longhaul_control::http::ServeError;
 use longhaul_dataplane::conservation::Unbalanced;
 use std::io;
 use std::path::PathBuf;
@@ -40,10 +41,13 @@ pub enum Error {
          (cargo build --release --features dpdk; docs/dpdk.md)"
     )]
     NoDpdk { port: String },
-    /// The platform (buffer pool, ports), the management API or the metrics server did not
-    /// start: the message names what (built by the platform, which a DPDK build implements).
+    /// The platform (buffer pool, ports) did not start: the message names what (built by the
+    /// platform, which a DPDK build implements).
     #[error("{0}")]
     Start(String),
+    /// The management API or the metrics endpoint did not start.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
     /// A thread could not be started.
     #[error("starting {what}: {error}")]
     Spawn {

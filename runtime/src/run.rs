@@ -311,8 +311,8 @@ where
     let metrics_listen = opts.metrics_listen.unwrap_or(cfg.control.metrics_listen);
     let (metrics, metrics_server) = match metrics_listen {
         Some(addr) => {
-            let m = Metrics::install().map_err(Error::Start)?;
-            let server = MetricsServer::start(addr, m.clone()).map_err(Error::Start)?;
+            let m = Metrics::install()?;
+            let server = MetricsServer::start(addr, m.clone())?;
             (Some(m), Some(server))
         }
         None => (None, None),
@@ -384,8 +384,7 @@ where
         Ok(handles)
     }));
     let backend: Arc<dyn ManagementBackend> = Arc::new(backend);
-    let api =
-        ApiServer::start_with_hosts(api_listen, token, backend, api_hosts).map_err(Error::Start)?;
+    let api = ApiServer::start_with_hosts(api_listen, token, backend, api_hosts)?;
     let api_addr = api.local_addr();
     if let Some(f) = &opts.on_ready {
         f(api_addr, metrics_addr);
