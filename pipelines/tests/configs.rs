@@ -4,8 +4,8 @@ use longhaul_dataplane::time::Nanos;
 use longhaul_pipelines::load_config_all;
 use std::path::PathBuf;
 
-#[test]
-fn every_shipped_config_validates() {
+/// The files in `configs/`, sorted.
+fn shipped_configs() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -14,6 +14,12 @@ fn every_shipped_config_validates() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no configs in {}", dir.display());
+    files
+}
+
+#[test]
+fn every_shipped_config_validates() {
+    let files = shipped_configs();
     let mut failures = Vec::new();
     for f in &files {
         if let Err(errors) = load_config_all(f) {
@@ -31,13 +37,7 @@ fn every_shipped_config_validates() {
 /// each name once, each `<group>.<counter>` with a group of the baseline's or the pipeline's.
 #[test]
 fn every_pipeline_counter_name_is_unique_and_prefixed() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
+    let files = shipped_configs();
     for f in &files {
         let cfg = longhaul_pipelines::load_config(f).unwrap_or_else(|e| panic!("{e}"));
         let mut sink = |_: u16, _: Nanos, _: &[u8]| {};
