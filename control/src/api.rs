@@ -31,7 +31,7 @@
 //! 405, 408, 411, 413, 503) and every request at debug; the outcome of a table change or a reload
 //! (done or refused by the backend) is logged by the control thread ([`crate::plane`]), not here.
 
-use crate::http::{self, Gate, Refusal};
+use crate::http::{self, Gate, Refusal, ServeError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, request::Parts, HeaderValue, Method, Uri};
@@ -268,7 +268,7 @@ impl ApiServer {
         listen: SocketAddr,
         token: Option<String>,
         backend: Arc<dyn ManagementBackend>,
-    ) -> Result<ApiServer, String> {
+    ) -> Result<ApiServer, ServeError> {
         ApiServer::start_with_hosts(listen, token, backend, Vec::new())
     }
 
@@ -278,26 +278,20 @@ impl ApiServer {
         token: Option<String>,
         backend: Arc<dyn ManagementBackend>,
         api_hosts: Vec<String>,
-    ) -> Result<ApiServer, String> {
+    ) -> Result<ApiServer, ServeError> {
         if token.as_deref() == Some("") {
-            return Err("the management API token is empty".to_owned());
+            return Err(ServeError::EmptyToken);
         }
         if token.as_deref() == Some(PLACEHOLDER_TOKEN) {
-            return Err(format!(
-                "the management API token is the placeholder '{PLACEHOLDER_TOKEN}' of \
-                 deploy/longhaul.env: set a secret ({TOKEN_ENV}, e.g. from `openssl rand -hex 32`)"
-            ));
+            return Err(ServeError::PlaceholderToken);
         }
         if token.is_none() && !listen.ip().is_loopback() {
-            return Err(format!(
-                "refusing to start the management API on {listen}: it is not a loopback address \
-                 and no token is set (set control.api_token or {TOKEN_ENV}, or listen on 127.0.0.1)"
-            ));
+            return Err(ServeError::NoToken { listen });
         }
         let hosts = AllowedHosts::new(api_hosts);
         let app = app(token, backend, MAX_BODY, hosts.clone());
         let http = http::HttpServer::start(listen, "longhaul-api", app)
-            .map_err(|e| format!("management API: {e}"))?;
+            .map_err(|e| ServeError::Api(Box::new(e)))?;
         hosts.set_listen(http.local_addr());
         Ok(ApiServer { http })
     }

@@ -6,7 +6,7 @@
 //! understood.
 
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -43,15 +43,15 @@ impl Client {
         self
     }
 
-    pub fn get(&self, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub fn get(&self, path: &str, body: Option<&Value>) -> Result<(u16, Value), ClientError> {
         self.request("GET", path, body)
     }
 
-    pub fn post(&self, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub fn post(&self, path: &str, body: Option<&Value>) -> Result<(u16, Value), ClientError> {
         self.request("POST", path, body)
     }
 
-    pub fn delete(&self, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
+    pub fn delete(&self, path: &str, body: Option<&Value>) -> Result<(u16, Value), ClientError> {
         self.request("DELETE", path, body)
     }
 
@@ -62,9 +62,9 @@ impl Client {
         method: &str,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<(u16, Value), String> {
+    ) -> Result<(u16, Value), ClientError> {
         let payload = match body {
-            Some(v) => serde_json::to_vec(v).map_err(|e| format!("cannot encode JSON: {e}"))?,
+            Some(v) => serde_json::to_vec(v).map_err(ClientError::Encode)?,
             None => Vec::new(),
         };
         let (status, raw) = self.raw(method, path, &payload)?;
@@ -78,13 +78,22 @@ impl Client {
     }
 
     /// Sends a request with a raw body; returns the status and the raw answer body.
-    pub fn raw(&self, method: &str, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>), ClientError> {
+        let addr = || self.addr.clone();
         let addrs: Vec<SocketAddr> = self
             .addr
             .to_socket_addrs()
-            .map_err(|e| format!("bad address '{}': {e}", self.addr))?
+            .map_err(|error| ClientError::BadAddress {
+                addr: addr(),
+                error,
+            })?
             .collect();
-        let mut last = format!("'{}' resolves to no address", self.addr);
+        let mut last = ClientError::NoAddress { addr: addr() };
         let mut stream = None;
         for a in &addrs {
             match TcpStream::connect_timeout(a, self.connect_timeout) {
@@ -92,14 +101,14 @@ impl Client {
                     stream = Some(s);
                     break;
                 }
-                Err(e) => last = format!("cannot connect to {a}: {e}"),
+                Err(error) => last = ClientError::Connect { to: *a, error },
             }
         }
         let mut stream = stream.ok_or(last)?;
         stream
             .set_read_timeout(Some(self.io_timeout))
             .and_then(|()| stream.set_write_timeout(Some(self.io_timeout)))
-            .map_err(|e| format!("socket: {e}"))?;
+            .map_err(ClientError::Socket)?;
 
         let mut req = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: longhaul-ctl\r\nAccept: application/json\r\nConnection: close\r\n",
@@ -127,21 +136,54 @@ impl Client {
             .read_to_end(&mut resp);
         if resp.is_empty() {
             return Err(match (sent, read) {
-                (Err(e), _) => format!("sending the request to {}: {e}", self.addr),
-                (_, Err(e)) => format!("reading the answer from {}: {e}", self.addr),
-                _ => format!("{} closed the connection without answering", self.addr),
+                (Err(error), _) => ClientError::Send {
+                    addr: addr(),
+                    error,
+                },
+                (_, Err(error)) => ClientError::Receive {
+                    addr: addr(),
+                    error,
+                },
+                _ => ClientError::Closed { addr: addr() },
             });
         }
         if resp.len() > MAX_RESPONSE {
-            return Err(format!("answer larger than {MAX_RESPONSE} bytes"));
+            return Err(ClientError::TooLarge);
         }
         parse_response(&resp)
     }
 }
 
+/// Why a request got no answer. A message includes its cause's, so no variant has a `source`
+/// (a chain printed with `{:#}` would repeat it).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot encode JSON: {0}")]
+    Encode(serde_json::Error),
+    #[error("bad address '{addr}': {error}")]
+    BadAddress { addr: String, error: io::Error },
+    #[error("'{addr}' resolves to no address")]
+    NoAddress { addr: String },
+    #[error("cannot connect to {to}: {error}")]
+    Connect { to: SocketAddr, error: io::Error },
+    #[error("socket: {0}")]
+    Socket(io::Error),
+    #[error("sending the request to {addr}: {error}")]
+    Send { addr: String, error: io::Error },
+    #[error("reading the answer from {addr}: {error}")]
+    Receive { addr: String, error: io::Error },
+    #[error("{addr} closed the connection without answering")]
+    Closed { addr: String },
+    #[error("answer larger than {MAX_RESPONSE} bytes")]
+    TooLarge,
+    /// What is wrong with the answer.
+    #[error("malformed HTTP answer: {0}")]
+    Malformed(&'static str),
+}
+
 /// Status and body of a complete HTTP/1.x response.
-fn parse_response(resp: &[u8]) -> Result<(u16, Vec<u8>), String> {
-    let bad = |what: &str| format!("malformed HTTP answer: {what}");
+fn parse_response(resp: &[u8]) -> Result<(u16, Vec<u8>), ClientError> {
+    let bad = ClientError::Malformed;
     let end = resp
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -29,8 +29,8 @@ pub use sections::{SectionConfig, Sections};
 /// Duration of `quanta` PFC pause quanta (512 bit times each) at `rate_bps`, in ns.
 pub use validate::pause_time_ns;
 pub use validate::{
-    check_mac, fmt_ip, fmt_mac, parse_ip, parse_mac, parse_prefix, span, Validator, MAX_RATE_GBPS,
-    MIN_RATE_GBPS,
+    check_mac, fmt_ip, fmt_mac, parse_ip, parse_mac, parse_prefix, span, AddrError, Validator,
+    MAX_RATE_GBPS, MIN_RATE_GBPS,
 };
 
 /// `switch.pipeline` when the file does not say.

@@ -84,11 +84,30 @@ pub struct Request {
     pub body: Option<Value>,
 }
 
+/// Why a command makes no request.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// A JSON argument that is not JSON.
+    #[error("'{text}' is not valid JSON: {error}")]
+    Json {
+        text: String,
+        error: serde_json::Error,
+    },
+    /// A relative reload path, and the current directory cannot be read.
+    #[error("cannot read the current directory: {0}")]
+    CurrentDir(std::io::Error),
+    #[error("the path is not UTF-8")]
+    NotUtf8,
+}
+
 /// The request `cmd` makes; `Err` for a JSON argument that is not JSON, or a relative reload
 /// path when the current directory cannot be read.
-pub fn request(cmd: &CtlCmd) -> Result<Request, String> {
-    let json = |text: &str| -> Result<Value, String> {
-        serde_json::from_str(text).map_err(|e| format!("'{text}' is not valid JSON: {e}"))
+pub fn request(cmd: &CtlCmd) -> Result<Request, RequestError> {
+    let json = |text: &str| -> Result<Value, RequestError> {
+        serde_json::from_str(text).map_err(|error| RequestError::Json {
+            text: text.to_owned(),
+            error,
+        })
     };
     let table = |name: &str| format!("/tables/{}", percent_encode(name));
     let r = |method, path: String, body| Request { method, path, body };
@@ -126,10 +145,10 @@ pub fn request(cmd: &CtlCmd) -> Result<Request, String> {
                 p.clone()
             } else {
                 std::env::current_dir()
-                    .map_err(|e| format!("cannot read the current directory: {e}"))?
+                    .map_err(RequestError::CurrentDir)?
                     .join(p)
             };
-            let path = abs.to_str().ok_or("the path is not UTF-8")?.to_owned();
+            let path = abs.to_str().ok_or(RequestError::NotUtf8)?.to_owned();
             r("POST", "/reload".into(), Some(json!({ "path": path })))
         }
     })

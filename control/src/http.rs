@@ -35,6 +35,7 @@ use axum::{BoxError, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -271,28 +272,84 @@ pub struct HttpServer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Why a server (the management API, the metrics endpoint) did not start. A message includes
+/// its cause's, so no variant has a `source` (a chain printed with `{:#}` would repeat it).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {listen}: {error}")]
+    Listen {
+        listen: SocketAddr,
+        error: io::Error,
+    },
+    #[error("cannot read the address of {listen}: {error}")]
+    LocalAddr {
+        listen: SocketAddr,
+        error: io::Error,
+    },
+    #[error("{listen}: {error}")]
+    Socket {
+        listen: SocketAddr,
+        error: io::Error,
+    },
+    #[error("cannot start the runtime of {name}: {error}")]
+    Runtime { name: String, error: io::Error },
+    #[error("cannot start a thread: {error}")]
+    Thread { error: io::Error },
+    /// `control.api_token` (or its environment variable) is set to "".
+    #[error("the management API token is empty")]
+    EmptyToken,
+    /// The token is deploy/longhaul.env's placeholder.
+    #[error(
+        "the management API token is the placeholder '{}' of deploy/longhaul.env: set a secret \
+         ({}, e.g. from `openssl rand -hex 32`)",
+        crate::api::PLACEHOLDER_TOKEN,
+        crate::api::TOKEN_ENV
+    )]
+    PlaceholderToken,
+    /// A non-loopback address without a token.
+    #[error(
+        "refusing to start the management API on {listen}: it is not a loopback address and no \
+         token is set (set control.api_token or {}, or listen on 127.0.0.1)",
+        crate::api::TOKEN_ENV
+    )]
+    NoToken { listen: SocketAddr },
+    /// The management API's server did not start.
+    #[error("management API: {0}")]
+    Api(Box<ServeError>),
+    /// The metrics endpoint's server did not start.
+    #[error("metrics endpoint: {0}")]
+    Metrics(Box<ServeError>),
+    /// The Prometheus recorder could not be installed (the exporter's message).
+    #[error("cannot install the Prometheus recorder: {0}")]
+    Recorder(String),
+}
+
 impl HttpServer {
     /// Binds `listen` (port 0: any free port) and serves `app` (from [`app`]) on a thread named
     /// `name`.
-    pub fn start(listen: SocketAddr, name: &str, app: Router) -> Result<HttpServer, String> {
+    pub fn start(listen: SocketAddr, name: &str, app: Router) -> Result<HttpServer, ServeError> {
         let listener = std::net::TcpListener::bind(listen)
-            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+            .map_err(|error| ServeError::Listen { listen, error })?;
         let addr = listener
             .local_addr()
-            .map_err(|e| format!("cannot read the address of {listen}: {e}"))?;
+            .map_err(|error| ServeError::LocalAddr { listen, error })?;
         listener
             .set_nonblocking(true)
-            .map_err(|e| format!("{listen}: {e}"))?;
+            .map_err(|error| ServeError::Socket { listen, error })?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .max_blocking_threads(BLOCKING_THREADS)
             .thread_name(format!("{name}-blocking"))
             .build()
-            .map_err(|e| format!("cannot start the runtime of {name}: {e}"))?;
+            .map_err(|error| ServeError::Runtime {
+                name: name.to_owned(),
+                error,
+            })?;
         let listener = {
             let _in_rt = rt.enter();
-            tokio::net::TcpListener::from_std(listener).map_err(|e| format!("{listen}: {e}"))?
+            tokio::net::TcpListener::from_std(listener)
+                .map_err(|error| ServeError::Socket { listen, error })?
         };
         let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
@@ -302,7 +359,7 @@ impl HttpServer {
                 // Blocking work still running (a backend call) is abandoned, not waited for.
                 rt.shutdown_timeout(Duration::from_millis(100));
             })
-            .map_err(|e| format!("cannot start a thread: {e}"))?;
+            .map_err(|error| ServeError::Thread { error })?;
         Ok(HttpServer {
             addr,
             stop,
@@ -469,6 +526,30 @@ pub fn answer(request: &[u8], app: &Router) -> Vec<u8> {
 mod tests {
     use super::*;
     use axum::body::Bytes;
+
+    #[test]
+    fn start_error_messages() {
+        let listen: SocketAddr = "192.0.2.1:9410".parse().unwrap();
+        assert_eq!(
+            ServeError::PlaceholderToken.to_string(),
+            "the management API token is the placeholder 'change-me' of deploy/longhaul.env: \
+             set a secret (LONGHAUL_API_TOKEN, e.g. from `openssl rand -hex 32`)"
+        );
+        assert_eq!(
+            ServeError::NoToken { listen }.to_string(),
+            "refusing to start the management API on 192.0.2.1:9410: it is not a loopback \
+             address and no token is set (set control.api_token or LONGHAUL_API_TOKEN, or \
+             listen on 127.0.0.1)"
+        );
+        let e = ServeError::Listen {
+            listen,
+            error: io::Error::new(io::ErrorKind::AddrInUse, "in use"),
+        };
+        assert_eq!(
+            ServeError::Metrics(Box::new(e)).to_string(),
+            "metrics endpoint: cannot listen on 192.0.2.1:9410: in use"
+        );
+    }
 
     fn echo() -> Router {
         Router::new().fallback(

@@ -23,7 +23,7 @@
 //! Mechanisms add their own series ([`Series`], from `Mechanisms::metrics`): their names, help
 //! texts and documentation are the mechanism's.
 
-use crate::http::{self, HttpServer};
+use crate::http::{self, HttpServer, ServeError};
 use axum::extract::State as Shared;
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
@@ -396,12 +396,12 @@ static GLOBAL: OnceLock<Result<Metrics, String>> = OnceLock::new();
 impl Metrics {
     /// Installs the Prometheus recorder as the global `metrics` recorder, once per process;
     /// later calls return the same instance. Fails if another recorder was installed first.
-    pub fn install() -> Result<Metrics, String> {
+    pub fn install() -> Result<Metrics, ServeError> {
         GLOBAL
             .get_or_init(|| {
                 let handle = PrometheusBuilder::new()
                     .install_recorder()
-                    .map_err(|e| format!("cannot install the Prometheus recorder: {e}"))?;
+                    .map_err(|e| e.to_string())?;
                 describe();
                 Ok(Metrics {
                     handle,
@@ -413,6 +413,7 @@ impl Metrics {
                 })
             })
             .clone()
+            .map_err(ServeError::Recorder)
     }
 
     /// The exporter's handle (to render, or to run upkeep).
@@ -813,11 +814,11 @@ async fn serve_metrics(Shared(metrics): Shared<Metrics>, method: Method, uri: Ur
 
 impl MetricsServer {
     /// Listens on `listen` (port 0: any free port).
-    pub fn start(listen: SocketAddr, metrics: Metrics) -> Result<MetricsServer, String> {
+    pub fn start(listen: SocketAddr, metrics: Metrics) -> Result<MetricsServer, ServeError> {
         let router = Router::new().fallback(serve_metrics).with_state(metrics);
         let app = http::app(router, "metrics", METRICS_MAX_BODY, None);
         let http = HttpServer::start(listen, "longhaul-metrics", app)
-            .map_err(|e| format!("metrics endpoint: {e}"))?;
+            .map_err(|e| ServeError::Metrics(Box::new(e)))?;
         Ok(MetricsServer { http })
     }
 

@@ -150,19 +150,20 @@ impl<C> Channel<C> {
     }
 }
 
-/// Counters of the control channel on the worker side.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ControlStats {
-    /// Commands applied.
-    pub applied: u64,
-    /// Commands the pipeline refused (bad table, bad key, table full).
-    pub refused: u64,
-    /// Punts sent up.
-    pub punts: u64,
-    /// Punts dropped because the ring was full.
-    pub punt_drops: u64,
-    /// Latency from enqueue to applied, ns.
-    pub latency_hist: LatencyHist,
+crate::counters! {
+    /// Counters of the control channel on the worker side.
+    pub struct ControlStats: "control" {
+        /// Commands applied.
+        pub applied: u64,
+        /// Commands the pipeline refused (bad table, bad key, table full).
+        pub refused: u64,
+        /// Punts sent up.
+        pub punts: u64,
+        /// Punts dropped because the ring was full.
+        pub punt_drops: u64,
+        /// Latency from enqueue to applied, ns.
+        pub latency_hist: LatencyHist,
+    }
 }
 
 /// Buckets of a [`LatencyHist`]: 4 per power of two up to 2^40 ns (about 18 minutes).
@@ -253,6 +254,24 @@ impl LatencyHist {
             .enumerate()
             .filter(|(_, c)| **c != 0)
             .map(|(i, c)| (Self::lower(i + 1), *c))
+    }
+}
+
+impl crate::counters::Counter for LatencyHist {
+    fn add(&mut self, o: &Self) {
+        self.merge(o);
+    }
+    /// The number of samples.
+    fn emit(&self, name: &'static str, out: &mut dyn FnMut(&'static str, u64)) {
+        out(name, self.count);
+    }
+    fn splat(v: u64) -> Self {
+        LatencyHist {
+            buckets: [v; LATENCY_BUCKETS],
+            count: v,
+            sum_ns: v,
+            max_ns: v,
+        }
     }
 }
 

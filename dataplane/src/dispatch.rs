@@ -514,7 +514,7 @@ where
         // a ring shows in the owner's counters, not again here (summing workers stays exact).
         // Losses at the rings are this view's own.
         let mut s = self.io.as_ref().map(|p| p.stats()).unwrap_or_default();
-        s.add(&PortIoStats {
+        s.merge(&PortIoStats {
             rx_nobuf: self.stats.rx_nobuf,
             rx_errors: self.stats.rx_errors,
             tx_errors: self.stats.tx_errors,

@@ -30,36 +30,26 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Counters of one port's I/O (what the backend saw; the switch keeps its own per-port counters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PortIoStats {
-    /// Frames received and handed to the caller.
-    pub rx_pkts: u64,
-    /// Bytes of those frames.
-    pub rx_bytes: u64,
-    /// Frames sent.
-    pub tx_pkts: u64,
-    /// Bytes of those frames.
-    pub tx_bytes: u64,
-    /// Receive bursts cut short because the buffer pool was empty (the frame is retried later).
-    pub rx_nobuf: u64,
-    /// Frames handed to `tx_burst` that could not be sent (freed).
-    pub tx_errors: u64,
-    /// Frames received but unusable (larger than a pool buffer), or lost before the port
-    /// (a full in-memory ring, as a NIC's missed counter); skipped.
-    pub rx_errors: u64,
-}
-
-impl PortIoStats {
-    /// Add `o`'s counters (several workers' views of one port).
-    pub fn add(&mut self, o: &PortIoStats) {
-        self.rx_pkts += o.rx_pkts;
-        self.rx_bytes += o.rx_bytes;
-        self.tx_pkts += o.tx_pkts;
-        self.tx_bytes += o.tx_bytes;
-        self.rx_nobuf += o.rx_nobuf;
-        self.tx_errors += o.tx_errors;
-        self.rx_errors += o.rx_errors;
+crate::counters! {
+    /// Counters of one port's I/O (what the backend saw; the switch keeps its own per-port
+    /// counters).
+    #[derive(Copy)]
+    pub struct PortIoStats: "io" {
+        /// Frames received and handed to the caller.
+        pub rx_pkts: u64,
+        /// Bytes of those frames.
+        pub rx_bytes: u64,
+        /// Frames sent.
+        pub tx_pkts: u64,
+        /// Bytes of those frames.
+        pub tx_bytes: u64,
+        /// Receive bursts cut short because the buffer pool was empty (the frame is retried later).
+        pub rx_nobuf: u64,
+        /// Frames handed to `tx_burst` that could not be sent (freed).
+        pub tx_errors: u64,
+        /// Frames received but unusable (larger than a pool buffer), or lost before the port
+        /// (a full in-memory ring, as a NIC's missed counter); skipped.
+        pub rx_errors: u64,
     }
 }
 

@@ -129,31 +129,33 @@ pub struct EnqInfo {
     pub marked: bool,
 }
 
-/// Counters of one class.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClassStats {
-    /// Packets accepted.
-    pub enq_pkts: u64,
-    /// Bytes accepted.
-    pub enq_bytes: u64,
-    /// Packets transmitted.
-    pub deq_pkts: u64,
-    /// Bytes transmitted.
-    pub deq_bytes: u64,
-    /// Packets refused (queue full).
-    pub drops: u64,
-    /// Of `drops`, those in a lossless class (hard cap hit: PFC misconfigured).
-    pub lossless_drops: u64,
-    /// Packets the marker set CE on.
-    pub ecn_marks: u64,
-    /// Mark decisions on Not-ECT packets (left unchanged).
-    pub ecn_not_ect: u64,
-    /// Current depth, bytes.
-    pub depth_bytes: u64,
-    /// Current depth, packets.
-    pub depth_pkts: u64,
-    /// Highest depth reached, bytes.
-    pub max_depth_bytes: u64,
+crate::counters! {
+    /// Counters of one class.
+    #[derive(Copy)]
+    pub struct ClassStats: "class" {
+        /// Packets accepted.
+        pub enq_pkts: u64,
+        /// Bytes accepted.
+        pub enq_bytes: u64,
+        /// Packets transmitted.
+        pub deq_pkts: u64,
+        /// Bytes transmitted.
+        pub deq_bytes: u64,
+        /// Packets refused (queue full).
+        pub drops: u64,
+        /// Of `drops`, those in a lossless class (hard cap hit: PFC misconfigured).
+        pub lossless_drops: u64,
+        /// Packets the marker set CE on.
+        pub ecn_marks: u64,
+        /// Mark decisions on Not-ECT packets (left unchanged).
+        pub ecn_not_ect: u64,
+        /// Current depth, bytes.
+        pub depth_bytes: u64,
+        /// Current depth, packets.
+        pub depth_pkts: u64,
+        /// Highest depth reached, bytes.
+        pub max_depth_bytes: u64 => max,
+    }
 }
 
 /// Counters of the port.

@@ -71,7 +71,10 @@ pub fn switch_spec(cfg: &Config) -> SwitchSpec {
 }
 
 /// Replays `inputs` through the switch `cfg` describes (`longhaul replay`).
-pub fn replay(cfg: &Config, inputs: Vec<ReplayInput>) -> Result<ReplayResult, String> {
+pub fn replay(
+    cfg: &Config,
+    inputs: Vec<ReplayInput>,
+) -> Result<ReplayResult, longhaul_runtime::Error> {
     longhaul_runtime::replay(&REGISTRY, cfg, inputs)
 }
 
@@ -81,12 +84,12 @@ pub fn replay_stream(
     inputs: Vec<longhaul_runtime::StreamInput<'_>>,
     sink: &mut longhaul_runtime::FrameSink<'_>,
     hooks: longhaul_runtime::ReplayHooks<'_>,
-) -> Result<longhaul_runtime::ReplayStats, String> {
+) -> Result<longhaul_runtime::ReplayStats, longhaul_runtime::Error> {
     longhaul_runtime::replay_stream(&REGISTRY, cfg, inputs, sink, hooks)
 }
 
 /// Runs the appliance the config at `path` describes (`longhaul run`).
-pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, String> {
+pub fn run(path: &Path, opts: RunOptions) -> Result<RunReport, longhaul_runtime::Error> {
     longhaul_runtime::run(registry(), path, opts)
 }
 

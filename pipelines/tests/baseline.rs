@@ -290,8 +290,8 @@ fn anomalies_follow_the_configured_policy() {
         assert_eq!(d.get(DropReason::TtlExpired), 1);
         assert_eq!(d.get(DropReason::NoRoute), 1);
         assert_eq!(d.get(DropReason::Truncated), 1);
-        let st = &h.sw.pipeline().fwd.stats;
-        assert_eq!(st.anomalies.get(DropReason::BadIpChecksum), 1);
+        let anomalies = &h.sw.pipeline().fwd.anomalies;
+        assert_eq!(anomalies.get(DropReason::BadIpChecksum), 1);
         match policy {
             Policy::Drop => {
                 assert_eq!(d.get(DropReason::BadIpChecksum), 1);
@@ -300,7 +300,7 @@ fn anomalies_follow_the_configured_policy() {
             Policy::Forward => {
                 assert_eq!(d.get(DropReason::BadIpChecksum), 0);
                 assert_eq!(out.len(), 1, "routed despite the bad checksum");
-                assert_eq!(st.anomalies_forwarded, 1);
+                assert_eq!(h.sw.pipeline().fwd.stats.anomalies_forwarded, 1);
             }
         }
     }
@@ -511,7 +511,7 @@ fn ecmp_group_hashes_each_flow_to_one_member_and_spreads_flows() {
         assert!((1800..=2200).contains(&per_port[p]), "{per_port:?}");
     }
     let fwd = &h.sw.pipeline().fwd;
-    assert_eq!(fwd.stats.ecmp_routed, 2 * u64::from(flows));
+    assert_eq!(fwd.ecmp.ecmp_routed, 2 * u64::from(flows));
     let g = &fwd.ecmp_groups()[0];
     assert_eq!(g.packets(), &[per_port[2] as u64, per_port[3] as u64]);
     let mut counters = Vec::new();
@@ -567,7 +567,7 @@ fn ecmp_group_fails_over_when_a_members_link_is_down() {
             .collect();
         (
             out,
-            h.sw.pipeline().fwd.stats.clone(),
+            h.sw.pipeline().fwd.ecmp,
             h.sw.stats().drops.get(DropReason::NoRoute),
             h,
         )
@@ -615,7 +615,7 @@ fn single_next_hop_routes_do_not_count_as_ecmp() {
     h.run_to_idle();
     assert_eq!(h.take().len(), 1);
     let fwd = &h.sw.pipeline().fwd;
-    assert_eq!(fwd.stats.ecmp_routed, 0);
+    assert_eq!(fwd.ecmp.ecmp_routed, 0);
     let mut names = Vec::new();
     fwd.counters(&mut |n, _| names.push(n));
     assert!(!names.iter().any(|n| n.starts_with("baseline.ecmp")));

@@ -139,7 +139,7 @@ fn a_read_error_mid_trace_fails_the_replay_and_names_the_input() {
     )
     .err()
     .unwrap();
-    assert_eq!(e, "big.pcap: truncated record");
+    assert_eq!(e.to_string(), "big.pcap: truncated record");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! [`Mechanism`] trait and the [`Registry`] that lists them.
 //!
 //! - [`registry`], [`mechanism`], [`typed`]: the registry and the traits a mechanism implements;
+//! - [`error`]: what a replay or a run fails with;
 //! - [`build`]: a validated config to the dataplane's switch spec and buffer pool;
 //! - [`replay`]: deterministic pcap replay on virtual time (`longhaul replay`, conformance);
 //! - [`emulated`]: a switch of any pipeline on virtual time, for the closed-loop emulator;
@@ -17,6 +18,7 @@ pub mod build;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod emulated;
+pub mod error;
 pub mod live;
 pub mod mechanism;
 pub mod platform;
@@ -26,6 +28,7 @@ pub mod run;
 pub mod typed;
 
 pub use emulated::EmulatedSwitch;
+pub use error::Error;
 pub use mechanism::{
     HostAddr, HostAgent, HostAgentParams, Mechanism, MechanismSet, PipelineMechanism, QpInfo,
     RxAction, TxKind,

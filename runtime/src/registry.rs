@@ -8,6 +8,7 @@ use crate::replay::{
     in_memory, FrameSink, ReplayHooks, ReplayInput, ReplayResult, ReplayStats, StreamInput,
 };
 use crate::run::{RunOptions, RunReport};
+use crate::Error;
 use longhaul_control::config::{Config, Schema, Section};
 use longhaul_control::mechanisms::Mechanisms;
 use longhaul_control::metrics::Series;
@@ -23,7 +24,7 @@ pub fn replay(
     registry: &Registry,
     cfg: &Config,
     inputs: Vec<ReplayInput>,
-) -> Result<ReplayResult, String> {
+) -> Result<ReplayResult, Error> {
     in_memory(cfg, inputs, |streams, sink| {
         replay_stream(registry, cfg, streams, sink, ReplayHooks::default())
     })
@@ -37,7 +38,7 @@ pub fn replay_stream(
     inputs: Vec<StreamInput<'_>>,
     sink: &mut FrameSink<'_>,
     hooks: ReplayHooks<'_>,
-) -> Result<ReplayStats, String> {
+) -> Result<ReplayStats, Error> {
     registry
         .find_pipeline(&cfg.switch.pipeline)?
         .replay(registry, cfg, inputs, sink, hooks)
@@ -46,14 +47,17 @@ pub fn replay_stream(
 /// Run the appliance described by the config at `path` (parsed with the registry's sections)
 /// until `opts.stop` (or idle): the pipeline `switch.pipeline` names, with every registered
 /// mechanism's additions.
-pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<RunReport, String> {
-    let cfg = Config::load_with(path, registry.as_ref()).map_err(|e| e.to_string())?;
-    if let Some(m) = crate::run::missing_inputs(&cfg, path).into_iter().next() {
-        return Err(format!("{}: {m}", path.display()));
+pub fn run(registry: Arc<Registry>, path: &Path, opts: RunOptions) -> Result<RunReport, Error> {
+    let cfg = Config::load_with(path, registry.as_ref())?;
+    if let Some(what) = crate::run::missing_inputs(&cfg, path).into_iter().next() {
+        return Err(Error::MissingInput {
+            path: path.to_path_buf(),
+            what,
+        });
     }
     if opts.until_idle {
         if let Some(e) = crate::run::until_idle_refusal(&cfg, path) {
-            return Err(e);
+            return Err(Error::Refused(e));
         }
     }
     for m in registry.mechanisms() {
@@ -76,7 +80,7 @@ pub trait ErasedPipeline: Send + Sync {
         inputs: Vec<StreamInput<'_>>,
         sink: &mut FrameSink<'_>,
         hooks: ReplayHooks<'_>,
-    ) -> Result<ReplayStats, String>;
+    ) -> Result<ReplayStats, Error>;
 
     /// A switch of this pipeline built from `cfg` for the closed-loop emulator (virtual time,
     /// its control handler inline like replay's).
@@ -89,7 +93,7 @@ pub trait ErasedPipeline: Send + Sync {
         cfg: Config,
         path: PathBuf,
         opts: RunOptions,
-    ) -> Result<RunReport, String>;
+    ) -> Result<RunReport, Error>;
 }
 
 /// Every registered mechanism, and the pipelines among them.
@@ -143,17 +147,17 @@ impl Registry {
     }
 
     /// The pipeline named `name` (`switch.pipeline`).
-    pub fn find_pipeline(&self, name: &str) -> Result<&dyn ErasedPipeline, String> {
+    pub fn find_pipeline(&self, name: &str) -> Result<&dyn ErasedPipeline, Error> {
         self.pipelines
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, p)| p.as_ref())
             .ok_or_else(|| {
                 let names: Vec<&str> = self.pipelines.iter().map(|(n, _)| *n).collect();
-                format!(
-                    "no pipeline '{name}' in this build (pipelines: {})",
-                    names.join(", ")
-                )
+                Error::UnknownPipeline {
+                    name: name.to_owned(),
+                    known: names.join(", "),
+                }
             })
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::build::switch_spec;
 use crate::mechanism::MechanismSet;
+use crate::Error;
 use longhaul_control::config::Config;
 use longhaul_control::plane::{Inline, PipelineControl};
 use longhaul_dataplane::counters::DropReason;
@@ -20,6 +21,7 @@ use longhaul_dataplane::replay::{
 };
 use longhaul_dataplane::time::Nanos;
 use std::collections::BTreeMap;
+use std::io;
 
 /// Packets offered to one ingress port (by port id), in memory.
 pub struct ReplayInput {
@@ -85,7 +87,7 @@ pub fn replay_with<L, H, A>(
     pipeline: L,
     handler: H,
     inputs: Vec<ReplayInput>,
-) -> Result<ReplayResult, String>
+) -> Result<ReplayResult, Error>
 where
     L: Pipeline<HeapPool, Command = H::Command>,
     H: PipelineControl,
@@ -101,8 +103,8 @@ where
 pub fn in_memory(
     cfg: &Config,
     inputs: Vec<ReplayInput>,
-    replay: impl FnOnce(Vec<StreamInput<'static>>, &mut FrameSink<'_>) -> Result<ReplayStats, String>,
-) -> Result<ReplayResult, String> {
+    replay: impl FnOnce(Vec<StreamInput<'static>>, &mut FrameSink<'_>) -> Result<ReplayStats, Error>,
+) -> Result<ReplayResult, Error> {
     let streams = inputs
         .into_iter()
         .map(|i| StreamInput {
@@ -206,7 +208,7 @@ pub fn replay_stream_with<L, H, A>(
     inputs: Vec<StreamInput<'_>>,
     sink: &mut FrameSink<'_>,
     hooks: ReplayHooks<'_>,
-) -> Result<ReplayStats, String>
+) -> Result<ReplayStats, Error>
 where
     L: Pipeline<HeapPool, Command = H::Command>,
     H: PipelineControl,
@@ -223,7 +225,10 @@ where
     for i in inputs {
         let idx = sw.port_idx(i.port).ok_or_else(|| {
             let ids: Vec<String> = sw.ports().iter().map(|p| p.id.to_string()).collect();
-            format!("no port with id {} (ports: {})", i.port, ids.join(", "))
+            Error::UnknownPort {
+                port: i.port,
+                known: ids.join(", "),
+            }
         })?;
         names.push(i.name);
         sources.push((idx, i.source));
@@ -250,15 +255,18 @@ where
         }
     };
     if let Some((k, e)) = streams.error() {
-        return Err(format!("{}: {e}", names[k]));
+        return Err(Error::Input {
+            name: names[k].clone(),
+            error: io::Error::new(e.kind(), e.to_string()),
+        });
     }
     if summary.stalled {
-        return Err("replay stalled: the switch kept reporting work it did not do (a bug)".into());
+        return Err(Error::Stalled);
     }
     let mut snapshot = SwitchSnapshot::default();
     sw.snapshot_into(0, &mut snapshot);
     // Packet conservation (issue 20): a frame lost without a counter fails the replay.
-    snapshot.ledger().check().map_err(|e| e.to_string())?;
+    snapshot.ledger().check()?;
     Ok(ReplayStats {
         counters: snapshot_counters(mechanisms, &snapshot),
         snapshot,

@@ -11,6 +11,7 @@ use crate::build::worker_switch_spec;
 use crate::live::{run_worker, Swap, SwapSlot, WorkerOptions, WorkerSummary};
 use crate::mechanism::MechanismSet;
 use crate::platform::{spawn_worker, uses_dpdk, HeapPlatform, Platform, PlatformPipeline};
+use crate::Error;
 use longhaul_control::api::{resolve_token, ApiServer, ManagementBackend};
 use longhaul_control::config::Config;
 use longhaul_control::metrics::{Metrics, MetricsServer};
@@ -78,7 +79,7 @@ pub fn run_on_platform<L, H, A, F>(
     make_pipeline: F,
     handler: H,
     opts: RunOptions,
-) -> Result<RunReport, String>
+) -> Result<RunReport, Error>
 where
     H: PipelineControl,
     L: PlatformPipeline<H::Command>,
@@ -105,11 +106,9 @@ where
                 .ports
                 .iter()
                 .find(|p| matches!(p.io, longhaul_control::config::PortIo::Dpdk { .. }));
-            return Err(format!(
-                "port '{}': io kind \"dpdk\" needs a longhaul built with the dpdk feature \
-                 (cargo build --release --features dpdk; docs/dpdk.md)",
-                p.map_or("?", |p| p.name.as_str())
-            ));
+            return Err(Error::NoDpdk {
+                port: p.map_or("?", |p| p.name.as_str()).to_owned(),
+            });
         }
     }
     run_with::<_, L, H, A, F>(
@@ -268,7 +267,7 @@ pub fn run_with<X, L, H, A, F>(
     make_pipeline: F,
     handler: H,
     opts: RunOptions,
-) -> Result<RunReport, String>
+) -> Result<RunReport, Error>
 where
     X: Platform,
     <X::Pool as BufPool>::Buf: Send,
@@ -277,13 +276,13 @@ where
     A: Admission,
     F: Fn(&Config) -> L + Send + 'static,
 {
-    let views = platform.ports(&cfg)?;
+    let views = platform.ports(&cfg).map_err(Error::Start)?;
     let n = views.len().max(1);
     let mut workers = Vec::with_capacity(n);
     for (i, ports) in views.into_iter().enumerate() {
         let sw: Switch<X::Pool, L, A> = Switch::with_admission(
             worker_switch_spec(&cfg, mechanisms.as_ref(), i, n),
-            platform.pool(&cfg)?,
+            platform.pool(&cfg).map_err(Error::Start)?,
             make_pipeline(&cfg),
         );
         let snapshot = Arc::new(Mutex::new(SwitchSnapshot::default()));
@@ -394,7 +393,10 @@ where
     let control = std::thread::Builder::new()
         .name("longhaul-control".into())
         .spawn(move || plane.run())
-        .map_err(|e| format!("starting the control thread: {e}"))?;
+        .map_err(|error| Error::Spawn {
+            what: "the control thread",
+            error,
+        })?;
 
     // Several workers stop together once all are idle (`WorkerOptions::idle_flag`).
     let idle_flags: Vec<Arc<AtomicBool>> =
@@ -458,12 +460,12 @@ where
     drop(api);
     drop(metrics_server);
     if let Some(e) = errors.into_iter().next() {
-        return Err(e);
+        return Err(Error::Worker(e));
     }
     type Done<S> = Vec<(usize, WorkerSummary, S)>;
     let mut done: Done<Switch<X::Pool, L, A>> = done_rx.iter().collect();
     if done.len() != n {
-        return Err("a worker stopped without a result".to_string());
+        return Err(Error::Worker("a worker stopped without a result".into()));
     }
     done.sort_by_key(|(i, _, _)| *i);
     let mut snaps = Vec::with_capacity(n);
@@ -515,7 +517,7 @@ fn sum_summaries(all: &[WorkerSummary]) -> WorkerSummary {
             if t.ports.len() <= i {
                 t.ports.push(PortIoStats::default());
             }
-            t.ports[i].add(p);
+            t.ports[i].merge(p);
         }
     }
     t

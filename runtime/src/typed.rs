@@ -70,7 +70,7 @@ impl<M: PipelineMechanism, A: Admission> ErasedPipeline for Typed<M, A> {
         inputs: Vec<StreamInput<'_>>,
         sink: &mut FrameSink<'_>,
         hooks: ReplayHooks<'_>,
-    ) -> Result<ReplayStats, String> {
+    ) -> Result<ReplayStats, crate::Error> {
         let m = &self.0;
         let (pipeline, control) = (m.pipeline(cfg), m.control(cfg));
         replay_stream_with::<_, _, A>(registry, cfg, pipeline, control, inputs, sink, hooks)
@@ -96,7 +96,7 @@ impl<M: PipelineMechanism, A: Admission> ErasedPipeline for Typed<M, A> {
         cfg: Config,
         path: PathBuf,
         opts: RunOptions,
-    ) -> Result<RunReport, String> {
+    ) -> Result<RunReport, crate::Error> {
         let handler = self.0.control(&cfg);
         let m = self.0.clone();
         run_on_platform::<_, _, A, _>(

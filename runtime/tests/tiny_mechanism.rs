@@ -91,12 +91,23 @@ enum TinyCommand {
     SetOut(u16),
 }
 
+longhaul_dataplane::counters! {
+    /// Its counters, declared once: `tiny.forwarded` and `tiny.punted` in `/stats`, the metrics
+    /// and replay's counters.
+    #[derive(Copy)]
+    struct TinyStats: "tiny" {
+        /// Data frames sent out of the output port.
+        forwarded: u64,
+        /// Control frames punted.
+        punted: u64,
+    }
+}
+
 struct TinyPipe {
     fwd: Forwarding,
     out: u16,
     class: u8,
-    forwarded: u64,
-    punted: u64,
+    stats: TinyStats,
 }
 
 /// Tiny on the baseline's ingress skeleton: control frames punted before the parse; the rest
@@ -111,7 +122,7 @@ impl<P: BufPool> Ingress<P> for TinyPipe {
     fn before_parse(&mut self, ctx: &mut Ctx<'_, P>, pkt: &mut P::Buf) -> Result<(), Action> {
         let d = pkt.data();
         if d.len() >= 15 && u16::from_be_bytes([d[12], d[13]]) == ETHERTYPE_CONTROL {
-            self.punted += 1;
+            self.stats.punted += 1;
             ctx.punt_packet(PUNT_SET_OUT, pkt);
             return Err(Action::Consume);
         }
@@ -125,7 +136,7 @@ impl<P: BufPool> Ingress<P> for TinyPipe {
         _: &Parsed,
         _: &mut (),
     ) -> Option<Action> {
-        self.forwarded += 1;
+        self.stats.forwarded += 1;
         let m = pkt.meta_mut();
         m.egress_port = self.out;
         m.class = self.class;
@@ -151,8 +162,7 @@ impl<P: BufPool> Pipeline<P> for TinyPipe {
     }
 
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        out("tiny.forwarded", self.forwarded);
-        out("tiny.punted", self.punted);
+        self.stats.for_each(out);
     }
 }
 
@@ -204,11 +214,15 @@ struct CapParams {
     class: u8,
 }
 
-/// The stage's counters, in the snapshot's `admission` extensions.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct CapStats {
-    admitted: u64,
-    bytes: u64,
+longhaul_dataplane::counters! {
+    /// The stage's counters, in the snapshot's `admission` extensions (added up across workers).
+    #[derive(Copy)]
+    struct CapStats: "tiny" {
+        /// Frames of its class admitted.
+        cap_admitted: u64,
+        /// Bytes of its class in the buffer.
+        cap_bytes: u64,
+    }
 }
 
 struct Cap {
@@ -233,20 +247,20 @@ impl Admission for Cap {
         _: &mut ActionBuf,
     ) -> Option<Admit> {
         (c == self.class).then(|| {
-            self.stats.admitted += 1;
-            self.stats.bytes += len;
+            self.stats.cap_admitted += 1;
+            self.stats.cap_bytes += len;
             Admit::Accept
         })
     }
     fn on_dequeue(&mut self, _: u16, c: u8, bytes: u64, _: Nanos, _: &mut ActionBuf) -> bool {
         if c == self.class {
-            self.stats.bytes -= bytes;
+            self.stats.cap_bytes -= bytes;
         }
         c == self.class
     }
     fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {
         match this {
-            Some(c) => snap.admission.set_from(&c.stats),
+            Some(c) => snap.admission.set_counters(&c.stats),
             None => snap.admission.remove::<CapStats>(),
         }
     }
@@ -275,8 +289,7 @@ impl Mechanism for TinyMechanism {
     }
     fn counters(&self, snap: &SwitchSnapshot, out: &mut Vec<(String, u64)>) {
         if let Some(c) = snap.admission.get::<CapStats>() {
-            out.push(("tiny.cap_admitted".into(), c.admitted));
-            out.push(("tiny.cap_bytes".into(), c.bytes));
+            c.for_each(&mut |n, v| out.push((n.into(), v)));
         }
     }
 }
@@ -291,8 +304,7 @@ impl PipelineMechanism for TinyMechanism {
             fwd: Forwarding::new(cfg),
             out: t.out,
             class: t.class,
-            forwarded: 0,
-            punted: 0,
+            stats: TinyStats::default(),
         }
     }
     fn control(&self, cfg: &Config) -> TinyControl {
@@ -462,7 +474,10 @@ fn it_runs_in_replay_with_its_punt_handler_commands_and_counters() {
     let mut other = cfg.clone();
     other.switch.pipeline = "nope".into();
     let e = replay(&reg, &other, Vec::new()).err().unwrap();
-    assert_eq!(e, "no pipeline 'nope' in this build (pipelines: tiny)");
+    assert_eq!(
+        e.to_string(),
+        "no pipeline 'nope' in this build (pipelines: tiny)"
+    );
 }
 
 #[test]

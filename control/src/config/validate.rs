@@ -22,7 +22,7 @@ mod forwarding;
 pub use forwarding::{fmt_ip, parse_ip};
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -286,8 +286,8 @@ impl<'a> Validator<'a> {
     pub fn mac(&mut self, key: &str, v: &S<String>, unicast: bool) -> [u8; 6] {
         match check_mac(v.get_ref(), unicast) {
             Ok(mac) => mac,
-            Err(msg) => {
-                self.err(key, span(v), msg);
+            Err(e) => {
+                self.err(key, span(v), e.to_string());
                 parse_mac(v.get_ref()).unwrap_or([0; 6])
             }
         }
@@ -395,8 +395,8 @@ impl<'a> Validator<'a> {
                 .required(&format!("{key}.prefix"), &r.prefix, &table)
                 .and_then(|p| match parse_prefix(p.get_ref()) {
                     Ok(prefix) => Some((prefix, span(p))),
-                    Err(msg) => {
-                        self.err(format!("{key}.prefix"), span(p), msg);
+                    Err(e) => {
+                        self.err(format!("{key}.prefix"), span(p), e.to_string());
                         None
                     }
                 });
@@ -1636,22 +1636,53 @@ pub fn pause_time_ns(quanta: u16, rate_bps: u64) -> u64 {
     (u128::from(quanta) * 512 * 1_000_000_000 / u128::from(rate_bps.max(1))) as u64
 }
 
+/// Why an address as written (a MAC, an IP address, a prefix) is refused: the message a user
+/// sees after the key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddrError {
+    #[error(
+        "'{0}' is not a MAC address: expected 6 hex bytes separated by ':' (e.g. 02:00:00:00:00:01)"
+    )]
+    NotMac(String),
+    #[error("{0} is a multicast/broadcast MAC: a unicast address is needed")]
+    MulticastMac(String),
+    #[error("00:00:00:00:00:00 is not a usable MAC address")]
+    ZeroMac,
+    #[error("'{0}' is not a prefix: expected address/length, e.g. 10.1.0.0/16 or 2001:db8::/32")]
+    NotPrefix(String),
+    #[error("'{prefix}': prefix length '{len}' is not a number from 0 to {max}")]
+    PrefixLen {
+        prefix: String,
+        len: String,
+        max: u8,
+    },
+    /// `masked`: the address with its host bits cleared.
+    #[error("'{prefix}' has host bits set (did you mean {masked}/{len}?)")]
+    HostBits {
+        prefix: String,
+        masked: IpAddr,
+        len: u8,
+    },
+    #[error("'{addr}' is not an IPv4 or IPv6 address (in prefix '{prefix}')")]
+    PrefixAddr { addr: String, prefix: String },
+    #[error("'{0}' is an IPv4-mapped IPv6 address: write the IPv4 address")]
+    MappedV4(String),
+    #[error("'{0}' is not an IPv4 or IPv6 address")]
+    NotIp(String),
+}
+
 /// A MAC address as the config file and the management API both take it ([`parse_mac`]'s
 /// syntax); `unicast`: multicast, broadcast and all-zero addresses are refused (a next hop, a
-/// neighbour, a port's own address). The error is the message a user sees after the key.
-pub fn check_mac(s: &str, unicast: bool) -> Result<[u8; 6], String> {
+/// neighbour, a port's own address).
+pub fn check_mac(s: &str, unicast: bool) -> Result<[u8; 6], AddrError> {
     let Some(mac) = parse_mac(s) else {
-        return Err(format!(
-            "'{s}' is not a MAC address: expected 6 hex bytes separated by ':' (e.g. 02:00:00:00:00:01)"
-        ));
+        return Err(AddrError::NotMac(s.to_owned()));
     };
     if unicast && mac[0] & 1 != 0 {
-        return Err(format!(
-            "{s} is a multicast/broadcast MAC: a unicast address is needed"
-        ));
+        return Err(AddrError::MulticastMac(s.to_owned()));
     }
     if unicast && mac == [0; 6] {
-        return Err("00:00:00:00:00:00 is not a usable MAC address".to_owned());
+        return Err(AddrError::ZeroMac);
     }
     Ok(mac)
 }
@@ -1680,13 +1711,15 @@ pub fn fmt_mac(m: &[u8; 6]) -> String {
 }
 
 /// "10.1.0.0/16" or "2001:db8::/32"; the length is required and host bits must be zero.
-pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
+pub fn parse_prefix(s: &str) -> Result<IpPrefix, AddrError> {
     let Some((addr, len)) = s.split_once('/') else {
-        return Err(format!(
-            "'{s}' is not a prefix: expected address/length, e.g. 10.1.0.0/16 or 2001:db8::/32"
-        ));
+        return Err(AddrError::NotPrefix(s.to_owned()));
     };
-    let bad_len = |max: u8| format!("'{s}': prefix length '{len}' is not a number from 0 to {max}");
+    let bad_len = |max: u8| AddrError::PrefixLen {
+        prefix: s.to_owned(),
+        len: len.to_owned(),
+        max,
+    };
     if let Ok(a) = addr.parse::<Ipv4Addr>() {
         let len: u8 = len
             .parse()
@@ -1696,10 +1729,11 @@ pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
         let a = u32::from(a);
         let mask = super::v4_mask(len);
         if a & !mask != 0 {
-            return Err(format!(
-                "'{s}' has host bits set (did you mean {}/{len}?)",
-                Ipv4Addr::from(a & mask)
-            ));
+            return Err(AddrError::HostBits {
+                prefix: s.to_owned(),
+                masked: Ipv4Addr::from(a & mask).into(),
+                len,
+            });
         }
         Ok(IpPrefix::V4 { addr: a, len })
     } else if let Ok(a) = addr.parse::<Ipv6Addr>() {
@@ -1711,16 +1745,18 @@ pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
         let a = u128::from(a);
         let mask = super::v6_mask(len);
         if a & !mask != 0 {
-            return Err(format!(
-                "'{s}' has host bits set (did you mean {}/{len}?)",
-                Ipv6Addr::from(a & mask)
-            ));
+            return Err(AddrError::HostBits {
+                prefix: s.to_owned(),
+                masked: Ipv6Addr::from(a & mask).into(),
+                len,
+            });
         }
         Ok(IpPrefix::V6 { addr: a, len })
     } else {
-        Err(format!(
-            "'{addr}' is not an IPv4 or IPv6 address (in prefix '{s}')"
-        ))
+        Err(AddrError::PrefixAddr {
+            addr: addr.to_owned(),
+            prefix: s.to_owned(),
+        })
     }
 }
 

@@ -116,21 +116,23 @@ pub enum Admit {
     Drop(DropReason),
 }
 
-/// Counters of a [`PfcGenerator`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PfcGenStats {
-    /// Frames carrying XOFF (initial or refresh) per priority.
-    pub xoff_sent: [u64; NUM_CLASSES],
-    /// Frames carrying XON per priority.
-    pub xon_sent: [u64; NUM_CLASSES],
-    /// Packets refused because the headroom would overflow, per priority.
-    pub headroom_drops: [u64; NUM_CLASSES],
-    /// Calls with a port >= num_ports or priority >= 8 (accepted, not accounted).
-    pub unaccounted: u64,
-    /// `on_dequeue` of more bytes than were accounted (count clamped at 0; a caller bug).
-    pub underflows: u64,
-    /// Actions that did not fit the caller's [`ActionBuf`] and were left for `poll`.
-    pub deferred: u64,
+crate::counters! {
+    /// Counters of a [`PfcGenerator`].
+    #[derive(Copy)]
+    pub struct PfcGenStats: "pfc" {
+        /// Frames carrying XOFF (initial or refresh) per priority.
+        pub xoff_sent: [u64; NUM_CLASSES],
+        /// Frames carrying XON per priority.
+        pub xon_sent: [u64; NUM_CLASSES],
+        /// Packets refused because the headroom would overflow, per priority.
+        pub headroom_drops: [u64; NUM_CLASSES],
+        /// Calls with a port >= num_ports or priority >= 8 (accepted, not accounted).
+        pub unaccounted: u64,
+        /// `on_dequeue` of more bytes than were accounted (count clamped at 0; a caller bug).
+        pub underflows: u64,
+        /// Actions that did not fit the caller's [`ActionBuf`] and were left for `poll`.
+        pub deferred: u64,
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

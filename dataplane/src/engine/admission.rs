@@ -11,7 +11,7 @@
 
 use super::{Pipeline, Switch, SwitchSnapshot, SwitchSpec};
 use crate::asic::pfc::{ActionBuf, Admit, PfcAction, PfcGenerator};
-use crate::counters::DropReason;
+use crate::counters::{Counters, DropReason};
 use crate::packet::{BufPool, PacketBuf, FLAG_CONTROL, FLAG_GENERATED, FLAG_PFC_ACCOUNTED};
 use crate::time::Nanos;
 use crate::wire::pfc as wpfc;
@@ -274,9 +274,23 @@ impl<T: Any + Clone + fmt::Debug + PartialEq + Send + Sync> Extension for T {
 
 /// Values of types the dataplane does not know, at most one per type: the parameters of the
 /// admission stages a mechanism adds ([`SwitchSpec::admission`]) and their counters
-/// ([`SwitchSnapshot::admission`]).
+/// ([`SwitchSnapshot::admission`], set with [`Extensions::set_counters`] so that
+/// [`Extensions::merge`] adds them up across workers).
 #[derive(Default)]
-pub struct Extensions(Vec<Box<dyn Extension>>);
+pub struct Extensions(Vec<Entry>);
+
+/// One value of an [`Extensions`], and how another's value of its type adds into it (counters).
+struct Entry {
+    v: Box<dyn Extension>,
+    merge: Option<fn(&mut dyn Any, &dyn Any)>,
+}
+
+/// [`Counters::merge`] on two values of type `T` (the merge of an [`Entry`] of counters).
+fn merge_as<T: Counters + 'static>(a: &mut dyn Any, b: &dyn Any) {
+    if let (Some(a), Some(b)) = (a.downcast_mut::<T>(), b.downcast_ref::<T>()) {
+        a.merge(b);
+    }
+}
 
 impl Extensions {
     /// Whether it holds no value.
@@ -286,40 +300,80 @@ impl Extensions {
 
     /// The value of type `T`, if any.
     pub fn get<T: 'static>(&self) -> Option<&T> {
-        self.0.iter().find_map(|e| e.as_any().downcast_ref::<T>())
+        self.0.iter().find_map(|e| e.v.as_any().downcast_ref::<T>())
     }
 
     /// Set the value of type `T`.
     pub fn insert<T: Extension>(&mut self, v: T) {
         match self.get_mut::<T>() {
             Some(x) => *x = v,
-            None => self.0.push(Box::new(v)),
+            None => self.0.push(Entry {
+                v: Box::new(v),
+                merge: None,
+            }),
         }
     }
 
     /// Set the value of type `T` to a copy of `v`, reusing the memory of the one it replaces.
     pub fn set_from<T: Extension + Clone>(&mut self, v: &T) {
+        self.set_with(v, None);
+    }
+
+    /// [`Extensions::set_from`] for counters: [`Extensions::merge`] adds another worker's
+    /// value of `T` into this one.
+    pub fn set_counters<T: Extension + Clone + Counters>(&mut self, v: &T) {
+        self.set_with(v, Some(merge_as::<T>));
+    }
+
+    fn set_with<T: Extension + Clone>(&mut self, v: &T, merge: Option<fn(&mut dyn Any, &dyn Any)>) {
         match self.get_mut::<T>() {
             Some(x) => x.clone_from(v),
-            None => self.0.push(Box::new(v.clone())),
+            None => self.0.push(Entry {
+                v: Box::new(v.clone()),
+                merge,
+            }),
         }
     }
 
     /// Remove the value of type `T`, if any.
     pub fn remove<T: 'static>(&mut self) {
-        self.0.retain(|e| !e.as_any().is::<T>());
+        self.0.retain(|e| !e.v.as_any().is::<T>());
+    }
+
+    /// Add `o`'s counters (another worker's, [`Extensions::set_counters`]) into this one's of
+    /// the same type, or copy them when this one has none; other values stay this one's.
+    pub fn merge(&mut self, o: &Extensions) {
+        for b in &o.0 {
+            let Some(merge) = b.merge else { continue };
+            let t = b.v.as_any().type_id();
+            match self.0.iter_mut().find(|a| a.v.as_any().type_id() == t) {
+                Some(a) => merge(a.v.as_any_mut(), b.v.as_any()),
+                None => self.0.push(Entry {
+                    v: b.v.clone_box(),
+                    merge: b.merge,
+                }),
+            }
+        }
     }
 
     fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
         self.0
             .iter_mut()
-            .find_map(|e| e.as_any_mut().downcast_mut::<T>())
+            .find_map(|e| e.v.as_any_mut().downcast_mut::<T>())
     }
 }
 
 impl Clone for Extensions {
     fn clone(&self) -> Self {
-        Extensions(self.0.iter().map(|e| e.clone_box()).collect())
+        Extensions(
+            self.0
+                .iter()
+                .map(|e| Entry {
+                    v: e.v.clone_box(),
+                    merge: e.merge,
+                })
+                .collect(),
+        )
     }
 }
 
@@ -329,7 +383,7 @@ impl PartialEq for Extensions {
             && self
                 .0
                 .iter()
-                .all(|a| other.0.iter().any(|b| a.eq_dyn(b.as_ref())))
+                .all(|a| other.0.iter().any(|b| a.v.eq_dyn(b.v.as_ref())))
     }
 }
 
@@ -337,7 +391,7 @@ impl Eq for Extensions {}
 
 impl fmt::Debug for Extensions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.0.iter().map(|e| &e.v)).finish()
     }
 }
 
@@ -442,10 +496,20 @@ mod tests {
     #[derive(Clone, Debug, PartialEq)]
     struct Params(u64);
 
+    crate::counters! {
+        /// [`Cap`]'s counters.
+        #[derive(Copy)]
+        struct CapStats: "cap" {
+            admitted: u64,
+            peak_bytes: u64 => max,
+        }
+    }
+
     /// A stage on class 3 only: accounts up to `limit` bytes, refuses above.
     struct Cap {
         limit: u64,
         bytes: u64,
+        stats: CapStats,
     }
 
     impl Admission for Cap {
@@ -453,6 +517,7 @@ mod tests {
             spec.admission.get::<Params>().map(|p| Cap {
                 limit: p.0,
                 bytes: 0,
+                stats: CapStats::default(),
             })
         }
         fn on_enqueue(
@@ -468,6 +533,8 @@ mod tests {
                     Admit::Drop(DropReason::HeadroomOverflow)
                 } else {
                     self.bytes += len;
+                    self.stats.admitted += 1;
+                    self.stats.peak_bytes = self.stats.peak_bytes.max(self.bytes);
                     Admit::Accept
                 }
             })
@@ -477,6 +544,12 @@ mod tests {
                 self.bytes -= b;
             }
             c == 3
+        }
+        fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {
+            match this {
+                Some(c) => snap.admission.set_counters(&c.stats),
+                None => snap.admission.remove::<CapStats>(),
+            }
         }
     }
 
@@ -538,5 +611,40 @@ mod tests {
         e.remove::<u32>();
         assert_ne!(c, e);
         assert_eq!(format!("{e:?}"), "[Params(2)]");
+    }
+
+    #[test]
+    fn two_workers_admission_counters_merge() {
+        let mut spec = SwitchSpec::default();
+        spec.admission.insert(Params(1_000));
+        let mut acts = ActionBuf::new();
+        let mut snaps = [SwitchSnapshot::default(), SwitchSnapshot::default()];
+        for (w, snap) in snaps.iter_mut().enumerate() {
+            let mut a = <Chain<Cap, PfcGenerator>>::build(&spec).expect("configured");
+            for _ in 0..=w {
+                assert_eq!(a.on_enqueue(0, 3, 100, 0, &mut acts), Some(Admit::Accept));
+            }
+            snap.admission.insert(Params(w as u64));
+            <Chain<Cap, PfcGenerator>>::snapshot_into(Some(&a), snap);
+        }
+        let [mut total, other] = snaps;
+        total.merge(&other);
+        // Worker 0 admitted 1 frame (peak 100 bytes), worker 1 two (peak 200).
+        let want = CapStats {
+            admitted: 3,
+            peak_bytes: 200,
+        };
+        assert_eq!(total.admission.get::<CapStats>(), Some(&want));
+        // What is not counters stays this worker's.
+        assert_eq!(total.admission.get::<Params>(), Some(&Params(0)));
+        // Counters only the other worker has are copied.
+        let mut empty = SwitchSnapshot::default();
+        empty.merge(&other);
+        let want = CapStats {
+            admitted: 2,
+            peak_bytes: 200,
+        };
+        assert_eq!(empty.admission.get::<CapStats>(), Some(&want));
+        assert_eq!(empty.admission.get::<Params>(), None);
     }
 }

@@ -142,14 +142,16 @@ pub trait Pipeline<P: BufPool> {
     fn tables(&self, _out: &mut dyn FnMut(&'static str, TableCounters)) {}
 }
 
-/// What metrics show of one match-action table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TableCounters {
-    pub hits: u64,
-    pub misses: u64,
-    pub entries: u64,
-    pub capacity: u64,
-    pub full_events: u64,
+crate::counters! {
+    /// What metrics show of one match-action table.
+    #[derive(Copy)]
+    pub struct TableCounters: "table" {
+        pub hits: u64,
+        pub misses: u64,
+        pub entries: u64 => max,
+        pub capacity: u64 => max,
+        pub full_events: u64,
+    }
 }
 
 /// What a stage sees of the switch: the clock, the buffer pool, the ports, and a way to emit

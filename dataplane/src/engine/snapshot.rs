@@ -26,7 +26,7 @@ pub struct SwitchSnapshot {
     pub control: ControlStats,
     pub pfc: Option<crate::asic::pfc::PfcGenStats>,
     /// The counters of the admission stages a mechanism adds ([`Admission::snapshot_into`]),
-    /// by type; each worker's own (not merged).
+    /// by type.
     pub admission: Extensions,
     pub pipeline: Vec<(&'static str, u64)>,
     pub tables: Vec<(&'static str, TableCounters)>,
@@ -57,35 +57,15 @@ impl SwitchSnapshot {
 
 impl SwitchSnapshot {
     /// Add `o` (another worker's switch, same config) into this one: counters add up by port,
-    /// class, name and table; depths add (the workers' queues of one port together); peaks and
-    /// table sizes take the larger (each worker holds a copy of every table); rings keep this
-    /// worker's.
+    /// class, name, table and admission stage; depths add (the workers' queues of one port
+    /// together); peaks and table sizes take the larger (each worker holds a copy of every
+    /// table); rings keep this worker's.
     pub fn merge(&mut self, o: &SwitchSnapshot) {
         self.taken_at = self.taken_at.max(o.taken_at);
         for (p, q) in self.ports.iter_mut().zip(o.ports.iter()) {
-            let (a, b) = (&mut p.stats, &q.stats);
-            a.rx_pkts += b.rx_pkts;
-            a.rx_bytes += b.rx_bytes;
-            a.tx_pkts += b.tx_pkts;
-            a.tx_bytes += b.tx_bytes;
-            a.pfc_tx += b.pfc_tx;
-            a.mac_control_other += b.mac_control_other;
-            a.tx_bypassed += b.tx_bypassed;
-            for (x, y) in a.pfc_rx.iter_mut().zip(b.pfc_rx.iter()) {
-                *x += y;
-            }
+            p.stats.merge(&q.stats);
             for (x, y) in p.classes.iter_mut().zip(q.classes.iter()) {
-                x.enq_pkts += y.enq_pkts;
-                x.enq_bytes += y.enq_bytes;
-                x.deq_pkts += y.deq_pkts;
-                x.deq_bytes += y.deq_bytes;
-                x.drops += y.drops;
-                x.lossless_drops += y.lossless_drops;
-                x.ecn_marks += y.ecn_marks;
-                x.ecn_not_ect += y.ecn_not_ect;
-                x.depth_bytes += y.depth_bytes;
-                x.depth_pkts += y.depth_pkts;
-                x.max_depth_bytes = x.max_depth_bytes.max(y.max_depth_bytes);
+                x.merge(y);
             }
         }
         self.held_bytes += o.held_bytes;
@@ -96,35 +76,14 @@ impl SwitchSnapshot {
                 .resize(o.io.len(), crate::port::PortIoStats::default());
         }
         for (a, b) in self.io.iter_mut().zip(o.io.iter()) {
-            a.add(b);
+            a.merge(b);
         }
-        let (a, b) = (&mut self.stats, &o.stats);
-        a.drops.add(&b.drops);
-        a.emit_drops += b.emit_drops;
-        a.generated += b.generated;
-        a.control_generated += b.control_generated;
-        a.injected += b.injected;
-        a.consumed += b.consumed;
-        a.arrived_dropped += b.arrived_dropped;
-        a.recirculated += b.recirculated;
-        a.buffer_bytes += b.buffer_bytes;
-        a.buffer_max_bytes = a.buffer_max_bytes.max(b.buffer_max_bytes);
-        let (a, b) = (&mut self.control, &o.control);
-        a.applied += b.applied;
-        a.refused += b.refused;
-        a.punts += b.punts;
-        a.punt_drops += b.punt_drops;
-        a.latency_hist.merge(&b.latency_hist);
+        self.stats.merge(&o.stats);
+        self.control.merge(&o.control);
         if let (Some(a), Some(b)) = (self.pfc.as_mut(), o.pfc.as_ref()) {
-            for i in 0..NUM_CLASSES {
-                a.xoff_sent[i] += b.xoff_sent[i];
-                a.xon_sent[i] += b.xon_sent[i];
-                a.headroom_drops[i] += b.headroom_drops[i];
-            }
-            a.unaccounted += b.unaccounted;
-            a.underflows += b.underflows;
-            a.deferred += b.deferred;
+            a.merge(b);
         }
+        self.admission.merge(&o.admission);
         for (name, v) in &o.pipeline {
             match self.pipeline.iter_mut().find(|(n, _)| n == name) {
                 Some((_, x)) => *x += v,
@@ -133,13 +92,7 @@ impl SwitchSnapshot {
         }
         for (name, t) in &o.tables {
             match self.tables.iter_mut().find(|(n, _)| n == name) {
-                Some((_, x)) => {
-                    x.hits += t.hits;
-                    x.misses += t.misses;
-                    x.full_events += t.full_events;
-                    x.entries = x.entries.max(t.entries);
-                    x.capacity = x.capacity.max(t.capacity);
-                }
+                Some((_, x)) => x.merge(t),
                 None => self.tables.push((name, *t)),
             }
         }

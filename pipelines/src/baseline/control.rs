@@ -111,7 +111,7 @@ fn parse_mac(v: Option<&Value>, what: &str, unicast: bool) -> Result<[u8; 6], Ap
 
 /// A prefix, checked as the config file checks it ([`longhaul_control::config::parse_prefix`]:
 /// the length is required, host bits must be zero).
-pub fn parse_prefix(s: &str) -> Result<IpPrefix, String> {
+pub fn parse_prefix(s: &str) -> Result<IpPrefix, longhaul_control::config::AddrError> {
     longhaul_control::config::parse_prefix(s)
 }
 

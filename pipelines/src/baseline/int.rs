@@ -99,17 +99,19 @@ fn validate(cx: &mut Validator<'_>, t: Option<&RawInt>, _cfg: &Config) -> Option
     })
 }
 
-/// Counters of the INT stage.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IntStats {
-    /// Data packets this switch made INT packets (source).
-    pub sourced: u64,
-    /// Hops pushed (source and transit).
-    pub pushed: u64,
-    /// INT packets whose RemainingHopCount was 0 (E bit set, nothing pushed).
-    pub hop_limit: u64,
-    /// Packets INT could not be added to (headroom, length), passed unchanged.
-    pub failed: u64,
+longhaul_dataplane::counters! {
+    /// Counters of the INT stage.
+    #[derive(Copy)]
+    pub struct IntStats: "int" {
+        /// Data packets this switch made INT packets (source).
+        pub sourced: u64,
+        /// Hops pushed (source and transit).
+        pub pushed: u64,
+        /// INT packets whose RemainingHopCount was 0 (E bit set, nothing pushed).
+        pub hop_limit: u64,
+        /// Packets INT could not be added to (headroom, length), passed unchanged.
+        pub failed: u64,
+    }
 }
 
 /// The INT stage (runs at egress).
@@ -224,9 +226,6 @@ impl IntStage {
 
     /// Counters by name.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        out("int.sourced", self.stats.sourced);
-        out("int.pushed", self.stats.pushed);
-        out("int.hop_limit", self.stats.hop_limit);
-        out("int.failed", self.stats.failed);
+        self.stats.for_each(out);
     }
 }

@@ -210,27 +210,35 @@ impl Egress {
     }
 }
 
-/// The baseline's own counters (drops are counted by the engine, by reason).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BaselineStats {
-    /// Anomalies seen by the parser, by reason, whether dropped or kept by policy.
-    pub anomalies: DropCounters,
-    /// Anomalous frames kept (forwarded) by policy.
-    pub anomalies_forwarded: u64,
-    /// Packets bridged by the L2 table.
-    pub bridged: u64,
-    /// Packets routed by the LPM tables.
-    pub routed: u64,
-    /// Packets passed between the ports of a `[[wire]]` pair.
-    pub wired: u64,
-    /// Routed packets addressed to one of the switch's own addresses (not answered: the
-    /// appliance terminates only ARP / ND), dropped as `no_route`.
-    pub to_local: u64,
-    /// Lookups that hit an ECMP group (the member chosen by the hash).
-    pub ecmp_routed: u64,
-    /// Of those, the ones hashed among the members still up because a member's link is down
-    /// ([`Forwarding::set_link`]).
-    pub ecmp_failover: u64,
+longhaul_dataplane::counters! {
+    /// The baseline's own counters (drops are counted by the engine, by reason; anomalies in
+    /// [`Forwarding::anomalies`]).
+    #[derive(Copy)]
+    pub struct BaselineStats: "baseline" {
+        /// Packets routed by the LPM tables.
+        pub routed: u64,
+        /// Packets bridged by the L2 table.
+        pub bridged: u64,
+        /// Anomalous frames kept (forwarded) by policy.
+        pub anomalies_forwarded: u64,
+        /// Packets passed between the ports of a `[[wire]]` pair.
+        pub wired: u64,
+        /// Routed packets addressed to one of the switch's own addresses (not answered: the
+        /// appliance terminates only ARP / ND), dropped as `no_route`.
+        pub to_local: u64,
+    }
+}
+
+longhaul_dataplane::counters! {
+    /// The baseline's ECMP counters (shown when the config has ECMP groups).
+    #[derive(Copy)]
+    pub struct EcmpStats: "baseline" {
+        /// Lookups that hit an ECMP group (the member chosen by the hash).
+        pub ecmp_routed: u64,
+        /// Of those, the ones hashed among the members still up because a member's link is
+        /// down ([`Forwarding::set_link`]).
+        pub ecmp_failover: u64,
+    }
 }
 
 /// The index of the `k`-th set bit of `mask` (from bit 0), `None` when it has fewer.
@@ -276,6 +284,10 @@ pub struct Forwarding {
     wire_peer: Vec<u16>,
     pub neigh: Neighbors,
     pub stats: BaselineStats,
+    pub ecmp: EcmpStats,
+    /// Anomalies seen by the parser, by reason, whether dropped or kept by policy (named
+    /// `baseline.anomaly.<reason>` when not zero).
+    pub anomalies: DropCounters,
 }
 
 impl Forwarding {
@@ -407,6 +419,8 @@ impl Forwarding {
             wire_peer,
             neigh: Neighbors::new(cfg, control_class),
             stats: BaselineStats::default(),
+            ecmp: EcmpStats::default(),
+            anomalies: DropCounters::default(),
         }
     }
 
@@ -467,7 +481,7 @@ impl Forwarding {
             let arp = p.l3 == L3Kind::Other
                 && p.ethertype == longhaul_dataplane::wire::ethernet::ETHERTYPE_ARP;
             if let Some(a) = p.anomaly.filter(|_| !arp) {
-                self.stats.anomalies.inc(a);
+                self.anomalies.inc(a);
                 self.stats.anomalies_forwarded += 1;
             }
             return Ok(false);
@@ -486,7 +500,7 @@ impl Forwarding {
         let Some(a) = p.anomaly else {
             return Ok(p.is_ip());
         };
-        self.stats.anomalies.inc(a);
+        self.anomalies.inc(a);
         let (policy, l3_usable) = match a {
             DropReason::BadLength => (self.parser.on_bad_length, false),
             DropReason::UnknownEtherType => (self.parser.on_unknown_ethertype, false),
@@ -658,14 +672,14 @@ impl Forwarding {
             // A member's link is down: the hash picks among the others (no member up: no
             // route).
             let k = ecmp::pick(h, grp.live.count_ones().max(1));
-            self.stats.ecmp_failover += 1;
+            self.ecmp.ecmp_failover += 1;
             nth_set_bit(grp.live, k)?
         };
         let nh = *grp.members.get(i)?;
         if let Some(c) = grp.packets.get_mut(i) {
             *c += 1;
         }
-        self.stats.ecmp_routed += 1;
+        self.ecmp.ecmp_routed += 1;
         Some(nh)
     }
 
@@ -801,15 +815,9 @@ impl Forwarding {
 
     /// The baseline's counters by name (metrics, replay summary).
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("baseline.routed", s.routed);
-        out("baseline.bridged", s.bridged);
-        out("baseline.anomalies_forwarded", s.anomalies_forwarded);
-        out("baseline.wired", s.wired);
-        out("baseline.to_local", s.to_local);
+        self.stats.for_each(out);
         if !self.ecmp_groups.is_empty() {
-            out("baseline.ecmp_routed", s.ecmp_routed);
-            out("baseline.ecmp_failover", s.ecmp_failover);
+            self.ecmp.for_each(out);
             let widest = self.ecmp_groups.iter().map(|g| g.len).max().unwrap_or(0);
             for (i, name) in ECMP_MEMBER_NAMES.iter().enumerate().take(widest as usize) {
                 let n = self.ecmp_groups.iter().filter_map(|g| g.packets().get(i));
@@ -818,7 +826,7 @@ impl Forwarding {
         }
         self.neigh.counters(out);
         for r in DropReason::ALL {
-            let v = s.anomalies.get(r);
+            let v = self.anomalies.get(r);
             if v != 0 {
                 out(anomaly_name(r), v);
             }

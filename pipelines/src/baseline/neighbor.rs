@@ -56,33 +56,34 @@ struct Entry {
     probes: u32,
 }
 
-/// What a worker counts of ARP / ND.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NeighborStats {
-    /// ARP requests for a port's address, answered.
-    pub arp_answered: u64,
-    /// Neighbour solicitations for a port's address, answered.
-    pub nd_answered: u64,
-    /// ARP / ND packets punted for learning.
-    pub learn_punted: u64,
-    /// Broadcast ARP requests and multicast solicitations sent for next hops.
-    pub solicited: u64,
-    /// Unicast probes of stale entries.
-    pub probed: u64,
-    /// Entries that fell back to incomplete after unanswered probes.
-    pub failed: u64,
-    /// Entries set by the control plane.
-    pub learned: u64,
-    /// ARP / ND for addresses that are not this port's: consumed, never flooded.
-    pub not_for_us: u64,
-    /// ARP / ND packets that failed validation (length, checksum, hop limit 255, ...).
-    pub invalid: u64,
-    /// Misses that could not get an entry (table full): no solicitation went out.
-    pub table_full: u64,
-    /// A next hop on a port with no address of its family to solicit from.
-    pub no_source_address: u64,
-    /// Answers or solicitations lost for want of a buffer.
-    pub no_buffer: u64,
+longhaul_dataplane::counters! {
+    /// What a worker counts of ARP / ND.
+    pub struct NeighborStats: "neighbor" {
+        /// ARP requests for a port's address, answered.
+        pub arp_answered: u64,
+        /// Neighbour solicitations for a port's address, answered.
+        pub nd_answered: u64,
+        /// ARP / ND packets punted for learning.
+        pub learn_punted: u64,
+        /// Entries set by the control plane.
+        pub learned: u64,
+        /// Broadcast ARP requests and multicast solicitations sent for next hops.
+        pub solicited: u64,
+        /// Unicast probes of stale entries.
+        pub probed: u64,
+        /// Entries that fell back to incomplete after unanswered probes.
+        pub failed: u64,
+        /// ARP / ND for addresses that are not this port's: consumed, never flooded.
+        pub not_for_us: u64,
+        /// ARP / ND packets that failed validation (length, checksum, hop limit 255, ...).
+        pub invalid: u64,
+        /// Misses that could not get an entry (table full): no solicitation went out.
+        pub table_full: u64,
+        /// A next hop on a port with no address of its family to solicit from.
+        pub no_source_address: u64,
+        /// Answers or solicitations lost for want of a buffer.
+        pub no_buffer: u64,
+    }
 }
 
 /// The neighbour state of one worker.
@@ -492,19 +493,7 @@ impl Neighbors {
 
     /// Counters by name.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("neighbor.arp_answered", s.arp_answered);
-        out("neighbor.nd_answered", s.nd_answered);
-        out("neighbor.learn_punted", s.learn_punted);
-        out("neighbor.learned", s.learned);
-        out("neighbor.solicited", s.solicited);
-        out("neighbor.probed", s.probed);
-        out("neighbor.failed", s.failed);
-        out("neighbor.not_for_us", s.not_for_us);
-        out("neighbor.invalid", s.invalid);
-        out("neighbor.table_full", s.table_full);
-        out("neighbor.no_source_address", s.no_source_address);
-        out("neighbor.no_buffer", s.no_buffer);
+        self.stats.for_each(out);
     }
 }
 

@@ -64,7 +64,7 @@ impl Admission for BifrostGenerator {
     /// Its counters as a [`BifrostStats`] in `snap.admission`.
     fn snapshot_into(this: Option<&Self>, snap: &mut SwitchSnapshot) {
         match this {
-            Some(b) => snap.admission.set_from(b.stats()),
+            Some(b) => snap.admission.set_counters(b.stats()),
             None => snap.admission.remove::<BifrostStats>(),
         }
     }

@@ -315,24 +315,25 @@ pub struct BifrostParams {
     pub limit_bytes: u64,
 }
 
-/// Counters of a [`BifrostGenerator`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BifrostStats {
-    /// Slot updates run (over all governed pairs).
-    pub updates: u64,
-    /// Pause frames sent (one per port per slot with some p > 0).
-    pub frames: u64,
-    /// Slot timer firings, and slots skipped because the worker was more than a slot late.
-    pub slots: u64,
-    pub slots_missed: u64,
-    /// Slot timer lateness (engine time of the update - the slot boundary), ns.
-    pub lateness: LatencyHist,
-    /// Packets refused because L would exceed `limit_bytes`.
-    pub overflow_drops: u64,
-    /// Largest L of any governed pair.
-    pub max_l_bytes: u64,
-    /// Frames that did not fit the action buffer.
-    pub deferred: u64,
+longhaul_dataplane::counters! {
+    /// Counters of a [`BifrostGenerator`].
+    pub struct BifrostStats: "bifrost" {
+        /// Slot updates run (over all governed pairs).
+        pub updates: u64,
+        /// Pause frames sent (one per port per slot with some p > 0).
+        pub frames: u64,
+        /// Slot timer firings, and slots skipped because the worker was more than a slot late.
+        pub slots: u64,
+        pub slots_missed: u64,
+        /// Slot timer lateness (engine time of the update - the slot boundary), ns.
+        pub lateness: LatencyHist,
+        /// Packets refused because L would exceed `limit_bytes`.
+        pub overflow_drops: u64,
+        /// Largest L of any governed pair.
+        pub max_l_bytes: u64 => max,
+        /// Frames that did not fit the action buffer.
+        pub deferred: u64,
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -33,17 +33,19 @@ use longhaul_dataplane::wire::mlcc;
 use longhaul_dataplane::wire::parse::{ip_pair_u128, Parsed};
 use longhaul_dataplane::wire::roce::{opcode, Bth, ROCE_V2_PORT};
 
-/// The DCI's own counters (the roles have theirs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DciStats {
-    /// DC -> WAN RoCE data without INT (forwarded unchanged).
-    pub no_int: u64,
-    /// Frames to the INT port whose INT is malformed or not MLCC's (forwarded unchanged).
-    pub bad_int: u64,
-    /// INT stripped from DC -> WAN data.
-    pub stripped: u64,
-    /// INT erased from WAN -> DC data.
-    pub erased: u64,
+longhaul_dataplane::counters! {
+    /// The DCI's own counters (the roles have theirs).
+    #[derive(Copy)]
+    pub struct DciStats: "mlcc" {
+        /// DC -> WAN RoCE data without INT (forwarded unchanged).
+        pub no_int: u64,
+        /// Frames to the INT port whose INT is malformed or not MLCC's (forwarded unchanged).
+        pub bad_int: u64,
+        /// INT stripped from DC -> WAN data.
+        pub int_stripped: u64,
+        /// INT erased from WAN -> DC data.
+        pub int_erased: u64,
+    }
 }
 
 /// The receiver-side role for each buffer type the build has: a pipeline is built before it
@@ -255,9 +257,9 @@ where
                     }
                     if strip_int(pkt, l3).is_ok() {
                         if to_wan {
-                            self.stats.stripped += 1;
+                            self.stats.int_stripped += 1;
                         } else {
-                            self.stats.erased += 1;
+                            self.stats.int_erased += 1;
                         }
                         pkt.meta_mut().bth_off = p.l4_off + 8;
                     }
@@ -357,10 +359,7 @@ where
         if let Some(i) = &self.int {
             i.counters(out);
         }
-        out("mlcc.no_int", self.stats.no_int);
-        out("mlcc.bad_int", self.stats.bad_int);
-        out("mlcc.int_stripped", self.stats.stripped);
-        out("mlcc.int_erased", self.stats.erased);
+        self.stats.for_each(out);
         if let Some(f) = &self.feedback {
             f.counters(out);
         }

@@ -16,15 +16,17 @@ use longhaul_dataplane::packet::{BufPool, PacketBuf};
 use longhaul_dataplane::wire::mlcc::{self, MlccInt};
 use longhaul_dataplane::wire::roce::Bth;
 
-/// Counters of the sender-side role.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FeedbackStats {
-    /// Switch-INT packets sent.
-    pub switch_ints: u64,
-    /// Switch-INT packets with no route to the sender (not sent).
-    pub no_route: u64,
-    /// Switch-INT packets not sent for want of a buffer.
-    pub no_buffer: u64,
+longhaul_dataplane::counters! {
+    /// Counters of the sender-side role.
+    #[derive(Copy)]
+    pub struct FeedbackStats: "mlcc.feedback" {
+        /// Switch-INT packets sent.
+        pub switch_ints: u64,
+        /// Switch-INT packets with no route to the sender (not sent).
+        pub no_route: u64,
+        /// Switch-INT packets not sent for want of a buffer.
+        pub no_buffer: u64,
+    }
 }
 
 /// The sender-side role.
@@ -94,8 +96,6 @@ impl Feedback {
 
     /// Counters by name.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        out("mlcc.feedback.switch_ints", self.stats.switch_ints);
-        out("mlcc.feedback.no_route", self.stats.no_route);
-        out("mlcc.feedback.no_buffer", self.stats.no_buffer);
+        self.stats.for_each(out);
     }
 }

@@ -45,27 +45,49 @@ pub fn c_d_of(user: u32) -> Option<u16> {
     (user & USER_C_D != 0).then_some((user as u16) & mlcc::CREDIT_MASK)
 }
 
-/// Counters of the receiver-side role.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReceiverStats {
-    /// Data packets queued in a PFQ.
-    pub enqueued: u64,
-    /// Data packets sent on from a PFQ.
-    pub dequeued: u64,
-    /// Data packets of flows that found every PFQ in use (sent through the shared queue).
-    pub shared: u64,
-    /// Data packets dropped because their PFQ was full.
-    pub queue_full: u64,
-    /// ACKs with credit fields for a flow with a PFQ.
-    pub acks: u64,
-    /// ACKs with credit fields for a flow without a PFQ.
-    pub acks_no_flow: u64,
-    /// Epochs (new C_R).
-    pub epochs: u64,
-    /// Times the PFQs waited for a backlogged DC port.
-    pub backlogged: u64,
-    /// Idle PFQs reclaimed.
-    pub reclaimed: u64,
+longhaul_dataplane::counters! {
+    /// Counters of the receiver-side role's per-flow queues.
+    #[derive(Copy)]
+    pub struct ReceiverStats: "mlcc.pfq" {
+        /// Data packets queued in a PFQ.
+        pub enqueued: u64,
+        /// Data packets sent on from a PFQ.
+        pub dequeued: u64,
+        /// Data packets of flows that found every PFQ in use (sent through the shared queue).
+        pub shared: u64,
+        /// Data packets dropped because their PFQ was full.
+        pub queue_full: u64,
+        /// Times the PFQs waited for a backlogged DC port.
+        pub backlogged: u64,
+        /// Idle PFQs reclaimed.
+        pub reclaimed: u64,
+    }
+}
+
+longhaul_dataplane::counters! {
+    /// The per-flow queues' occupancy, read when the counters are.
+    #[derive(Copy)]
+    pub struct PfqGauges: "mlcc.pfq" {
+        /// PFQs in use.
+        pub in_use: u64,
+        /// Most PFQs ever in use at once.
+        pub max_in_use: u64 => max,
+        /// Bytes the PFQs hold.
+        pub held_bytes: u64,
+    }
+}
+
+longhaul_dataplane::counters! {
+    /// Counters of the receiver-side role's credit feedback.
+    #[derive(Copy)]
+    pub struct CreditStats: "mlcc.credit" {
+        /// ACKs with credit fields for a flow with a PFQ.
+        pub acks: u64,
+        /// ACKs with credit fields for a flow without a PFQ.
+        pub acks_no_flow: u64,
+        /// Epochs (new C_R).
+        pub epochs: u64,
+    }
 }
 
 struct FlowState {
@@ -95,6 +117,7 @@ pub struct Receiver<B: PacketBuf> {
     /// tests, which compare it with the hold's pass-through ([`Receiver::pass_through`]).
     release_at_ingress: bool,
     pub stats: ReceiverStats,
+    pub credit: CreditStats,
 }
 
 /// What the receiver-side role needs to know of the switch's DC ports.
@@ -156,6 +179,7 @@ impl<B: PacketBuf> Receiver<B> {
             pending: None,
             release_at_ingress: true,
             stats: ReceiverStats::default(),
+            credit: CreditStats::default(),
         }
     }
 
@@ -353,7 +377,7 @@ impl<B: PacketBuf> Receiver<B> {
             qpn: m.qpn,
         };
         let Some(slot) = self.pfq.slot_of(&key) else {
-            self.stats.acks_no_flow += 1;
+            self.credit.acks_no_flow += 1;
             return;
         };
         let q_c = self.pfq.slot_depth(slot).1;
@@ -369,9 +393,9 @@ impl<B: PacketBuf> Receiver<B> {
             m.r_credit_kbps as f64 * 1000.0,
             q_c,
         );
-        self.stats.acks += 1;
+        self.credit.acks += 1;
         if epoch {
-            self.stats.epochs += 1;
+            self.credit.epochs += 1;
             let rate = (m.r_credit_kbps as u64 * 1000)
                 .max(self.cfg.min_rate_bps)
                 .min(self.params.max_rate_bps as u64);
@@ -456,18 +480,13 @@ impl<B: PacketBuf> Receiver<B> {
 
     /// Counters by name.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("mlcc.pfq.enqueued", s.enqueued);
-        out("mlcc.pfq.dequeued", s.dequeued);
-        out("mlcc.pfq.shared", s.shared);
-        out("mlcc.pfq.queue_full", s.queue_full);
-        out("mlcc.pfq.backlogged", s.backlogged);
-        out("mlcc.pfq.reclaimed", s.reclaimed);
-        out("mlcc.pfq.in_use", self.pfq.in_use() as u64);
-        out("mlcc.pfq.max_in_use", self.pfq.stats().max_in_use);
-        out("mlcc.pfq.held_bytes", self.pfq.held_bytes());
-        out("mlcc.credit.acks", s.acks);
-        out("mlcc.credit.acks_no_flow", s.acks_no_flow);
-        out("mlcc.credit.epochs", s.epochs);
+        self.stats.for_each(out);
+        PfqGauges {
+            in_use: self.pfq.in_use() as u64,
+            max_in_use: self.pfq.stats().max_in_use,
+            held_bytes: self.pfq.held_bytes(),
+        }
+        .for_each(out);
+        self.credit.for_each(out);
     }
 }

@@ -34,13 +34,15 @@ use longhaul_dataplane::wire::reflex::{self, ReflexView};
 use longhaul_dataplane::wire::roce::{opcode, Bth};
 use longhaul_dataplane::wire::{udp, WireError};
 
-/// The ESW pipeline's own counters (the modules have theirs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReflexStats {
-    /// Inter-DC RoCE packets without a Reflex hop seen by NSF or NDT (forwarded unchanged).
-    pub no_int: u64,
-    /// Frames to the INT port whose INT is malformed or not Reflex's (forwarded unchanged).
-    pub bad_int: u64,
+longhaul_dataplane::counters! {
+    /// The ESW pipeline's own counters (the modules have theirs).
+    #[derive(Copy)]
+    pub struct ReflexStats: "reflex" {
+        /// Inter-DC RoCE packets without a Reflex hop seen by NSF or NDT (forwarded unchanged).
+        pub no_int: u64,
+        /// Frames to the INT port whose INT is malformed or not Reflex's (forwarded unchanged).
+        pub bad_int: u64,
+    }
 }
 
 /// Reflex at the external switch.
@@ -514,8 +516,7 @@ impl<P: BufPool> Pipeline<P> for ReflexEsw {
 
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.fwd.counters(out);
-        out("reflex.no_int", self.stats.no_int);
-        out("reflex.bad_int", self.stats.bad_int);
+        self.stats.for_each(out);
         if let Some(n) = &self.nsf {
             n.counters(out);
         }

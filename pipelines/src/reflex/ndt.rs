@@ -105,32 +105,34 @@ struct PortNdt {
     disarmed: bool,
 }
 
-/// NDT's counters (`reflex.ndt.*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NdtStats {
-    pub data: u64,
-    /// Packets sent to the Controlled queue (Congested flows and held Normal ones).
-    pub to_controlled: u64,
-    /// Of those, packets of Normal flows held for order.
-    pub ooo_held: u64,
-    /// Packets of Congested flows sent to the Controlled queue while older packets of theirs
-    /// waited in the Normal queue: the Controlled queue was held behind them (the barrier).
-    pub ooo_barrier: u64,
-    /// Barriers that ended at their time limit (`t_maxpause_ns`) rather than when their packet
-    /// left (it was refused by the traffic manager and the Normal queue never emptied).
-    pub ooo_barrier_timeout: u64,
-    pub acks: u64,
-    pub ack_unknown_flow: u64,
-    /// ACK verdicts.
-    pub congested: u64,
-    pub normal: u64,
-    pub flow_table_full: u64,
-    pub pauses: u64,
-    pub pause_relief: u64,
-    pub pause_timeout: u64,
-    /// Total time the Controlled queues were held, in ns (every port).
-    pub paused_ns: u64,
-    pub ts_rewritten: u64,
+longhaul_dataplane::counters! {
+    /// NDT's counters (`reflex.ndt.*`).
+    #[derive(Copy)]
+    pub struct NdtStats: "reflex.ndt" {
+        pub data: u64,
+        /// Packets sent to the Controlled queue (Congested flows and held Normal ones).
+        pub to_controlled: u64,
+        /// Of those, packets of Normal flows held for order.
+        pub ooo_held: u64,
+        /// Packets of Congested flows sent to the Controlled queue while older packets of theirs
+        /// waited in the Normal queue: the Controlled queue was held behind them (the barrier).
+        pub ooo_barrier: u64,
+        /// Barriers that ended at their time limit (`t_maxpause_ns`) rather than when their packet
+        /// left (it was refused by the traffic manager and the Normal queue never emptied).
+        pub ooo_barrier_timeout: u64,
+        pub acks: u64,
+        pub ack_unknown_flow: u64,
+        /// ACK verdicts.
+        pub congested: u64,
+        pub normal: u64,
+        pub flow_table_full: u64,
+        pub pauses: u64,
+        pub pause_relief: u64,
+        pub pause_timeout: u64,
+        /// Total time the Controlled queues were held, in ns (every port).
+        pub paused_ns: u64,
+        pub ts_rewritten: u64,
+    }
 }
 
 /// Idle flows aged out per packet at most.
@@ -562,22 +564,7 @@ impl Ndt {
     }
 
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("reflex.ndt.data", s.data);
-        out("reflex.ndt.to_controlled", s.to_controlled);
-        out("reflex.ndt.ooo_held", s.ooo_held);
-        out("reflex.ndt.ooo_barrier", s.ooo_barrier);
-        out("reflex.ndt.ooo_barrier_timeout", s.ooo_barrier_timeout);
-        out("reflex.ndt.acks", s.acks);
-        out("reflex.ndt.ack_unknown_flow", s.ack_unknown_flow);
-        out("reflex.ndt.congested", s.congested);
-        out("reflex.ndt.normal", s.normal);
-        out("reflex.ndt.flow_table_full", s.flow_table_full);
-        out("reflex.ndt.pauses", s.pauses);
-        out("reflex.ndt.pause_relief", s.pause_relief);
-        out("reflex.ndt.pause_timeout", s.pause_timeout);
-        out("reflex.ndt.paused_ns", s.paused_ns);
-        out("reflex.ndt.ts_rewritten", s.ts_rewritten);
+        self.stats.for_each(out);
     }
 
     pub fn table(&self) -> TableCounters {

@@ -79,24 +79,26 @@ impl FlowFsm {
     }
 }
 
-/// NSF's counters (`reflex.nsf.*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NsfStats {
-    /// Data packets the state machine saw.
-    pub data: u64,
-    pub to_active: u64,
-    pub to_cooling: u64,
-    pub to_silent: u64,
-    /// Pseudo-ACKs handed to the traffic manager.
-    pub pseudo_acks: u64,
-    /// Pseudo-ACKs dropped: no route back to the sender.
-    pub pseudo_ack_no_route: u64,
-    /// Packets whose timestamp was after `now` (taken as `T_src = 0`).
-    pub ts_future: u64,
-    /// Flows that could not leave Silent: the flow table was full.
-    pub flow_table_full: u64,
-    /// Pseudo-ACKs lost: no packet buffer.
-    pub emit_nobuf: u64,
+longhaul_dataplane::counters! {
+    /// NSF's counters (`reflex.nsf.*`).
+    #[derive(Copy)]
+    pub struct NsfStats: "reflex.nsf" {
+        /// Data packets the state machine saw.
+        pub data: u64,
+        pub to_active: u64,
+        pub to_cooling: u64,
+        pub to_silent: u64,
+        /// Pseudo-ACKs handed to the traffic manager.
+        pub pseudo_acks: u64,
+        /// Pseudo-ACKs dropped: no route back to the sender.
+        pub pseudo_ack_no_route: u64,
+        /// Packets whose timestamp was after `now` (taken as `T_src = 0`).
+        pub ts_future: u64,
+        /// Flows that could not leave Silent: the flow table was full.
+        pub flow_table_full: u64,
+        /// Pseudo-ACKs lost: no packet buffer.
+        pub emit_nobuf: u64,
+    }
 }
 
 /// NSF's flow table and counters.
@@ -195,16 +197,7 @@ impl Nsf {
     }
 
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("reflex.nsf.data", s.data);
-        out("reflex.nsf.to_active", s.to_active);
-        out("reflex.nsf.to_cooling", s.to_cooling);
-        out("reflex.nsf.to_silent", s.to_silent);
-        out("reflex.nsf.pseudo_acks", s.pseudo_acks);
-        out("reflex.nsf.pseudo_ack_no_route", s.pseudo_ack_no_route);
-        out("reflex.nsf.ts_future", s.ts_future);
-        out("reflex.nsf.flow_table_full", s.flow_table_full);
-        out("reflex.nsf.emit_nobuf", s.emit_nobuf);
+        self.stats.for_each(out);
     }
 
     pub fn table(&self) -> TableCounters {

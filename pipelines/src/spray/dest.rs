@@ -100,24 +100,25 @@ pub struct DestParams {
     pub capacity: usize,
 }
 
-/// Counters of Themis-D.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DestStats {
-    pub data: u64,
-    pub nacks_invalid: u64,
-    pub nacks_valid: u64,
-    pub nacks_undetermined: u64,
-    pub nacks_regenerated: u64,
-    pub nacks_avoidance: u64,
-    pub stash_replaced: u64,
-    pub stash_discarded: u64,
-    pub stash_cleared_by_ack: u64,
-    pub stale_nacks: u64,
-    pub acks: u64,
-    pub beyond_window: u64,
-    pub halves_flipped: u64,
-    pub halves_repaired: u64,
-    pub bad_slot: u64,
+longhaul_dataplane::counters! {
+    /// Counters of Themis-D.
+    #[derive(Copy)]
+    pub struct DestStats: "spray.d" {
+        pub data: u64,
+        pub nacks_invalid: u64,
+        pub nacks_valid: u64,
+        pub nacks_undetermined: u64,
+        pub nacks_regenerated: u64,
+        pub nacks_avoidance: u64,
+        pub stash_replaced: u64,
+        pub stash_discarded: u64,
+        pub stash_cleared_by_ack: u64,
+        pub stale_nacks: u64,
+        pub acks: u64,
+        pub beyond_window: u64,
+        pub halves_flipped: u64,
+        pub halves_repaired: u64,
+    }
 }
 
 /// Themis-D's registers for `capacity` QPs.
@@ -128,6 +129,9 @@ pub struct ThemisD {
     path_max: Vec<u32>,
     qps: Vec<DQp>,
     pub stats: DestStats,
+    /// Calls whose QP slot is beyond the registers (nothing done); not among the counters
+    /// by name.
+    pub bad_slot: u64,
 }
 
 impl ThemisD {
@@ -145,6 +149,7 @@ impl ThemisD {
             path_max: vec![PATH_NONE; p.capacity * p.paths as usize],
             qps: vec![DQp::default(); p.capacity],
             stats: DestStats::default(),
+            bad_slot: 0,
         })
     }
 
@@ -235,7 +240,7 @@ impl ThemisD {
     #[inline]
     pub fn on_data(&mut self, slot: usize, psn: u32, on_policy: bool) -> DataOutcome {
         if slot >= self.qps.len() {
-            self.stats.bad_slot += 1;
+            self.bad_slot += 1;
             return DataOutcome::None;
         }
         let psn = psn & PSN_MASK;
@@ -293,7 +298,7 @@ impl ThemisD {
     /// start pointer then moves to its ePSN (every earlier PSN reached the RNIC).
     pub fn on_nack(&mut self, slot: usize, epsn: u32, fields: NackFields) -> NackClass {
         if slot >= self.qps.len() {
-            self.stats.bad_slot += 1;
+            self.bad_slot += 1;
             return NackClass::Valid;
         }
         let epsn = epsn & PSN_MASK;
@@ -355,7 +360,7 @@ impl ThemisD {
     /// or before `psn` is obsolete (the RNIC has that packet).
     pub fn on_ack(&mut self, slot: usize, psn: u32) {
         if slot >= self.qps.len() {
-            self.stats.bad_slot += 1;
+            self.bad_slot += 1;
             return;
         }
         self.stats.acks += 1;
@@ -371,21 +376,7 @@ impl ThemisD {
 
     /// Counters by name.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("spray.d.data", s.data);
-        out("spray.d.nacks_invalid", s.nacks_invalid);
-        out("spray.d.nacks_valid", s.nacks_valid);
-        out("spray.d.nacks_undetermined", s.nacks_undetermined);
-        out("spray.d.nacks_regenerated", s.nacks_regenerated);
-        out("spray.d.nacks_avoidance", s.nacks_avoidance);
-        out("spray.d.stash_replaced", s.stash_replaced);
-        out("spray.d.stash_discarded", s.stash_discarded);
-        out("spray.d.stash_cleared_by_ack", s.stash_cleared_by_ack);
-        out("spray.d.stale_nacks", s.stale_nacks);
-        out("spray.d.acks", s.acks);
-        out("spray.d.beyond_window", s.beyond_window);
-        out("spray.d.halves_flipped", s.halves_flipped);
-        out("spray.d.halves_repaired", s.halves_repaired);
+        self.stats.for_each(out);
     }
 }
 
@@ -553,7 +544,7 @@ mod tests {
         assert_eq!(t.on_data(9, 1, true), DataOutcome::None);
         t.on_ack(9, 1);
         assert_eq!(t.on_nack(9, 1, NackFields::default()), NackClass::Valid);
-        assert_eq!(t.stats.bad_slot, 3);
+        assert_eq!(t.bad_slot, 3);
     }
 
     #[test]

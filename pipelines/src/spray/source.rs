@@ -61,15 +61,16 @@ pub struct SourceParams {
     pub seed: u64,
 }
 
-/// Counters of Themis-S.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SourceStats {
-    pub sprayed: u64,
-    pub rerouted: u64,
-    pub avoided: u64,
-    pub nacks_seen: u64,
-    pub avoidance_signals: u64,
-    pub bad_slot: u64,
+longhaul_dataplane::counters! {
+    /// Counters of Themis-S.
+    #[derive(Copy)]
+    pub struct SourceStats: "spray.s" {
+        pub sprayed: u64,
+        pub rerouted: u64,
+        pub avoided: u64,
+        pub nacks_seen: u64,
+        pub avoidance_signals: u64,
+    }
 }
 
 /// Themis-S's registers for `capacity` QPs: `recved_nack_psn` and `path_adaptive_count` (appendix
@@ -85,6 +86,9 @@ pub struct ThemisS {
     base_memo: Vec<BaseMemo>,
     rng: Rng,
     pub stats: SourceStats,
+    /// Calls whose QP slot is beyond the registers (nothing done); not among the counters
+    /// by name.
+    pub bad_slot: u64,
 }
 
 /// A QP's `P_base` and the part of the 5-tuple that its QP key (destination, QPN) does not fix.
@@ -129,6 +133,7 @@ impl ThemisS {
             base_memo: vec![EMPTY_MEMO; p.capacity],
             rng: Rng::new(p.seed ^ 0x0073_7072_6179),
             stats: SourceStats::default(),
+            bad_slot: 0,
         })
     }
 
@@ -233,7 +238,7 @@ impl ThemisS {
             rel + base
         };
         if slot >= self.last_nack.len() {
-            self.stats.bad_slot += 1;
+            self.bad_slot += 1;
             return PathChoice {
                 path,
                 route: Route::Policy,
@@ -267,7 +272,7 @@ impl ThemisS {
     /// A PSN-sequence-error NAK for QP `slot` passes back toward the local sender.
     pub fn on_nack(&mut self, slot: usize, epsn: u32, avoidance_signal: bool) {
         if slot >= self.last_nack.len() {
-            self.stats.bad_slot += 1;
+            self.bad_slot += 1;
             return;
         }
         self.stats.nacks_seen += 1;
@@ -284,12 +289,7 @@ impl ThemisS {
 
     /// Counters by name.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("spray.s.sprayed", s.sprayed);
-        out("spray.s.rerouted", s.rerouted);
-        out("spray.s.avoided", s.avoided);
-        out("spray.s.nacks_seen", s.nacks_seen);
-        out("spray.s.avoidance_signals", s.avoidance_signals);
+        self.stats.for_each(out);
     }
 }
 

@@ -82,17 +82,19 @@ pub enum SprayCommand {
     QpDelete { qp: SprayQp, slot: u32 },
 }
 
-/// The pipeline's own counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TorStats {
-    pub unknown_qp: u64,
-    pub sport_rewrites: u64,
-    pub off_policy_marked: u64,
-    pub nacks_dropped: u64,
-    pub nacks_generated: u64,
-    pub nack_no_route: u64,
-    pub emit_nobuf: u64,
-    pub signals_cleared: u64,
+longhaul_dataplane::counters! {
+    /// The pipeline's own counters.
+    #[derive(Copy)]
+    pub struct TorStats: "spray" {
+        pub unknown_qp: u64,
+        pub sport_rewrites: u64,
+        pub off_policy_marked: u64,
+        pub nacks_dropped: u64,
+        pub nacks_generated: u64,
+        pub nack_no_route: u64,
+        pub emit_nobuf: u64,
+        pub signals_cleared: u64,
+    }
 }
 
 enum PathMapRt {
@@ -665,15 +667,7 @@ impl<P: BufPool> Pipeline<P> for SprayTor {
 
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.fwd.counters(out);
-        let s = &self.stats;
-        out("spray.unknown_qp", s.unknown_qp);
-        out("spray.sport_rewrites", s.sport_rewrites);
-        out("spray.off_policy_marked", s.off_policy_marked);
-        out("spray.nacks_dropped", s.nacks_dropped);
-        out("spray.nacks_generated", s.nacks_generated);
-        out("spray.nack_no_route", s.nack_no_route);
-        out("spray.emit_nobuf", s.emit_nobuf);
-        out("spray.signals_cleared", s.signals_cleared);
+        self.stats.for_each(out);
         if let Some(x) = &self.s {
             x.counters(out);
         }

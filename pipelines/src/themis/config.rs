@@ -133,7 +133,7 @@ fn v4_prefixes(cx: &mut Validator<'_>, key: &str, v: &Option<Vec<S<String>>>) ->
                 span(p),
                 "THEMIS daemon messages carry IPv4 addresses: an IPv4 prefix is needed",
             ),
-            Err(m) => cx.err(format!("{key}[{i}]"), span(p), m),
+            Err(e) => cx.err(format!("{key}[{i}]"), span(p), e.to_string()),
         }
     }
     out

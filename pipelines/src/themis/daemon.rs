@@ -537,30 +537,32 @@ impl QpField {
     }
 }
 
-/// Counters of daemon-message handling.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DaemonStats {
-    /// Frames that were not daemon messages at all (not IPv4/UDP/port 12345): not counted as
-    /// errors elsewhere.
-    pub not_daemon: u64,
-    /// Daemon-port datagrams that failed to decode (malformed, length, checksum, flag, QPN).
-    pub malformed: u64,
-    /// Refused: ingress port not allowed.
-    pub refused_port: u64,
-    /// Refused: client IP outside the allowed prefixes.
-    pub refused_source: u64,
-    /// Refused: create for a pair not known inter-DC.
-    pub refused_not_inter_dc: u64,
-    /// Refused: QP_field full.
-    pub refused_table_full: u64,
-    /// Entries created.
-    pub created: u64,
-    /// Entries modified (same key again).
-    pub modified: u64,
-    /// Entries destroyed.
-    pub destroyed: u64,
-    /// Destroys that matched no entry (or another cQPN).
-    pub destroy_ignored: u64,
+longhaul_dataplane::counters! {
+    /// Counters of daemon-message handling.
+    #[derive(Copy)]
+    pub struct DaemonStats: "themis.daemon" {
+        /// Frames that were not daemon messages at all (not IPv4/UDP/port 12345): not counted as
+        /// errors elsewhere.
+        pub not_daemon: u64,
+        /// Daemon-port datagrams that failed to decode (malformed, length, checksum, flag, QPN).
+        pub malformed: u64,
+        /// Refused: ingress port not allowed.
+        pub refused_port: u64,
+        /// Refused: client IP outside the allowed prefixes.
+        pub refused_source: u64,
+        /// Refused: create for a pair not known inter-DC.
+        pub refused_not_inter_dc: u64,
+        /// Refused: QP_field full.
+        pub refused_table_full: u64,
+        /// Entries created.
+        pub created: u64,
+        /// Entries modified (same key again).
+        pub modified: u64,
+        /// Entries destroyed.
+        pub destroyed: u64,
+        /// Destroys that matched no entry (or another cQPN).
+        pub destroy_ignored: u64,
+    }
 }
 
 impl DaemonStats {
@@ -592,23 +594,6 @@ impl DaemonStats {
             QpUpdate::Destroyed { .. } => self.destroyed += 1,
             QpUpdate::DestroyIgnored { .. } => self.destroy_ignored += 1,
         }
-    }
-
-    /// Every counter by a stable name (`themis.daemon.*`), for metrics.
-    pub fn for_each(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        out("themis.daemon.not_daemon", self.not_daemon);
-        out("themis.daemon.malformed", self.malformed);
-        out("themis.daemon.refused_port", self.refused_port);
-        out("themis.daemon.refused_source", self.refused_source);
-        out(
-            "themis.daemon.refused_not_inter_dc",
-            self.refused_not_inter_dc,
-        );
-        out("themis.daemon.refused_table_full", self.refused_table_full);
-        out("themis.daemon.created", self.created);
-        out("themis.daemon.modified", self.modified);
-        out("themis.daemon.destroyed", self.destroyed);
-        out("themis.daemon.destroy_ignored", self.destroy_ignored);
     }
 }
 

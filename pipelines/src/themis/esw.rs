@@ -63,19 +63,21 @@ pub enum ThemisCommand {
     Trp(TrpCommand),
 }
 
-/// The pipeline's own counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EswStats {
-    pub daemon_punts: u64,
-    pub handshake_punts: u64,
-    pub cnp_punts: u64,
-    pub synacks_sent: u64,
-    pub rsts_sent: u64,
-    pub cnps_sent: u64,
-    pub cnps_seen: u64,
-    pub cnp_without_qp: u64,
-    pub recirculated: u64,
-    pub emit_nobuf: u64,
+longhaul_dataplane::counters! {
+    /// The pipeline's own counters.
+    #[derive(Copy)]
+    pub struct EswStats: "themis" {
+        pub daemon_punts: u64,
+        pub handshake_punts: u64,
+        pub cnp_punts: u64,
+        pub synacks_sent: u64,
+        pub rsts_sent: u64,
+        pub cnps_sent: u64,
+        pub cnps_seen: u64,
+        pub cnp_without_qp: u64,
+        pub recirculated: u64,
+        pub emit_nobuf: u64,
+    }
 }
 
 /// THEMIS at the external switch.
@@ -506,26 +508,9 @@ impl<P: BufPool> Pipeline<P> for ThemisEsw {
 
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.fwd.counters(out);
-        let s = &self.stats;
-        out("themis.daemon_punts", s.daemon_punts);
-        out("themis.handshake_punts", s.handshake_punts);
-        out("themis.cnp_punts", s.cnp_punts);
-        out("themis.synacks_sent", s.synacks_sent);
-        out("themis.rsts_sent", s.rsts_sent);
-        out("themis.cnps_sent", s.cnps_sent);
-        out("themis.cnps_seen", s.cnps_seen);
-        out("themis.cnp_without_qp", s.cnp_without_qp);
-        out("themis.recirculated", s.recirculated);
-        out("themis.emit_nobuf", s.emit_nobuf);
+        self.stats.for_each(out);
         if let Some(c) = &self.cookies {
-            let s = c.stats();
-            out("themis.syncookie.synacks", s.synacks);
-            out("themis.syncookie.syn_ignored", s.syn_ignored);
-            out("themis.syncookie.valid_acks", s.valid_acks);
-            out("themis.syncookie.bad_cookies", s.bad_cookies);
-            out("themis.syncookie.expired_cookies", s.expired_cookies);
-            out("themis.syncookie.ack_ignored", s.ack_ignored);
-            out("themis.syncookie.no_room", s.no_room);
+            c.stats().for_each(out);
         }
         if let Some(p) = &self.pnp {
             p.counters(out);

@@ -109,25 +109,27 @@ pub enum PnpVerdict {
     BuildFailed,
 }
 
-/// Counters of the PNP stage.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PnpStats {
-    /// RoCEv2 data packets seen.
-    pub roce_data: u64,
-    /// Of which CE-marked.
-    pub ce: u64,
-    /// CNPs generated.
-    pub generated: u64,
-    /// CE packets with an entry whose CNP was suppressed by `cnp_interval`.
-    pub suppressed: u64,
-    /// CE packets without a QP_field entry.
-    pub ce_without_entry: u64,
-    /// CE marks cleared to ECT(0).
-    pub ce_cleared: u64,
-    /// Register cells taken over from another key (tag mismatch).
-    pub register_collisions: u64,
-    /// CNPs not built (no room).
-    pub build_errors: u64,
+longhaul_dataplane::counters! {
+    /// Counters of the PNP stage.
+    #[derive(Copy)]
+    pub struct PnpStats: "themis.pnp" {
+        /// RoCEv2 data packets seen.
+        pub roce_data: u64,
+        /// Of which CE-marked.
+        pub ce: u64,
+        /// CNPs generated.
+        pub generated: u64,
+        /// CE packets with an entry whose CNP was suppressed by `cnp_interval`.
+        pub suppressed: u64,
+        /// CE packets without a QP_field entry.
+        pub ce_without_entry: u64,
+        /// CE marks cleared to ECT(0).
+        pub ce_cleared: u64,
+        /// Register cells taken over from another key (tag mismatch).
+        pub register_collisions: u64,
+        /// CNPs not built (no room).
+        pub build_errors: u64,
+    }
 }
 
 /// The PNP stage: parameters, the CNP timestamp register and counters. QP_field is passed in
@@ -213,15 +215,7 @@ impl Pnp {
 
     /// Every counter by a stable name (`themis.pnp.*`), for metrics.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("themis.pnp.roce_data", s.roce_data);
-        out("themis.pnp.ce", s.ce);
-        out("themis.pnp.generated", s.generated);
-        out("themis.pnp.suppressed", s.suppressed);
-        out("themis.pnp.ce_without_entry", s.ce_without_entry);
-        out("themis.pnp.ce_cleared", s.ce_cleared);
-        out("themis.pnp.register_collisions", s.register_collisions);
-        out("themis.pnp.build_errors", s.build_errors);
+        self.stats.for_each(out);
     }
 
     /// The register cell of `key`.

@@ -153,25 +153,26 @@ pub enum AckVerdict {
     },
 }
 
-/// Counters of the handshake monitor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SynCookieStats {
-    /// SYN-ACKs with a cookie sent.
-    pub synacks: u64,
-    /// Segments given to `on_syn` that were not a pure SYN (or unusable: anomaly, bad checksum).
-    pub syn_ignored: u64,
-    /// ACKs with a valid cookie (RSTs sent, pairs reported).
-    pub valid_acks: u64,
-    /// ACKs whose cookie did not verify in a current window (wrong hash, forged, altered).
-    pub bad_cookies: u64,
-    /// ACKs whose cookie's time counter is neither the current nor the previous window.
-    pub expired_cookies: u64,
-    /// Segments given to `on_ack` that were not a handshake ACK (or unusable).
-    pub ack_ignored: u64,
-    /// Replies not built because `out_buf` was too small.
-    pub no_room: u64,
-    /// Secret rotations (window changes).
-    pub rotations: u64,
+longhaul_dataplane::counters! {
+    /// Counters of the handshake monitor.
+    #[derive(Copy)]
+    pub struct SynCookieStats: "themis.syncookie" {
+        /// SYN-ACKs with a cookie sent.
+        pub synacks: u64,
+        /// Segments given to `on_syn` that were not a pure SYN (or unusable: anomaly, bad
+        /// checksum).
+        pub syn_ignored: u64,
+        /// ACKs with a valid cookie (RSTs sent, pairs reported).
+        pub valid_acks: u64,
+        /// ACKs whose cookie did not verify in a current window (wrong hash, forged, altered).
+        pub bad_cookies: u64,
+        /// ACKs whose cookie's time counter is neither the current nor the previous window.
+        pub expired_cookies: u64,
+        /// Segments given to `on_ack` that were not a handshake ACK (or unusable).
+        pub ack_ignored: u64,
+        /// Replies not built because `out_buf` was too small.
+        pub no_room: u64,
+    }
 }
 
 /// The stateless SYN-cookie handshake monitor. It is `Copy`: it holds two secrets, a window
@@ -185,6 +186,8 @@ pub struct SynCookies {
     cur: Secret,
     prev: Secret,
     stats: SynCookieStats,
+    /// Secret rotations (window changes); not among the counters by name.
+    rotations: u64,
 }
 
 /// The fields of a TCP segment both handlers need.
@@ -347,6 +350,7 @@ impl SynCookies {
             cur: Secret(0, 0),
             prev: Secret(0, 0),
             stats: SynCookieStats::default(),
+            rotations: 0,
         };
         s.cur = s.secret(0);
         s.prev = s.secret(u64::MAX);
@@ -378,6 +382,11 @@ impl SynCookies {
         self.stats
     }
 
+    /// Secret rotations (window changes) so far.
+    pub fn rotations(&self) -> u64 {
+        self.rotations
+    }
+
     /// Zero the counters.
     pub fn reset_stats(&mut self) {
         self.stats = SynCookieStats::default();
@@ -400,7 +409,7 @@ impl SynCookies {
         };
         self.cur = self.secret(t);
         self.window = t;
-        self.stats.rotations += 1;
+        self.rotations += 1;
         true
     }
 

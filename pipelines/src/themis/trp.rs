@@ -385,55 +385,57 @@ pub enum TrpCommand {
     ResetCache { index: usize },
 }
 
-/// TRP's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TrpStats {
-    /// CNPs seen ([`Trp::on_cnp`]).
-    pub cnps: u64,
-    /// CNPs applied to an installed flow (CNP_Store hit).
-    pub cnp_store_hits: u64,
-    /// CNPs written to CNP_Cache (new or pending flows).
-    pub cnp_cached: u64,
-    /// CNPs whose cell held another pending flow (not cached).
-    pub cache_collisions: u64,
-    /// Stale pending flows overwritten by a colliding CNP (point 10).
-    pub cache_stale_overwrites: u64,
-    /// CNPs the pipeline was asked to punt.
-    pub cnp_punts: u64,
-    /// `loop_num` increments (Algorithm 1 line 6).
-    pub loop_increments: u64,
-    /// Flows that entered recovery (line 18).
-    pub recovered_flows: u64,
-    /// Flows installed into CNP_Store.
-    pub installs: u64,
-    /// Installs of a flow already installed (no-ops).
-    pub install_dups: u64,
-    /// Installs refused because CNP_Store was full.
-    pub store_full: u64,
-    /// CNP_Store entries removed by command.
-    pub removes: u64,
-    /// CNP_Store entries removed by the idle timeout.
-    pub expired: u64,
-    /// CNP_Cache cells reset (by install, remove or command).
-    pub cache_resets: u64,
-    /// Data packet passes that hit CNP_Cache.
-    pub data_cache_hits: u64,
-    /// Data packet passes that hit CNP_Store.
-    pub data_store_hits: u64,
-    /// New data packets (`loop_count == 0`) of throttled flows.
-    pub throttled_pkts: u64,
-    /// New data packets of recovering flows.
-    pub recovering_pkts: u64,
-    /// `Recirculate` decisions.
-    pub recirculated: u64,
-    /// Packets of tracked flows forwarded after at least one loop.
-    pub released: u64,
-    /// Recovering packets forwarded because their PSN follows the last one forwarded.
-    pub recover_next_psn: u64,
-    /// Recovering packets looped again to wait for their predecessor.
-    pub recover_waits: u64,
-    /// Recovering packets forwarded at the hold limit with their predecessor missing.
-    pub recover_forced: u64,
+longhaul_dataplane::counters! {
+    /// TRP's counters.
+    #[derive(Copy)]
+    pub struct TrpStats: "themis.trp" {
+        /// CNPs seen ([`Trp::on_cnp`]).
+        pub cnps: u64,
+        /// CNPs applied to an installed flow (CNP_Store hit).
+        pub cnp_store_hits: u64,
+        /// CNPs written to CNP_Cache (new or pending flows).
+        pub cnp_cached: u64,
+        /// CNPs whose cell held another pending flow (not cached).
+        pub cache_collisions: u64,
+        /// Stale pending flows overwritten by a colliding CNP (point 10).
+        pub cache_stale_overwrites: u64,
+        /// CNPs the pipeline was asked to punt.
+        pub cnp_punts: u64,
+        /// `loop_num` increments (Algorithm 1 line 6).
+        pub loop_increments: u64,
+        /// Flows that entered recovery (line 18).
+        pub recovered_flows: u64,
+        /// Flows installed into CNP_Store.
+        pub installs: u64,
+        /// Installs of a flow already installed (no-ops).
+        pub install_dups: u64,
+        /// Installs refused because CNP_Store was full.
+        pub store_full: u64,
+        /// CNP_Store entries removed by command.
+        pub removes: u64,
+        /// CNP_Store entries removed by the idle timeout.
+        pub expired: u64,
+        /// CNP_Cache cells reset (by install, remove or command).
+        pub cache_resets: u64,
+        /// Data packet passes that hit CNP_Cache.
+        pub data_cache_hits: u64,
+        /// Data packet passes that hit CNP_Store.
+        pub data_store_hits: u64,
+        /// New data packets (`loop_count == 0`) of throttled flows.
+        pub throttled_pkts: u64,
+        /// New data packets of recovering flows.
+        pub recovering_pkts: u64,
+        /// `Recirculate` decisions.
+        pub recirculated: u64,
+        /// Packets of tracked flows forwarded after at least one loop.
+        pub released: u64,
+        /// Recovering packets forwarded because their PSN follows the last one forwarded.
+        pub recover_next_psn: u64,
+        /// Recovering packets looped again to wait for their predecessor.
+        pub recover_waits: u64,
+        /// Recovering packets forwarded at the hold limit with their predecessor missing.
+        pub recover_forced: u64,
+    }
 }
 
 /// A CNP_Cache cell: a pending flow's key and state (`key == None`: free).
@@ -774,33 +776,7 @@ impl Trp {
 
     /// Every counter by stable name (`themis.trp.*`), for `Pipeline::counters`.
     pub fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
-        let s = &self.stats;
-        out("themis.trp.cnps", s.cnps);
-        out("themis.trp.cnp_store_hits", s.cnp_store_hits);
-        out("themis.trp.cnp_cached", s.cnp_cached);
-        out("themis.trp.cache_collisions", s.cache_collisions);
-        out(
-            "themis.trp.cache_stale_overwrites",
-            s.cache_stale_overwrites,
-        );
-        out("themis.trp.cnp_punts", s.cnp_punts);
-        out("themis.trp.loop_increments", s.loop_increments);
-        out("themis.trp.recovered_flows", s.recovered_flows);
-        out("themis.trp.installs", s.installs);
-        out("themis.trp.install_dups", s.install_dups);
-        out("themis.trp.store_full", s.store_full);
-        out("themis.trp.removes", s.removes);
-        out("themis.trp.expired", s.expired);
-        out("themis.trp.cache_resets", s.cache_resets);
-        out("themis.trp.data_cache_hits", s.data_cache_hits);
-        out("themis.trp.data_store_hits", s.data_store_hits);
-        out("themis.trp.throttled_pkts", s.throttled_pkts);
-        out("themis.trp.recovering_pkts", s.recovering_pkts);
-        out("themis.trp.recirculated", s.recirculated);
-        out("themis.trp.released", s.released);
-        out("themis.trp.recover_next_psn", s.recover_next_psn);
-        out("themis.trp.recover_waits", s.recover_waits);
-        out("themis.trp.recover_forced", s.recover_forced);
+        self.stats.for_each(out);
     }
 
     /// CNP_Store's counters by name, for `Pipeline::tables`.

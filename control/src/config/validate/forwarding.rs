@@ -7,7 +7,7 @@ use super::super::{
     map_v4, IpPrefix, NeighborConfig, PortAddr, PortConfig, RouteHop, StaticNeighbor, SwitchConfig,
     MAX_ECMP_MEMBERS,
 };
-use super::{fmt_mac, span, Span, Validator};
+use super::{fmt_mac, span, AddrError, Span, Validator};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Learned neighbour entries a worker may hold at most.
@@ -16,14 +16,12 @@ const MAX_NEIGHBORS: i64 = 1 << 20;
 const NEIGHBOR_ENTRY_BYTES: u64 = 96;
 
 /// An IP address as written, IPv4 mapped into IPv6 (`::ffff:a.b.c.d`).
-pub fn parse_ip(s: &str) -> Result<u128, String> {
+pub fn parse_ip(s: &str) -> Result<u128, AddrError> {
     match s.parse::<IpAddr>() {
         Ok(IpAddr::V4(a)) => Ok(map_v4(u32::from(a))),
-        Ok(IpAddr::V6(a)) if a.to_ipv4_mapped().is_some() => Err(format!(
-            "'{s}' is an IPv4-mapped IPv6 address: write the IPv4 address"
-        )),
+        Ok(IpAddr::V6(a)) if a.to_ipv4_mapped().is_some() => Err(AddrError::MappedV4(s.to_owned())),
         Ok(IpAddr::V6(a)) => Ok(u128::from(a)),
-        Err(_) => Err(format!("'{s}' is not an IPv4 or IPv6 address")),
+        Err(_) => Err(AddrError::NotIp(s.to_owned())),
     }
 }
 
@@ -62,7 +60,7 @@ impl Validator<'_> {
                     )
                 })
                 .and_then(|(ip, len)| {
-                    let ip = parse_ip(ip)?;
+                    let ip = parse_ip(ip).map_err(|e| e.to_string())?;
                     let max = if super::super::unmap_v4(ip).is_some() {
                         32
                     } else {
@@ -359,8 +357,8 @@ impl Validator<'_> {
     ) -> Option<u128> {
         let ip = match parse_ip(v.get_ref()) {
             Ok(ip) => ip,
-            Err(m) => {
-                self.err(key, span(v), m);
+            Err(e) => {
+                self.err(key, span(v), e.to_string());
                 return None;
             }
         };
@@ -455,8 +453,8 @@ impl Validator<'_> {
             let ip = self.required(&key("ip"), &e.ip, &table).and_then(|v| {
                 match parse_ip(v.get_ref()) {
                     Ok(ip) => Some((ip, span(v))),
-                    Err(m) => {
-                        self.err(key("ip"), span(v), m);
+                    Err(e) => {
+                        self.err(key("ip"), span(v), e.to_string());
                         None
                     }
                 }
