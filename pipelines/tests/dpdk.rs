@@ -192,7 +192,7 @@ fn start(
     (api, stop, h)
 }
 
-type RunResult = Result<RunReport, String>;
+type RunResult = Result<RunReport, longhaul_runtime::Error>;
 
 /// Wait until the switch has sent `n` packets on port index `port` (from the API's /stats).
 fn wait_tx(api: SocketAddr, port: usize, n: u64) -> serde_json::Value {
@@ -339,7 +339,7 @@ fn a_device_that_does_not_exist_is_an_error_naming_the_port() {
     let opts = RunOptions::new(Arc::new(AtomicBool::new(false)));
     let e = match run(&cfg, opts) {
         Ok(_) => panic!("ran with a port that does not exist"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     assert!(
         e.starts_with("port 'dc0': DPDK port 'net_nope7': no such ethdev (ports: "),
@@ -504,7 +504,7 @@ fn rx_queues_without_rss_are_refused_naming_the_port() {
     });
     let e = match run(&cfg, opts) {
         Ok(_) => panic!("ran with rx queues but no RSS"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     assert!(
         e.starts_with("port 'dc0': rx_queues = 2 needs RSS, which net_pcap"),
